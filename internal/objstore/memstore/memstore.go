@@ -1,0 +1,193 @@
+// Package memstore is an in-memory objstore.Store for unit tests. It holds
+// whole objects in memory, so it is no place for large packs.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ghost-scm/ghost/internal/objstore"
+)
+
+type object struct {
+	data []byte
+	etag string
+}
+
+// Store is a map guarded by one mutex; every operation is atomic and so
+// linearizable.
+type Store struct {
+	mu      sync.Mutex
+	objects map[string]object
+	gen     uint64
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{objects: make(map[string]object)}
+}
+
+var _ objstore.Store = (*Store)(nil)
+
+func (s *Store) lookup(key string) (object, error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return object{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
+	}
+	return o, nil
+}
+
+// Get implements objstore.Store.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, objstore.Info{}, err
+	}
+	o, err := s.lookup(key)
+	if err != nil {
+		return nil, objstore.Info{}, err
+	}
+	return io.NopCloser(bytes.NewReader(o.data)), objstore.Info{Key: key, Size: int64(len(o.data)), ETag: o.etag}, nil
+}
+
+// GetRange implements objstore.Store.
+func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if offset < 0 || length < 0 {
+		return nil, fmt.Errorf("range %d+%d of %s: negative", offset, length, key)
+	}
+	o, err := s.lookup(key)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(o.data))
+	start, end := min(offset, n), min(offset+length, n)
+	if offset+length < offset { // overflow
+		end = n
+	}
+	return io.NopCloser(bytes.NewReader(o.data[start:end])), nil
+}
+
+// cond selects the precondition of a put.
+type cond int
+
+const (
+	none cond = iota
+	ifMatch
+	ifAbsent
+)
+
+func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c cond, etag string) (objstore.Info, error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return objstore.Info{}, err
+	}
+	data, err := readExactly(r, size)
+	if err != nil {
+		return objstore.Info{}, fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return objstore.Info{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, exists := s.objects[key]
+	switch {
+	case c == ifMatch && (!exists || cur.etag != etag):
+		return objstore.Info{}, fmt.Errorf("put %s if-match %q: %w", key, etag, objstore.ErrPreconditionFailed)
+	case c == ifAbsent && exists:
+		return objstore.Info{}, fmt.Errorf("put %s if-none-match: %w", key, objstore.ErrPreconditionFailed)
+	}
+	s.gen++
+	o := object{data: data, etag: `"` + strconv.FormatUint(s.gen, 16) + `"`}
+	s.objects[key] = o
+	return objstore.Info{Key: key, Size: size, ETag: o.etag}, nil
+}
+
+func readExactly(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("negative size %d", size)
+	}
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r, size+1))
+	if err != nil {
+		return nil, err
+	}
+	if n != size {
+		return nil, fmt.Errorf("body is %d bytes, declared %d", n, size)
+	}
+	return buf.Bytes(), nil
+}
+
+// Put implements objstore.Store.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
+	return s.put(ctx, key, r, size, none, "")
+}
+
+// PutIfMatch implements objstore.Store.
+func (s *Store) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
+	return s.put(ctx, key, r, size, ifMatch, etag)
+}
+
+// PutIfAbsent implements objstore.Store.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
+	return s.put(ctx, key, r, size, ifAbsent, "")
+}
+
+// Delete implements objstore.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := objstore.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objects, key)
+	return nil
+}
+
+// List implements objstore.Store.
+func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("list %q: limit %d must be positive", prefix, limit)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []objstore.Info
+	for k, o := range s.objects {
+		if strings.HasPrefix(k, prefix) && k > startAfter {
+			out = append(out, objstore.Info{Key: k, Size: int64(len(o.data)), ETag: o.etag})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Copy implements objstore.Store.
+func (s *Store) Copy(ctx context.Context, src, dst string) error {
+	o, err := s.lookup(src)
+	if err != nil {
+		return err
+	}
+	_, err = s.put(ctx, dst, bytes.NewReader(o.data), int64(len(o.data)), none, "")
+	return err
+}
