@@ -1,0 +1,35 @@
+// Package coord defines the model of ghost's distributed work coordination:
+// runs split into shards, shard leases with fencing, idempotent operations,
+// the invariants every stored record must satisfy, and the Backend interface
+// that storage implementations (memcoord, etcdcoord) provide.
+//
+// The package is deliberately storage-free. Every state transition is a pure
+// function from the current records and a request to the next records (see
+// the Shard and Run methods named Apply*), so that an in-memory backend and an
+// etcd backend using optimistic transactions make identical decisions: read
+// the records, apply the transition, write the result if the records did not
+// change in the meantime, otherwise retry.
+//
+// # Key ranges
+//
+// A shard covers the half-open byte-string range [Start, End). Keys compare
+// lexicographically (bytes.Compare). An empty End means +infinity; an empty
+// Start is the smallest key. A range is never empty: Start < End unless End
+// is unbounded.
+//
+// # Time
+//
+// Time is logical and supplied by the caller on every call, in milliseconds
+// (see Time). Zero means "unset", so valid calls use now >= 1. Supplying time
+// keeps tests deterministic and lets an etcd backend use a clock that all its
+// nodes agree on.
+//
+// # Idempotency
+//
+// Every mutation carries an OpID chosen by the caller. Records keep a bounded
+// FIFO log of recent (OpID, payload hash) pairs: MaxShardOps per shard and
+// MaxRunOps per run. Replaying an op id with the same payload is a successful
+// no-op; replaying it with a different payload is ErrOpConflict. The check
+// runs before lease validation, so a retry after the lease expired or the
+// shard completed still succeeds.
+package coord

@@ -1,0 +1,515 @@
+// Package memcoord is the reference in-memory coord.Backend. It applies the
+// transitions of package coord under a single mutex, which makes every
+// operation trivially atomic; it is used in tests, in single-process
+// deployments without etcd, and as the model the etcd backend is checked
+// against by the coordtest suite.
+package memcoord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ghost-scm/ghost/internal/coord"
+)
+
+// Backend is an in-memory coord.Backend, safe for concurrent use.
+type Backend struct {
+	lim coord.Limits
+
+	mu      sync.Mutex
+	runs    map[coord.RunID]*runEntry
+	tenants map[coord.TenantID]int64 // shard records per tenant
+	global  int64                    // shard records in total
+}
+
+type runEntry struct {
+	run    coord.Run
+	shards map[coord.ShardID]coord.Shard
+	ids    []coord.ShardID // sorted ascending
+}
+
+var _ coord.Backend = (*Backend)(nil)
+
+// New returns an empty backend enforcing lim (zero fields take defaults).
+func New(lim coord.Limits) *Backend {
+	return &Backend{
+		lim:     lim.WithDefaults(),
+		runs:    make(map[coord.RunID]*runEntry),
+		tenants: make(map[coord.TenantID]int64),
+	}
+}
+
+// lookup returns the run entry, checking the tenant. The caller holds b.mu.
+func (b *Backend) lookup(tenant coord.TenantID, run coord.RunID) (*runEntry, error) {
+	e, ok := b.runs[run]
+	if !ok {
+		return nil, fmt.Errorf("%w: run %d", coord.ErrNotFound, run)
+	}
+	if e.run.Tenant != tenant {
+		return nil, fmt.Errorf("%w: run %d", coord.ErrTenantMismatch, run)
+	}
+	return e, nil
+}
+
+func (b *Backend) lookupShard(tenant coord.TenantID, run coord.RunID, id coord.ShardID) (*runEntry, coord.Shard, error) {
+	e, err := b.lookup(tenant, run)
+	if err != nil {
+		return nil, coord.Shard{}, err
+	}
+	s, ok := e.shards[id]
+	if !ok {
+		return nil, coord.Shard{}, fmt.Errorf("%w: run %d shard %v", coord.ErrNotFound, run, id)
+	}
+	return e, s, nil
+}
+
+// putShard validates and stores a shard record. The caller holds b.mu.
+func (e *runEntry) putShard(s coord.Shard) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("memcoord: refusing to store: %w", err)
+	}
+	if _, ok := e.shards[s.ID]; !ok {
+		i, _ := slices.BinarySearch(e.ids, s.ID)
+		e.ids = slices.Insert(e.ids, i, s.ID)
+	}
+	e.shards[s.ID] = s
+	return nil
+}
+
+func (e *runEntry) putRun(r coord.Run) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("memcoord: refusing to store: %w", err)
+	}
+	e.run = r
+	return nil
+}
+
+// reserve checks the shard caps for delta new records and counts them.
+func (b *Backend) reserve(tenant coord.TenantID, delta int64) error {
+	if err := b.lim.CheckShardCaps(b.tenants[tenant], b.global, delta); err != nil {
+		return err
+	}
+	b.tenants[tenant] += delta
+	b.global += delta
+	return nil
+}
+
+// CreateRun implements coord.Backend.
+func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.CreateRunRequest) (coord.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Run{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.runs[req.Run]; ok {
+		r, err := e.run.ApplyCreateRun(req, now)
+		if err != nil {
+			return coord.Run{}, err
+		}
+		return r.Clone(), nil
+	}
+	r, err := coord.NewRun(req, now)
+	if err != nil {
+		return coord.Run{}, err
+	}
+	e := &runEntry{shards: make(map[coord.ShardID]coord.Shard)}
+	if err := e.putRun(r); err != nil {
+		return coord.Run{}, err
+	}
+	b.runs[req.Run] = e
+	return r.Clone(), nil
+}
+
+// RegisterShards implements coord.Backend.
+func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.RegisterShardsRequest) (coord.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Run{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.lookup(req.Tenant, req.Run)
+	if err != nil {
+		return coord.Run{}, err
+	}
+	r, shards, changed, err := e.run.ApplyRegisterShards(req, now, b.lim)
+	if err != nil || !changed {
+		return r.Clone(), err
+	}
+	for i := range shards {
+		if err := shards[i].Validate(); err != nil {
+			return coord.Run{}, fmt.Errorf("memcoord: refusing to store: %w", err)
+		}
+	}
+	if err := b.reserve(req.Tenant, int64(len(shards))); err != nil {
+		return coord.Run{}, err
+	}
+	if err := e.putRun(r); err != nil {
+		return coord.Run{}, err
+	}
+	for _, s := range shards {
+		e.shards[s.ID] = s
+		e.ids = append(e.ids, s.ID)
+	}
+	slices.Sort(e.ids)
+	return r.Clone(), nil
+}
+
+// Acquire implements coord.Backend.
+func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Lease{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, s, err := b.lookupShard(req.Tenant, req.Run, req.Shard)
+	if err != nil {
+		return coord.Lease{}, err
+	}
+	n, lease, changed, err := s.ApplyAcquire(&e.run, req, now)
+	if changed {
+		if perr := e.putShard(n); perr != nil {
+			return coord.Lease{}, perr
+		}
+	}
+	return lease, err
+}
+
+// ClaimNext implements coord.Backend. Candidates are scanned in id order
+// starting at coord.ClaimOffset, so concurrent workers spread over the run.
+func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.ClaimRequest) (coord.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Lease{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.lookup(req.Tenant, req.Run)
+	if err != nil {
+		return coord.Lease{}, err
+	}
+	var candidates []coord.ShardID
+	for _, id := range e.ids {
+		s := e.shards[id]
+		lease, ok, err := s.ClaimReplay(req)
+		if err != nil {
+			return coord.Lease{}, err
+		}
+		if ok {
+			return lease, nil
+		}
+		if s.Claimable(now) {
+			candidates = append(candidates, id)
+		}
+	}
+	switch {
+	case e.run.State.Terminal():
+		return coord.Lease{}, fmt.Errorf("%w: run %d is %v", coord.ErrRunTerminal, req.Run, e.run.State)
+	case e.run.State != coord.RunActive:
+		return coord.Lease{}, fmt.Errorf("%w: run %d is %v", coord.ErrRunNotActive, req.Run, e.run.State)
+	}
+	off := coord.ClaimOffset(req.Worker, len(candidates))
+	for i := range candidates {
+		s := e.shards[candidates[(off+i)%len(candidates)]]
+		n, lease, changed, err := s.ApplyClaim(&e.run, req, now)
+		if changed {
+			if perr := e.putShard(n); perr != nil {
+				return coord.Lease{}, perr
+			}
+		}
+		switch {
+		case err == nil:
+			return lease, nil
+		case errorsIsAny(err, coord.ErrRetriesExhausted, coord.ErrLeaseHeld, coord.ErrShardParked, coord.ErrShardTerminal):
+			// This candidate went away (in etcd: raced away); try the next.
+			continue
+		default:
+			return coord.Lease{}, err
+		}
+	}
+	return coord.Lease{}, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
+}
+
+// shardOp runs a lease-presenting mutation of one shard.
+func (b *Backend) shardOp(ctx context.Context, l coord.Lease, apply func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error)) (coord.Shard, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Shard{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, s, err := b.lookupShard(l.Tenant, l.Run, l.Shard)
+	if err != nil {
+		return coord.Shard{}, err
+	}
+	n, changed, err := apply(&e.run, s)
+	if err != nil {
+		return coord.Shard{}, err
+	}
+	if changed {
+		if err := e.putShard(n); err != nil {
+			return coord.Shard{}, err
+		}
+	}
+	return n.Clone(), nil
+}
+
+// Renew implements coord.Backend.
+func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
+	var lease coord.Lease
+	_, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		n, l, changed, err := s.ApplyRenew(run, req, now)
+		lease = l
+		return n, changed, err
+	})
+	if err != nil {
+		return coord.Lease{}, err
+	}
+	return lease, nil
+}
+
+// Checkpoint implements coord.Backend.
+func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
+	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyCheckpoint(run, req, now, b.lim)
+	})
+}
+
+// Complete implements coord.Backend.
+func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
+	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyComplete(run, req, now)
+	})
+}
+
+// Park implements coord.Backend.
+func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
+	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyPark(run, req, now, b.lim)
+	})
+}
+
+// Unpark implements coord.Backend.
+func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
+	l := coord.Lease{Tenant: req.Tenant, Run: req.Run, Shard: req.Shard}
+	return b.shardOp(ctx, l, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyUnpark(run, req, now)
+	})
+}
+
+// SplitReplace implements coord.Backend.
+func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.SplitReplaceRequest) (coord.Shard, []coord.Shard, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Shard{}, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := req.Lease
+	e, s, err := b.lookupShard(l.Tenant, l.Run, l.Shard)
+	if err != nil {
+		return coord.Shard{}, nil, err
+	}
+	n, children, changed, err := s.ApplySplitReplace(&e.run, req, now, b.lim)
+	if err != nil {
+		return coord.Shard{}, nil, err
+	}
+	if !changed {
+		out := make([]coord.Shard, 0, len(req.Children))
+		for _, id := range coord.ReplaceChildIDs(req) {
+			if c, ok := e.shards[id]; ok {
+				out = append(out, c.Clone())
+			}
+		}
+		return n.Clone(), out, nil
+	}
+	if err := b.addShards(e, n, children); err != nil {
+		return coord.Shard{}, nil, err
+	}
+	out := make([]coord.Shard, len(children))
+	for i := range children {
+		out[i] = children[i].Clone()
+	}
+	return n.Clone(), out, nil
+}
+
+// addShards stores an updated parent and new shards, all or nothing.
+func (b *Backend) addShards(e *runEntry, parent coord.Shard, created []coord.Shard) error {
+	if err := parent.Validate(); err != nil {
+		return fmt.Errorf("memcoord: refusing to store: %w", err)
+	}
+	for i := range created {
+		if _, exists := e.shards[created[i].ID]; exists {
+			return fmt.Errorf("%w: %v", coord.ErrIDCollision, created[i].ID)
+		}
+		if err := created[i].Validate(); err != nil {
+			return fmt.Errorf("memcoord: refusing to store: %w", err)
+		}
+	}
+	if err := b.reserve(parent.Tenant, int64(len(created))); err != nil {
+		return err
+	}
+	for _, s := range append([]coord.Shard{parent}, created...) {
+		if err := e.putShard(s); err != nil {
+			return err // unreachable: validated above
+		}
+	}
+	return nil
+}
+
+// SplitResidual implements coord.Backend.
+func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.SplitResidualRequest) (coord.Shard, coord.Shard, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Shard{}, coord.Shard{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := req.Lease
+	e, s, err := b.lookupShard(l.Tenant, l.Run, l.Shard)
+	if err != nil {
+		return coord.Shard{}, coord.Shard{}, err
+	}
+	n, res, changed, err := s.ApplySplitResidual(&e.run, req, now, b.lim)
+	if err != nil {
+		return coord.Shard{}, coord.Shard{}, err
+	}
+	if !changed {
+		return n.Clone(), e.shards[coord.ResidualID(req)].Clone(), nil
+	}
+	if err := b.addShards(e, n, []coord.Shard{res}); err != nil {
+		return coord.Shard{}, coord.Shard{}, err
+	}
+	return n.Clone(), res.Clone(), nil
+}
+
+// runOp runs a mutation of a run record.
+func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.RunID, apply func(e *runEntry) (coord.Run, bool, error)) (coord.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Run{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.lookup(tenant, run)
+	if err != nil {
+		return coord.Run{}, err
+	}
+	r, changed, err := apply(e)
+	if err != nil {
+		return coord.Run{}, err
+	}
+	if changed {
+		if err := e.putRun(r); err != nil {
+			return coord.Run{}, err
+		}
+	}
+	return r.Clone(), nil
+}
+
+// CompleteRun implements coord.Backend.
+func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+		unfinished := 0
+		for _, s := range e.shards {
+			if s.State == coord.ShardActive || s.State == coord.ShardParked {
+				unfinished++
+			}
+		}
+		return e.run.ApplyCompleteRun(req, now, unfinished)
+	})
+}
+
+// FailRun implements coord.Backend.
+func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+		return e.run.ApplyFailRun(req, now, b.lim)
+	})
+}
+
+// CancelRun implements coord.Backend.
+func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+		return e.run.ApplyCancelRun(req, now)
+	})
+}
+
+// GetRun implements coord.Backend.
+func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.RunID) (coord.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Run{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.lookup(tenant, run)
+	if err != nil {
+		return coord.Run{}, err
+	}
+	return e.run.Clone(), nil
+}
+
+// GetShard implements coord.Backend.
+func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, shard coord.ShardID) (coord.Shard, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Shard{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, s, err := b.lookupShard(tenant, run, shard)
+	if err != nil {
+		return coord.Shard{}, err
+	}
+	return s.Clone(), nil
+}
+
+// Progress implements coord.Backend.
+func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID) (coord.Progress, error) {
+	if err := ctx.Err(); err != nil {
+		return coord.Progress{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.lookup(tenant, run)
+	if err != nil {
+		return coord.Progress{}, err
+	}
+	p := coord.Progress{State: e.run.State, Total: len(e.shards)}
+	for _, s := range e.shards {
+		p.Add(&s, now)
+	}
+	return p, nil
+}
+
+// ListShards implements coord.Backend.
+func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID, filter coord.ShardFilter) ([]coord.Shard, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.lookup(tenant, run)
+	if err != nil {
+		return nil, err
+	}
+	start, found := slices.BinarySearch(e.ids, filter.After)
+	if found {
+		start++
+	}
+	var out []coord.Shard
+	for _, id := range e.ids[start:] {
+		if filter.Limit > 0 && len(out) >= filter.Limit {
+			break
+		}
+		s := e.shards[id]
+		if filter.Match(&s, now) {
+			out = append(out, s.Clone())
+		}
+	}
+	return out, nil
+}
+
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
