@@ -1,0 +1,5 @@
+package coordtest
+
+import "testing"
+
+func runSimulation(t *testing.T, f Factory, o options) {}
