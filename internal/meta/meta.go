@@ -1,0 +1,147 @@
+// Package meta is ghost's metadata: tenants (users and organizations), org
+// membership, access tokens and the repository namespace that maps
+// "owner/name" to a write-ahead-log repository id.
+//
+// Every record is a small JSON object in the same object store as the
+// repository logs, so the git path (authenticate, resolve a name, check
+// access) depends on object storage alone (DESIGN.md §3): no database, no
+// etcd. Creates are PutIfAbsent, updates are PutIfMatch, so racing writers on
+// different nodes resolve without locks: one wins, the others see ErrExists
+// or retry on the fresh record.
+//
+// Key layout (no key is a directory prefix of another, which the filesystem
+// store cannot represent):
+//
+//	meta/tenants/<tenant>           tenantRecord
+//	meta/members/<org>/<user>       memberRecord
+//	meta/tokens/<sha256hex>         tokenRecord, looked up by Authenticate
+//	meta/tokenids/<tenant>/<id>     tokenIDRecord, finds the hash to revoke by id
+//	meta/repos/<owner>/<name>       repoRecord (a deleted name keeps a tombstone)
+//
+// Names are case-insensitive: keys use the lowercase form, records keep the
+// name as first written for display. See docs/adr/0003-meta-namespace.md.
+package meta
+
+import (
+	"errors"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// ErrNotFound reports a tenant, repository, token or membership that does
+// not exist (a deleted repository included). Callers serving a private
+// repository the caller may not read report it too, so existence never
+// leaks.
+var ErrNotFound = errors.New("not found")
+
+// ErrExists reports a create that lost to an existing record, whether it
+// was there before or was written by a racing creator an instant earlier.
+var ErrExists = errors.New("already exists")
+
+// ErrUnauthenticated reports a token that is malformed, unknown or revoked.
+// The three are deliberately indistinguishable to the caller.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// ErrForbidden reports an authenticated caller without the right to act.
+var ErrForbidden = errors.New("forbidden")
+
+// ErrInvalidName reports a tenant or repository name ValidateName refuses.
+var ErrInvalidName = errors.New("invalid name")
+
+// ErrInvalidArgument reports any other malformed input (tenant kind, scope,
+// description), so an API can answer 400 without string matching.
+var ErrInvalidArgument = errors.New("invalid argument")
+
+// Tenant kinds. Users own tokens and act; orgs own repositories that their
+// member users may act on.
+const (
+	KindUser = "user"
+	KindOrg  = "org"
+)
+
+// Tenant is a user or an organization: the unit that owns repositories and
+// tokens.
+type Tenant struct {
+	Name      string // display form; lookups are case-insensitive
+	Kind      string // KindUser or KindOrg
+	CreatedAt time.Time
+}
+
+// Repo is a named repository. The name is an alias for ID, which is what
+// the log is keyed by: deleting and recreating a name yields a new ID, so a
+// stale cache or a late push can never resurrect the old history.
+type Repo struct {
+	ID         string // wal repository id (a ULID); never reused
+	Owner      string // tenant display name
+	Name       string // display name, without ".git"
+	Public     bool
+	CreatedAt  time.Time
+	ForkedFrom string // "owner/name" of the source at fork time, or ""
+}
+
+// FullName is "owner/name", the form users type.
+func (r Repo) FullName() string { return r.Owner + "/" + r.Name }
+
+// Token describes an access token. The plaintext is never stored; only
+// CreateToken ever returns it.
+type Token struct {
+	ID          string // stable handle for listing and revoking
+	Tenant      string
+	Scope       Scope
+	CreatedAt   time.Time
+	Description string
+}
+
+// Principal is an authenticated caller, as Authenticate returns it. A nil
+// *Principal is the anonymous caller.
+type Principal struct {
+	Tenant  string
+	TokenID string
+	Scope   Scope
+}
+
+// IsAdmin reports whether p holds an admin-scope token. Admin scope is
+// operator authority over the whole installation (see the ADR); p may be
+// nil.
+func (p *Principal) IsAdmin() bool { return p != nil && p.Scope >= ScopeAdmin }
+
+// maxRecord bounds every metadata object read: records are tiny, and a
+// corrupt or hostile giant object must not be read into memory.
+const maxRecord = 64 << 10
+
+// Store is the metadata store. It is safe for concurrent use and holds no
+// cache: every lookup reads the object store, so all nodes agree at once
+// (a revoked token or a deleted repository stops working on the next
+// request, everywhere).
+type Store struct {
+	objects objstore.Store
+	log     *wal.Log
+	now     func() time.Time
+	newID   func() string
+}
+
+// New returns a Store keeping metadata in objects and repository logs in
+// log; both normally wrap the same object store.
+func New(objects objstore.Store, log *wal.Log) *Store {
+	return &Store{
+		objects: objects,
+		log:     log,
+		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+		// ulid.Make is safe for concurrent use and monotonic within a
+		// process; across processes the 80 random bits make collisions
+		// negligible, and PutIfAbsent/Init would refuse one anyway.
+		newID: func() string { return ulid.Make().String() },
+	}
+}
+
+// Log returns the repository log the store creates, forks and deletes in,
+// so a server can share it rather than build a second one.
+func (s *Store) Log() *wal.Log { return s.log }
+
+// releaseTimeout bounds best-effort cleanups that run after the caller's
+// context may already be done.
+const releaseTimeout = 30 * time.Second

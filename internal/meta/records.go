@@ -1,0 +1,166 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/objstore"
+)
+
+// recordVersion is written into every record; readers refuse versions they
+// do not know rather than misreading them.
+const recordVersion = 1
+
+const (
+	tenantsPrefix  = "meta/tenants/"
+	membersPrefix  = "meta/members/"
+	tokensPrefix   = "meta/tokens/"
+	tokenIDsPrefix = "meta/tokenids/"
+	reposPrefix    = "meta/repos/"
+)
+
+func tenantKey(t string) string         { return tenantsPrefix + t }
+func memberKey(org, user string) string { return membersPrefix + org + "/" + user }
+func tokenKey(hashHex string) string    { return tokensPrefix + hashHex }
+func tokenIDKey(t, id string) string    { return tokenIDsPrefix + t + "/" + strings.ToLower(id) }
+func repoKey(owner, name string) string { return reposPrefix + owner + "/" + name }
+
+type tenantRecord struct {
+	V         int       `json:"v"`
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type memberRecord struct {
+	V       int       `json:"v"`
+	Org     string    `json:"org"`
+	User    string    `json:"user"`
+	AddedAt time.Time `json:"added_at"`
+}
+
+type tokenRecord struct {
+	V           int       `json:"v"`
+	ID          string    `json:"id"`
+	Tenant      string    `json:"tenant"`
+	Scope       Scope     `json:"scope"`
+	CreatedAt   time.Time `json:"created_at"`
+	Description string    `json:"description,omitempty"`
+}
+
+// tokenIDRecord indexes a token by tenant and id. It carries the hash (not
+// the plaintext) so RevokeToken can find and delete the lookup record.
+type tokenIDRecord struct {
+	tokenRecord
+	Hash string `json:"sha256"`
+}
+
+type repoRecord struct {
+	V          int       `json:"v"`
+	ID         string    `json:"id"`
+	Owner      string    `json:"owner"`
+	Name       string    `json:"name"`
+	Public     bool      `json:"public"`
+	CreatedAt  time.Time `json:"created_at"`
+	ForkedFrom string    `json:"forked_from,omitempty"`
+	// Deleted marks a name whose repository was deleted. The record stays
+	// so that deletes and re-creates are compare-and-swaps on one object:
+	// object storage has no conditional delete, and an unconditional one
+	// could remove a record a racing creator had just written.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+func (r *repoRecord) repo() Repo {
+	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom}
+}
+
+func (t *tenantRecord) tenant() Tenant {
+	return Tenant{Name: t.Name, Kind: t.Kind, CreatedAt: t.CreatedAt}
+}
+
+func (t *tokenRecord) token() Token {
+	return Token{ID: t.ID, Tenant: t.Tenant, Scope: t.Scope, CreatedAt: t.CreatedAt, Description: t.Description}
+}
+
+// getRecord reads and decodes key into v, returning its ETag.
+// objstore.ErrNotFound passes through (wrapped) for the caller to translate.
+func (s *Store) getRecord(ctx context.Context, key string, v any) (string, error) {
+	b, info, err := objstore.ReadAll(ctx, s.objects, key, maxRecord)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", key, err)
+	}
+	if err := decodeRecord(b, v); err != nil {
+		return "", fmt.Errorf("corrupt metadata record %s: %w", key, err)
+	}
+	return info.ETag, nil
+}
+
+func decodeRecord(b []byte, v any) error {
+	var hdr struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &hdr); err != nil {
+		return err
+	}
+	if hdr.V != recordVersion {
+		return fmt.Errorf("record version %d, this build reads %d", hdr.V, recordVersion)
+	}
+	return json.Unmarshal(b, v)
+}
+
+func encodeRecord(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode metadata record: %w", err)
+	}
+	return b, nil
+}
+
+// createRecord writes v at key only if the key is absent: ErrExists when
+// it is not. It returns the new ETag.
+func (s *Store) createRecord(ctx context.Context, key string, v any) (string, error) {
+	b, err := encodeRecord(v)
+	if err != nil {
+		return "", err
+	}
+	info, err := s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+	if errors.Is(err, objstore.ErrPreconditionFailed) {
+		return "", fmt.Errorf("%s: %w", key, ErrExists)
+	}
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", key, err)
+	}
+	return info.ETag, nil
+}
+
+// replaceRecord writes v at key only if its ETag is still etag. A lost
+// compare-and-swap is returned as objstore.ErrPreconditionFailed.
+func (s *Store) replaceRecord(ctx context.Context, key string, v any, etag string) (string, error) {
+	b, err := encodeRecord(v)
+	if err != nil {
+		return "", err
+	}
+	info, err := s.objects.PutIfMatch(ctx, key, bytes.NewReader(b), int64(len(b)), etag)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", key, err)
+	}
+	return info.ETag, nil
+}
+
+// listKeys returns every key under prefix.
+func (s *Store) listKeys(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	err := objstore.Walk(ctx, s.objects, prefix, func(o objstore.Info) error {
+		keys = append(keys, o.Key)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	return keys, nil
+}
