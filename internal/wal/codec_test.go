@@ -94,13 +94,13 @@ func reCRC(b []byte) []byte {
 func TestDecodeIndexRejects(t *testing.T) {
 	good, _ := sampleIndex().MarshalBinary()
 	cases := map[string][]byte{
-		"empty":       nil,
-		"bit flip":    func() []byte { b := bytes.Clone(good); b[20] ^= 1; return b }(),
-		"bad magic":   reCRC(append([]byte("GHOSTIDY"), good[8:]...)),
-		"version 2":   reCRC(func() []byte { b := bytes.Clone(good); b[9] = 2; return b }()),
-		"flags":       reCRC(func() []byte { b := bytes.Clone(good); b[10] = 0x80; return b }()),
-		"trailing":    reCRC(append(append(bytes.Clone(good[:len(good)-4]), 0), 0, 0, 0, 0)),
-		"huge count":  reCRC(func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint32(b[27:], 1<<30); return b }()),
+		"empty":      nil,
+		"bit flip":   func() []byte { b := bytes.Clone(good); b[20] ^= 1; return b }(),
+		"bad magic":  reCRC(append([]byte("GHOSTIDY"), good[8:]...)),
+		"version 2":  reCRC(func() []byte { b := bytes.Clone(good); b[9] = 2; return b }()),
+		"flags":      reCRC(func() []byte { b := bytes.Clone(good); b[10] = 0x80; return b }()),
+		"trailing":   reCRC(append(append(bytes.Clone(good[:len(good)-4]), 0), 0, 0, 0, 0)),
+		"huge count": reCRC(func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint32(b[27:], 1<<30); return b }()),
 		"seq mismatch": reCRC(func() []byte {
 			b := bytes.Clone(good)
 			binary.BigEndian.PutUint64(b[11:], 7)

@@ -14,9 +14,9 @@ import (
 
 // Call describes one conditional put about to run.
 type Call struct {
-	N     int    // 1-based count of conditional puts seen by this store
-	Key   string // the key being written
-	ETag  string // the presented ETag; "" for PutIfAbsent
+	N    int    // 1-based count of conditional puts seen by this store
+	Key  string // the key being written
+	ETag string // the presented ETag; "" for PutIfAbsent
 	// Do performs the real put on the wrapped store.
 	Do func() (objstore.Info, error)
 }

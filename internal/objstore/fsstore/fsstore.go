@@ -38,9 +38,9 @@ import (
 )
 
 const (
-	magic      = "GHOSTOB1"
+	magic            = "GHOSTOB1"
 	headerSize int64 = int64(len(magic)) + 16
-	stripes    = 256
+	stripes          = 256
 )
 
 // Store keeps objects under a root directory.
