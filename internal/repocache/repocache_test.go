@@ -1,0 +1,415 @@
+package repocache_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ghost-scm/ghost/internal/objstore/memstore"
+	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// gitT runs git in dir (a work tree) and returns trimmed stdout.
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, stderr.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// source is a work tree that produces packs for the log.
+type source struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newSource(t *testing.T) *source {
+	dir := t.TempDir()
+	gitT(t, dir, "init", "--quiet", "--initial-branch=main")
+	return &source{t: t, dir: dir}
+}
+
+func (s *source) commit(branch string) string {
+	s.n++
+	gitT(s.t, s.dir, "checkout", "--quiet", "-B", branch)
+	os.WriteFile(filepath.Join(s.dir, fmt.Sprintf("f%d.txt", s.n)), []byte(strings.Repeat(fmt.Sprintf("line %d\n", s.n), 50)), 0o644)
+	gitT(s.t, s.dir, "add", ".")
+	gitT(s.t, s.dir, "commit", "--quiet", "-m", fmt.Sprintf("c%d", s.n))
+	return gitT(s.t, s.dir, "rev-parse", "HEAD")
+}
+
+// pack returns a self-contained pack of the objects reachable from tips
+// but not from excl.
+func (s *source) pack(tips []string, excl []string) []byte {
+	s.t.Helper()
+	var in strings.Builder
+	for _, t := range tips {
+		in.WriteString(t + "\n")
+	}
+	for _, e := range excl {
+		in.WriteString("^" + e + "\n")
+	}
+	cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
+	cmd.Dir = s.dir
+	cmd.Stdin = strings.NewReader(in.String())
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		s.t.Fatalf("pack-objects: %v: %s", err, stderr.String())
+	}
+	return out.Bytes()
+}
+
+type fixture struct {
+	t     *testing.T
+	store *memstore.Store
+	log   *wal.Log
+	cache *repocache.Cache
+	dir   string
+	runs  atomic.Int32
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, store: memstore.New(), dir: t.TempDir()}
+	f.log = wal.New(f.store, wal.Options{})
+	f.cache = f.newCache()
+	return f
+}
+
+func (f *fixture) newCache() *repocache.Cache {
+	c, err := repocache.New(f.dir, f.log, repocache.Options{Observe: func(repocache.Event) { f.runs.Add(1) }})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(c.Close)
+	return c
+}
+
+func (f *fixture) commit(repo string, pack []byte, ts ...wal.Transition) wal.Result {
+	f.t.Helper()
+	res, err := f.log.Commit(context.Background(), repo, wal.Push{Transitions: ts, Pack: bytes.NewReader(pack), PackSize: int64(len(pack))})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res
+}
+
+func (f *fixture) materialize(repo string) *repocache.Snapshot {
+	f.t.Helper()
+	snap, err := f.cache.Materialize(context.Background(), repo)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return snap
+}
+
+// checkMatches asserts the cached repository's refs equal the log's and
+// that it is a sound repository.
+func (f *fixture) checkMatches(repo string, snap *repocache.Snapshot) {
+	f.t.Helper()
+	x, err := f.log.Head(context.Background(), repo)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, r := range x.Refs {
+		fmt.Fprintf(&want, "%s %s\n", r.ID, r.Name)
+	}
+	got := gitT(f.t, snap.Dir, "for-each-ref", "--format=%(objectname) %(refname)")
+	if got != strings.TrimSpace(want.String()) {
+		f.t.Fatalf("refs differ:\ngot:\n%s\nwant:\n%s", got, want.String())
+	}
+	gitT(f.t, snap.Dir, "fsck", "--full", "--strict")
+	if snap.Index.Seq != x.Seq {
+		f.t.Fatalf("snapshot seq %d, log seq %d", snap.Index.Seq, x.Seq)
+	}
+}
+
+const repo = "r1"
+
+func z() string { return wal.ZeroID }
+
+func TestMaterializeReplaysLayersInOrder(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	snap := f.materialize(repo)
+	f.checkMatches(repo, snap)
+
+	c2 := src.commit("main")
+	f.commit(repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	c3 := src.commit("topic")
+	f.commit(repo, src.pack([]string{c3}, []string{c2}), wal.Transition{Ref: "refs/heads/topic", Old: z(), New: c3})
+	snap = f.materialize(repo)
+	f.checkMatches(repo, snap)
+	if got := gitT(t, snap.Dir, "symbolic-ref", "HEAD"); got != "refs/heads/main" {
+		t.Fatalf("HEAD = %s", got)
+	}
+
+	// A delete-only layer carries no pack.
+	f.commit(repo, nil, wal.Transition{Ref: "refs/heads/main", Old: c2, New: z()})
+	snap = f.materialize(repo)
+	f.checkMatches(repo, snap)
+	if got := gitT(t, snap.Dir, "symbolic-ref", "HEAD"); got != "refs/heads/topic" {
+		t.Fatalf("HEAD = %s, want the remaining branch", got)
+	}
+	if snap.Index.Seq != 4 {
+		t.Fatalf("seq %d", snap.Index.Seq)
+	}
+}
+
+func TestMaterializeEmptyRepository(t *testing.T) {
+	f := newFixture(t)
+	snap := f.materialize("empty")
+	if snap.Index.Seq != 0 {
+		t.Fatal(snap.Index.Seq)
+	}
+	if out := gitT(t, snap.Dir, "for-each-ref"); out != "" {
+		t.Fatal(out)
+	}
+}
+
+func TestMaterializeHeals(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	c2 := src.commit("main")
+	f.commit(repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	snap := f.materialize(repo)
+
+	t.Run("hand-edited refs", func(t *testing.T) {
+		gitT(t, snap.Dir, "update-ref", "refs/heads/main", c1)
+		gitT(t, snap.Dir, "update-ref", "refs/heads/extra", c1)
+		gitT(t, snap.Dir, "update-ref", "refs/tags/junk", c2)
+		os.WriteFile(filepath.Join(snap.Dir, "HEAD"), []byte("ref: refs/heads/extra\n"), 0o644)
+		f.checkMatches(repo, f.materialize(repo))
+		if got := gitT(t, snap.Dir, "symbolic-ref", "HEAD"); got != "refs/heads/main" {
+			t.Fatalf("HEAD = %s", got)
+		}
+	})
+	t.Run("missing pack", func(t *testing.T) {
+		packs, _ := filepath.Glob(filepath.Join(snap.Dir, "objects/pack/*.pack"))
+		if len(packs) != 2 {
+			t.Fatalf("packs: %v", packs)
+		}
+		os.Remove(packs[0])
+		f.checkMatches(repo, f.materialize(repo))
+	})
+	t.Run("seq ahead of the log", func(t *testing.T) {
+		st := filepath.Join(snap.Dir, "ghost-state")
+		b, _ := os.ReadFile(st)
+		b = append(b, "layer 01ARZ3NDEKTSV4RRFFQ69G5FAV -\n"...)
+		b = bytes.Replace(b, []byte("seq 2"), []byte("seq 3"), 1)
+		os.WriteFile(st, b, 0o644)
+		f.checkMatches(repo, f.materialize(repo))
+	})
+	t.Run("garbled state", func(t *testing.T) {
+		os.WriteFile(filepath.Join(snap.Dir, "ghost-state"), []byte("nonsense"), 0o644)
+		f.checkMatches(repo, f.materialize(repo))
+	})
+	t.Run("wiped cache", func(t *testing.T) {
+		if err := os.RemoveAll(f.dir); err != nil {
+			t.Fatal(err)
+		}
+		f.checkMatches(repo, f.materialize(repo))
+	})
+	t.Run("log recreated under the same id", func(t *testing.T) {
+		// The cache has two layers; a different log with other layers
+		// must not be mistaken for it.
+		f.store.Delete(context.Background(), wal.IndexKey(repo))
+		src2 := newSource(t)
+		d1 := src2.commit("main")
+		f.commit(repo, src2.pack([]string{d1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: d1})
+		d2 := src2.commit("main")
+		f.commit(repo, src2.pack([]string{d2}, []string{d1}), wal.Transition{Ref: "refs/heads/main", Old: d1, New: d2})
+		d3 := src2.commit("main")
+		f.commit(repo, src2.pack([]string{d3}, []string{d2}), wal.Transition{Ref: "refs/heads/main", Old: d2, New: d3})
+		f.checkMatches(repo, f.materialize(repo))
+	})
+}
+
+func TestMaterializeReplacesRefByChildRef(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(repo, src.pack([]string{c1}, nil),
+		wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1},
+		wal.Transition{Ref: "refs/heads/a", Old: z(), New: c1})
+	f.materialize(repo)
+	// The log replaces refs/heads/a by refs/heads/a/b in one layer.
+	f.commit(repo, nil,
+		wal.Transition{Ref: "refs/heads/a", Old: c1, New: z()},
+		wal.Transition{Ref: "refs/heads/a/b", Old: z(), New: c1})
+	f.checkMatches(repo, f.materialize(repo))
+}
+
+func TestMaterializeCollapsesConcurrentCalls(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			snap, err := f.cache.Materialize(context.Background(), repo)
+			if err == nil && snap.Index.Seq != 1 {
+				err = fmt.Errorf("seq %d", snap.Index.Seq)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At most one running and one pending flight: never 16.
+	if n := f.runs.Load(); n > 2 {
+		t.Fatalf("%d materializations for 16 concurrent calls", n)
+	}
+}
+
+func TestMaterializeTwoCachesOneDirectory(t *testing.T) {
+	f := newFixture(t)
+	other := f.newCache() // a second process sharing the directory
+	src := newSource(t)
+	prev := ""
+	for i := range 5 {
+		c := src.commit("main")
+		var excl []string
+		old := z()
+		if prev != "" {
+			excl, old = []string{prev}, prev
+		}
+		f.commit(repo, src.pack([]string{c}, excl), wal.Transition{Ref: "refs/heads/main", Old: old, New: c})
+		prev = c
+		var wg sync.WaitGroup
+		for _, c := range []*repocache.Cache{f.cache, other, f.cache, other} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Materialize(context.Background(), repo); err != nil {
+					t.Errorf("round %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	f.checkMatches(repo, f.materialize(repo))
+}
+
+func TestMaterializeDeletedAndCompacted(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	snap := f.materialize(repo)
+	if err := f.log.Delete(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cache.Materialize(context.Background(), repo); !errors.Is(err, wal.ErrRepoDeleted) {
+		t.Fatalf("err = %v, want ErrRepoDeleted", err)
+	}
+	if _, err := os.Stat(snap.Dir); !os.IsNotExist(err) {
+		t.Fatalf("deleted repository's cache still there: %v", err)
+	}
+
+	x := &wal.Index{Seq: 3, CompactedThroughSeq: 3}
+	b, err := x.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Put(context.Background(), wal.IndexKey("compacted"), bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cache.Materialize(context.Background(), "compacted"); !errors.Is(err, repocache.ErrCompacted) {
+		t.Fatalf("err = %v, want ErrCompacted", err)
+	}
+}
+
+func TestMaterializeRefusesCorruptLayer(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	res := f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	// Replace the entry's pack with a different valid pack of equal
+	// length: git accepts it, the log's sha256 check must not.
+	key := wal.EntryKey(repo, res.ULID)
+	rc, _, err := f.store.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	buf.ReadFrom(rc)
+	rc.Close()
+	b := buf.Bytes()
+	b[len(b)-1] ^= 0xff // the pack trailer: git rejects it too
+	f.store.Put(context.Background(), key, bytes.NewReader(b), int64(len(b)))
+	if _, err := f.cache.Materialize(context.Background(), repo); err == nil {
+		t.Fatal("corrupt layer was applied")
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	f.materialize(repo)
+
+	c2 := src.commit("main")
+	pack := src.pack([]string{c2}, []string{c1})
+	res := f.commit(repo, pack, wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	q := t.TempDir()
+	os.MkdirAll(filepath.Join(q, "pack"), 0o755)
+	scratch := t.TempDir()
+	gitT(t, scratch, "init", "--bare", "-q")
+	cmd := exec.Command("git", "index-pack", "--stdin")
+	cmd.Env = append(os.Environ(), "GIT_DIR="+scratch, "GIT_OBJECT_DIRECTORY="+q)
+	cmd.Stdin = bytes.NewReader(pack)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := repocache.ParsePackName(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := f.cache.Adopt(context.Background(), repo, res.Seq, res.ULID, filepath.Join(q, "pack"), h)
+	if err != nil || !ok {
+		t.Fatalf("adopt: %v %v", ok, err)
+	}
+	snap := f.materialize(repo)
+	f.checkMatches(repo, snap)
+	// Adopting for a seq that does not follow the cache is declined.
+	ok, err = f.cache.Adopt(context.Background(), repo, res.Seq+5, res.ULID, q, h)
+	if err != nil || ok {
+		t.Fatalf("adopt out of order: %v %v", ok, err)
+	}
+}
