@@ -10,7 +10,6 @@ import (
 // check reads every run and shard through the Backend and asserts the
 // invariants against the records seen at the previous step.
 func (s *sim) check() {
-	s.t.Helper()
 	for _, id := range s.runs {
 		r, err := s.b.GetRun(s.ctx, s.tenant, id)
 		s.expect("GetRun", err)
@@ -55,7 +54,6 @@ func (s *sim) check() {
 
 // checkShard compares a shard with its previous observation.
 func (s *sim) checkShard(sh *coord.Shard) {
-	s.t.Helper()
 	if err := sh.Validate(); err != nil {
 		s.fatalf("ListShards: %v", err)
 	}
@@ -93,7 +91,6 @@ func (s *sim) checkShard(sh *coord.Shard) {
 
 // checkTree asserts that parents and children point at each other.
 func (s *sim) checkTree(run coord.RunID, byID map[coord.ShardID]*coord.Shard) {
-	s.t.Helper()
 	for _, sh := range byID {
 		for _, c := range sh.Children {
 			child := byID[c]
@@ -113,7 +110,6 @@ func (s *sim) checkTree(run coord.RunID, byID map[coord.ShardID]*coord.Shard) {
 // checkTiling asserts that the shards that are not Split tile the run's key
 // space [0x0000, +inf) exactly: no key lost, none covered twice.
 func (s *sim) checkTiling(run coord.RunID, shards []coord.Shard) {
-	s.t.Helper()
 	var leaves []*coord.Shard
 	for i := range shards {
 		if shards[i].State != coord.ShardSplit {

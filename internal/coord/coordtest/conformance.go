@@ -638,7 +638,10 @@ func testZombie(t *testing.T, f Factory) {
 			_, err := x.b.Checkpoint(x.ctx, x.now, coord.CheckpointRequest{Lease: zombie, Op: x.nextOp(), Cursor: coord.Cursor{HasKey: true, Key: key("g")}})
 			return err
 		}},
-		{"Renew", func() error { _, err := x.b.Renew(x.ctx, x.now, coord.RenewRequest{Lease: zombie, Op: x.nextOp()}); return err }},
+		{"Renew", func() error {
+			_, err := x.b.Renew(x.ctx, x.now, coord.RenewRequest{Lease: zombie, Op: x.nextOp()})
+			return err
+		}},
 		{"Complete", func() error {
 			_, err := x.b.Complete(x.ctx, x.now, coord.CompleteRequest{Lease: zombie, Op: x.nextOp()})
 			return err

@@ -271,7 +271,6 @@ func (s *sim) admin() {
 
 // expect fails the simulation on any error.
 func (s *sim) expect(what string, err error) {
-	s.t.Helper()
 	if err != nil {
 		s.fatalf("%s: %v", what, err)
 	}
@@ -360,7 +359,6 @@ func (s *sim) workerAct(w *simWorker) {
 
 // result handles the error of a worker mutation and reports whether it succeeded.
 func (s *sim) result(w *simWorker, what string, err error) bool {
-	s.t.Helper()
 	switch {
 	case err == nil:
 		s.stats[what]++

@@ -492,7 +492,7 @@ func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.T
 	if found {
 		start++
 	}
-	var out []coord.Shard
+	out := make([]coord.Shard, 0, len(e.ids)-start)
 	for _, id := range e.ids[start:] {
 		if filter.Limit > 0 && len(out) >= filter.Limit {
 			break

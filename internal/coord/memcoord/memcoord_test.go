@@ -9,5 +9,5 @@ import (
 )
 
 func TestBackend(t *testing.T) {
-	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend { return memcoord.New(lim) })
+	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend { return memcoord.New(lim) }, coordtest.Parallel())
 }
