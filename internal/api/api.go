@@ -1,0 +1,257 @@
+// Package api is ghost's JSON REST API for tenants, tokens and
+// repositories, served under /api/ next to the git smart-HTTP endpoints.
+//
+// Authentication is the same as for git (DESIGN.md §3): HTTP Basic with the
+// access token as the password (the username is ignored, so git credential
+// helpers work unchanged), or "Authorization: Bearer <token>". A request
+// without credentials is anonymous; bad credentials are always 401, never
+// silently anonymous, so a mistyped token is noticed.
+//
+// Errors are {"error": "..."} with one status per error kind: 400 invalid
+// input, 401 missing or bad credentials (with WWW-Authenticate), 403
+// authenticated but not allowed, 404 absent, 409 exists. A private
+// repository the caller may not read is 404, exactly like an absent one,
+// so the API never confirms that a private name exists.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// MaxBodyBytes bounds every request body: API requests are a few fields,
+// and an unbounded body would let any client make the server buffer
+// arbitrary amounts.
+const MaxBodyBytes = 1 << 20
+
+type handler struct {
+	store *meta.Store
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// NewHandler returns the API handler. It serves paths under /api/ and
+// expects to be mounted there with the path intact (not stripped). A nil
+// logger discards logs.
+func NewHandler(s *meta.Store, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{store: s, log: logger, mux: http.NewServeMux()}
+	h.route("POST /api/tenants", h.createTenant)
+	h.route("GET /api/tenants", h.listTenants)
+	h.route("POST /api/tenants/{tenant}/members", h.addMember)
+	h.route("POST /api/tenants/{tenant}/tokens", h.createToken)
+	h.route("GET /api/tenants/{tenant}/tokens", h.listTokens)
+	h.route("DELETE /api/tenants/{tenant}/tokens/{id}", h.revokeToken)
+	h.route("GET /api/repos/{owner}", h.listRepos)
+	h.route("POST /api/repos/{owner}", h.createRepo)
+	h.route("GET /api/repos/{owner}/{name}", h.getRepo)
+	h.route("DELETE /api/repos/{owner}/{name}", h.deleteRepo)
+	h.route("PATCH /api/repos/{owner}/{name}", h.patchRepo)
+	h.route("POST /api/repos/{owner}/{name}/fork", h.forkRepo)
+	return h
+}
+
+// apiFunc is an endpoint: it returns the status and body to send, or an
+// error that writeError maps to one.
+type apiFunc func(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error)
+
+func (h *handler) route(pattern string, fn apiFunc) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.principal(r)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		status, body, err := fn(w, r, p)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, status, body)
+	})
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		// No route: let the mux decide between 404 and 405 (and set
+		// Allow), but answer in JSON like every other error.
+		h.mux.ServeHTTP(&jsonStatus{ResponseWriter: w}, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// jsonStatus replaces the mux's plain-text 404/405 bodies with JSON.
+type jsonStatus struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (j *jsonStatus) WriteHeader(code int) {
+	if j.wrote {
+		return
+	}
+	j.wrote = true
+	writeJSON(j.ResponseWriter, code, errorBody{Error: strings.ToLower(http.StatusText(code))})
+}
+
+func (j *jsonStatus) Write(b []byte) (int, error) {
+	if !j.wrote {
+		j.WriteHeader(http.StatusOK)
+	}
+	return len(b), nil // the plain-text body is dropped
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// errNoCredentials is returned by endpoints that need credentials when
+// the request has none.
+var errNoCredentials = fmt.Errorf("%w: credentials required: use HTTP Basic with a token as the password, or a Bearer token", meta.ErrUnauthenticated)
+
+// principal authenticates the request. No Authorization header means
+// anonymous (nil); a header that is present but unusable is an error.
+func (h *handler) principal(r *http.Request) (*meta.Principal, error) {
+	authz := r.Header.Get("Authorization")
+	if authz == "" {
+		return nil, nil
+	}
+	var token string
+	if _, pass, ok := r.BasicAuth(); ok {
+		token = pass
+	} else if scheme, rest, ok := strings.Cut(authz, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(rest)
+	} else {
+		return nil, fmt.Errorf("%w: unsupported Authorization scheme", meta.ErrUnauthenticated)
+	}
+	p, err := h.store.Authenticate(r.Context(), token)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func status(err error) int {
+	switch {
+	case errors.Is(err, meta.ErrInvalidName), errors.Is(err, meta.ErrInvalidArgument):
+		return http.StatusBadRequest
+	case errors.Is(err, meta.ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, meta.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, meta.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, meta.ErrExists):
+		return http.StatusConflict
+	case errors.Is(err, errors.ErrUnsupported):
+		return http.StatusNotImplemented
+	case errors.Is(err, context.Canceled):
+		return 499 // client went away; nobody reads the body
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return wal.HTTPStatus(err)
+}
+
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := status(err)
+	msg := err.Error()
+	if code >= 500 {
+		h.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+		if code != http.StatusServiceUnavailable && code != http.StatusNotImplemented {
+			msg = "internal error"
+		}
+	}
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Basic realm="ghost"`)
+	}
+	writeJSON(w, code, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(code)
+	if body == nil || code == http.StatusNoContent {
+		return
+	}
+	_ = json.NewEncoder(w).Encode(body) // the status is sent; a write error means the client left
+}
+
+// decode reads exactly one JSON object into v: bounded in size, no unknown
+// fields (a typo such as "publc" must fail, not silently do nothing), no
+// trailing data.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("request body larger than %d bytes: %w", MaxBodyBytes, err)
+		}
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: empty request body, want a JSON object", meta.ErrInvalidArgument)
+		}
+		return fmt.Errorf("%w: request body: %v", meta.ErrInvalidArgument, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: request body: data after the JSON object", meta.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Wire forms. They are separate from the meta types so the API's JSON is
+// a deliberate contract, not whatever the store's structs happen to be.
+
+type tenantJSON struct {
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func toTenant(t meta.Tenant) tenantJSON {
+	return tenantJSON{Name: t.Name, Kind: t.Kind, CreatedAt: t.CreatedAt}
+}
+
+type repoJSON struct {
+	ID         string    `json:"id"`
+	Owner      string    `json:"owner"`
+	Name       string    `json:"name"`
+	FullName   string    `json:"full_name"`
+	Public     bool      `json:"public"`
+	CreatedAt  time.Time `json:"created_at"`
+	ForkedFrom string    `json:"forked_from,omitempty"`
+}
+
+func toRepo(r meta.Repo) repoJSON {
+	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom}
+}
+
+type tokenJSON struct {
+	Token       string     `json:"token,omitempty"` // only in the create response
+	ID          string     `json:"id"`
+	Tenant      string     `json:"tenant"`
+	Scope       meta.Scope `json:"scope"`
+	Description string     `json:"description"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+func toToken(t meta.Token) tokenJSON {
+	return tokenJSON{ID: t.ID, Tenant: t.Tenant, Scope: t.Scope, Description: t.Description, CreatedAt: t.CreatedAt}
+}

@@ -1,0 +1,316 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ghost-scm/ghost/internal/meta"
+)
+
+func requireAuth(p *meta.Principal) error {
+	if p == nil {
+		return errNoCredentials
+	}
+	return nil
+}
+
+func requireAdmin(p *meta.Principal) error {
+	if err := requireAuth(p); err != nil {
+		return err
+	}
+	if !p.IsAdmin() {
+		return fmt.Errorf("%w: needs an admin-scope token", meta.ErrForbidden)
+	}
+	return nil
+}
+
+// repoNotFound is the one answer for absent and unreadable repositories.
+func repoNotFound(owner, name string) error {
+	return fmt.Errorf("repository %s/%s: %w", owner, name, meta.ErrNotFound)
+}
+
+func (h *handler) createTenant(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAdmin(p); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Name string `json:"name"`
+		Kind string `json:"kind"` // default "user"
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Kind == "" {
+		req.Kind = meta.KindUser
+	}
+	t, err := h.store.CreateTenant(r.Context(), req.Name, req.Kind)
+	if err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "tenant created", "tenant", t.Name, "kind", t.Kind, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusCreated, toTenant(t), nil
+}
+
+func (h *handler) listTenants(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAdmin(p); err != nil {
+		return 0, nil, err
+	}
+	ts, err := h.store.ListTenants(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]tenantJSON, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, toTenant(t))
+	}
+	return http.StatusOK, out, nil
+}
+
+func (h *handler) addMember(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAdmin(p); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		User string `json:"user"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	org := r.PathValue("tenant")
+	if err := h.store.AddMember(r.Context(), org, req.User); err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "member added", "org", org, "user", req.User, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusNoContent, nil, nil
+}
+
+// createToken mints a token. Admin scope is required: it is installation-
+// wide authority, so "an admin" and "the tenant itself with admin scope"
+// (the brief's two cases) are the same check. Ordinary tenants get tokens
+// from an operator; see the ADR on why self-service waits for a per-tenant
+// admin role.
+func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAdmin(p); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Scope       string `json:"scope"` // default "read"
+		Description string `json:"description"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	scope := meta.ScopeRead
+	if req.Scope != "" {
+		var err error
+		if scope, err = meta.ParseScope(req.Scope); err != nil {
+			return 0, nil, err
+		}
+	}
+	plain, tok, err := h.store.CreateToken(r.Context(), r.PathValue("tenant"), scope, req.Description)
+	if err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "token created", "tenant", tok.Tenant, "id", tok.ID, "scope", tok.Scope.String(), "by", p.Tenant, "token_id", p.TokenID)
+	out := toToken(tok)
+	out.Token = plain
+	return http.StatusCreated, out, nil
+}
+
+func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAuth(p); err != nil {
+		return 0, nil, err
+	}
+	tenant := r.PathValue("tenant")
+	if !p.IsAdmin() && !sameTenant(p, tenant) {
+		return 0, nil, fmt.Errorf("%w: only the tenant itself or an admin may list its tokens", meta.ErrForbidden)
+	}
+	toks, err := h.store.ListTokens(r.Context(), tenant)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]tokenJSON, 0, len(toks))
+	for _, t := range toks {
+		out = append(out, toToken(t))
+	}
+	return http.StatusOK, out, nil
+}
+
+// revokeToken lets an admin revoke any token, and any token revoke itself
+// (the first thing to do with a leaked one, whatever its scope).
+func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAuth(p); err != nil {
+		return 0, nil, err
+	}
+	tenant, id := r.PathValue("tenant"), r.PathValue("id")
+	self := sameTenant(p, tenant) && p.TokenID == id
+	if !p.IsAdmin() && !self {
+		return 0, nil, fmt.Errorf("%w: only an admin may revoke other tokens", meta.ErrForbidden)
+	}
+	if err := h.store.RevokeToken(r.Context(), tenant, id); err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "token revoked", "tenant", tenant, "id", id, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusNoContent, nil, nil
+}
+
+func sameTenant(p *meta.Principal, tenant string) bool {
+	return p != nil && p.Tenant != "" && strings.EqualFold(p.Tenant, tenant)
+}
+
+func (h *handler) listRepos(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	owner := r.PathValue("owner")
+	repos, err := h.store.ListRepos(r.Context(), owner)
+	if err != nil {
+		return 0, nil, err
+	}
+	// Whether p sees owner's private repositories is one decision per
+	// owner, not per repository.
+	private := h.store.CanRead(r.Context(), p, meta.Repo{Owner: owner})
+	out := make([]repoJSON, 0, len(repos))
+	for _, repo := range repos {
+		if repo.Public || private {
+			out = append(out, toRepo(repo))
+		}
+	}
+	return http.StatusOK, out, nil
+}
+
+func (h *handler) createRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAuth(p); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Name   string `json:"name"`
+		Public bool   `json:"public"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	owner := r.PathValue("owner")
+	if _, err := h.store.Tenant(r.Context(), owner); err != nil {
+		return 0, nil, err
+	}
+	if !h.store.CanWriteOwner(r.Context(), p, owner) {
+		return 0, nil, fmt.Errorf("%w: creating repositories under %s needs a write token of %s or of a member", meta.ErrForbidden, owner, owner)
+	}
+	repo, err := h.store.CreateRepo(r.Context(), owner, req.Name, req.Public)
+	if err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "repository created", "repo", repo.FullName(), "id", repo.ID, "public", repo.Public, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusCreated, toRepo(repo), nil
+}
+
+// readable resolves the path's repository for p: 404 if it is absent or p
+// may not read it.
+func (h *handler) readable(r *http.Request, p *meta.Principal) (meta.Repo, error) {
+	owner, name := r.PathValue("owner"), r.PathValue("name")
+	repo, err := h.store.Repo(r.Context(), owner, name)
+	if err != nil {
+		return meta.Repo{}, err
+	}
+	if !h.store.CanRead(r.Context(), p, repo) {
+		return meta.Repo{}, repoNotFound(owner, name)
+	}
+	return repo, nil
+}
+
+// writable is readable plus write permission: 403 for a caller who may
+// see the repository but not change it.
+func (h *handler) writable(r *http.Request, p *meta.Principal) (meta.Repo, error) {
+	if err := requireAuth(p); err != nil {
+		return meta.Repo{}, err
+	}
+	repo, err := h.readable(r, p)
+	if err != nil {
+		return meta.Repo{}, err
+	}
+	if !h.store.CanWrite(r.Context(), p, repo) {
+		return meta.Repo{}, fmt.Errorf("%w: %s needs a write token of its owner or an owning-org member", meta.ErrForbidden, repo.FullName())
+	}
+	return repo, nil
+}
+
+func (h *handler) getRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	repo, err := h.readable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toRepo(repo), nil
+}
+
+func (h *handler) deleteRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	repo, err := h.writable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := h.store.DeleteRepo(r.Context(), repo.Owner, repo.Name); err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "repository deleted", "repo", repo.FullName(), "id", repo.ID, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusNoContent, nil, nil
+}
+
+func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	repo, err := h.writable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Public *bool `json:"public"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Public == nil {
+		return 0, nil, fmt.Errorf("%w: nothing to change: want {\"public\": true|false}", meta.ErrInvalidArgument)
+	}
+	if err := h.store.SetVisibility(r.Context(), repo.Owner, repo.Name, *req.Public); err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "repository visibility changed", "repo", repo.FullName(), "public", *req.Public, "by", p.Tenant, "token_id", p.TokenID)
+	repo, err = h.store.Repo(r.Context(), repo.Owner, repo.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toRepo(repo), nil
+}
+
+// forkRepo forks the path's repository to {owner, name}; owner defaults to
+// the caller's tenant and name to the source's name.
+func (h *handler) forkRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAuth(p); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Owner string `json:"owner"`
+		Name  string `json:"name"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	src, err := h.readable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	if req.Owner == "" {
+		req.Owner = p.Tenant
+	}
+	if req.Name == "" {
+		req.Name = src.Name
+	}
+	if _, err := h.store.Tenant(r.Context(), req.Owner); err != nil {
+		return 0, nil, err
+	}
+	if !h.store.CanWriteOwner(r.Context(), p, req.Owner) {
+		return 0, nil, fmt.Errorf("%w: forking into %s needs a write token of %s or of a member", meta.ErrForbidden, req.Owner, req.Owner)
+	}
+	repo, err := h.store.ForkRepo(r.Context(), src.Owner, src.Name, req.Owner, req.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "repository forked", "from", src.FullName(), "repo", repo.FullName(), "id", repo.ID, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusCreated, toRepo(repo), nil
+}
