@@ -95,11 +95,15 @@ func startFake(t *testing.T, wrap func(http.Handler) http.Handler) string {
 }
 
 // testAWSConfig has static credentials so tests never consult the
-// environment, shared config files or an instance metadata service.
+// environment, shared config files or an instance metadata service. Its
+// checksum settings are the ones config.LoadDefaultConfig produces, so New
+// has to override them as it does in production.
 func testAWSConfig() *aws.Config {
 	return &aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Region:                     "us-east-1",
+		Credentials:                credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenSupported,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenSupported,
 	}
 }
 
@@ -130,6 +134,20 @@ func newTestStore(t *testing.T, endpoint string, cfg Config) *Store {
 
 // TestConformance runs the shared objstore suite against gofakes3, one fresh
 // bucket per subtest.
+//
+// Two subtests are expected to fail here, through no fault of this backend;
+// see docs/adr/0004-s3-store.md:
+//
+//   - Conditional, at "PutIfMatch after rewrite of equal bytes". S3's ETag
+//     for a single-part PUT is the MD5 of the bytes, so rewriting equal
+//     bytes keeps the ETag and a later If-Match on it succeeds. AWS S3,
+//     MinIO, R2 and gofakes3 all behave so; no client can change it.
+//     TestConditionalAfterDelete covers the checks after that point.
+//   - Linearizable, when porcupine's 20 s budget runs out (result Unknown,
+//     not Illegal) on 32 fully overlapping clients of a networked store.
+//
+// No fault-injecting wrapper hides either: both are properties of S3 or of
+// the checker, and a wrapper would test the wrapper.
 func TestConformance(t *testing.T) {
 	endpoint := startChildFake(t)
 	var n atomic.Int64
@@ -323,6 +341,40 @@ func TestPutIfMatchEmptyETag(t *testing.T) {
 	}
 	if got, _ := mustGet(t, s, "k"); got != "old" {
 		t.Fatalf("object = %q after refused CAS, want old", got)
+	}
+}
+
+// TestConditionalAfterDelete covers the tail of the suite's Conditional test,
+// which never runs against gofakes3 because the suite stops earlier, at its
+// equal-bytes rewrite check (see TestConformance).
+func TestConditionalAfterDelete(t *testing.T) {
+	ctx := context.Background()
+	endpoint := startFake(t, nil)
+	createBucket(t, endpoint, "cond")
+	s := newTestStore(t, endpoint, Config{Bucket: "cond"})
+	const k = "repos/r/index"
+	a, err := s.PutIfAbsent(ctx, k, strings.NewReader("a"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.PutIfMatch(ctx, k, strings.NewReader("bb"), 2, a.ETag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, info := mustGet(t, s, k); got != "bb" || info.ETag != b.ETag {
+		t.Fatalf("after CAS: %q etag %s, want bb etag %s", got, info.ETag, b.ETag)
+	}
+	if err := s.Delete(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutIfMatch(ctx, k, strings.NewReader("e"), 1, b.ETag); !errors.Is(err, objstore.ErrPreconditionFailed) {
+		t.Fatalf("PutIfMatch after delete: err = %v, want ErrPreconditionFailed", err)
+	}
+	if _, err := s.PutIfAbsent(ctx, k, strings.NewReader("f"), 1); err != nil {
+		t.Fatalf("PutIfAbsent after delete: %v", err)
+	}
+	if got, _ := mustGet(t, s, k); got != "f" {
+		t.Fatalf("object = %q, want f", got)
 	}
 }
 
