@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+type cliRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// ghost runs the CLI in-process against dataDir.
+func ghost(t *testing.T, dataDir string, args ...string) cliRun {
+	t.Helper()
+	// The data dir goes last so it also works after positional arguments.
+	args = append(args, "--data-dir", dataDir)
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, &out, &errb)
+	return cliRun{code, out.String(), errb.String()}
+}
+
+func mustGhost(t *testing.T, dataDir string, args ...string) string {
+	t.Helper()
+	r := ghost(t, dataDir, args...)
+	if r.code != 0 {
+		t.Fatalf("ghost %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// metaStore opens the same store the CLI wrote, as a server would.
+func metaStore(t *testing.T, dataDir string) *meta.Store {
+	t.Helper()
+	objects, err := fsstore.Open(filepath.Join(dataDir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta.New(objects, wal.New(objects, wal.Options{}))
+}
+
+func TestAdminBootstrapAndTokens(t *testing.T) {
+	t.Setenv("GHOST_S3_BUCKET", "")
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	mustGhost(t, dir, "tenant", "create", "root")
+	out := mustGhost(t, dir, "token", "create", "root", "--scope", "admin", "--description", "bootstrap")
+	first, _, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(first, meta.TokenPrefix) || strings.ContainsAny(first, " \t") {
+		t.Fatalf("first stdout line %q is not a bare token", first)
+	}
+	s := metaStore(t, dir)
+	p, err := s.Authenticate(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Tenant != "root" || p.Scope != meta.ScopeAdmin {
+		t.Errorf("principal %+v", p)
+	}
+
+	// Default scope is read; list shows ids, never secrets.
+	readTok := strings.TrimSpace(mustGhost(t, dir, "token", "create", "root"))
+	rp, err := s.Authenticate(ctx, readTok)
+	if err != nil || rp.Scope != meta.ScopeRead {
+		t.Fatalf("default-scope token: %+v, %v", rp, err)
+	}
+	list := mustGhost(t, dir, "token", "list", "root")
+	if !strings.Contains(list, p.TokenID) || !strings.Contains(list, "bootstrap") || strings.Contains(list, first) {
+		t.Errorf("token list:\n%s", list)
+	}
+
+	mustGhost(t, dir, "token", "revoke", "root", rp.TokenID)
+	if _, err := s.Authenticate(ctx, readTok); !errors.Is(err, meta.ErrUnauthenticated) {
+		t.Errorf("revoked token authenticates: %v", err)
+	}
+	if r := ghost(t, dir, "token", "revoke", "root", rp.TokenID); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("second revoke: %+v", r)
+	}
+}
+
+func TestAdminTenantsAndRepos(t *testing.T) {
+	t.Setenv("GHOST_S3_BUCKET", "")
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	mustGhost(t, dir, "tenant", "create", "alice")
+	mustGhost(t, dir, "tenant", "create", "bob")
+	mustGhost(t, dir, "tenant", "create", "acme", "--org") // flag after the name
+	mustGhost(t, dir, "tenant", "create", "--org", "initech")
+	mustGhost(t, dir, "tenant", "add-member", "acme", "bob")
+	list := mustGhost(t, dir, "tenant", "list")
+	for _, want := range []string{"acme", "org", "alice", "user", "initech"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("tenant list lacks %q:\n%s", want, list)
+		}
+	}
+
+	mustGhost(t, dir, "repo", "create", "alice/proj", "--public")
+	mustGhost(t, dir, "repo", "create", "acme/secret")
+	list = mustGhost(t, dir, "repo", "list", "alice")
+	if !strings.Contains(list, "alice/proj") || !strings.Contains(list, "public") {
+		t.Errorf("repo list:\n%s", list)
+	}
+	mustGhost(t, dir, "repo", "fork", "alice/proj", "bob")
+	mustGhost(t, dir, "repo", "fork", "alice/proj.git", "acme/copy")
+	mustGhost(t, dir, "repo", "visibility", "acme/copy", "private")
+
+	s := metaStore(t, dir)
+	orig, err := s.Repo(ctx, "alice", "proj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := s.Repo(ctx, "bob", "proj")
+	if err != nil || fork.ForkedFrom != "alice/proj" || fork.ID == orig.ID {
+		t.Errorf("fork %+v, %v", fork, err)
+	}
+	if c, err := s.Repo(ctx, "acme", "copy"); err != nil || c.Public {
+		t.Errorf("acme/copy %+v, %v", c, err)
+	}
+	if s.CanWrite(ctx, &meta.Principal{Tenant: "bob", Scope: meta.ScopeWrite}, orig) {
+		t.Error("bob may write alice/proj")
+	}
+	secret, err := s.Repo(ctx, "acme", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.CanWrite(ctx, &meta.Principal{Tenant: "bob", Scope: meta.ScopeWrite}, secret) {
+		t.Error("add-member did not let bob write acme/secret")
+	}
+
+	mustGhost(t, dir, "repo", "delete", "alice/proj")
+	if _, err := s.Repo(ctx, "alice", "proj"); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("after delete: %v", err)
+	}
+	if _, err := s.Log().Head(ctx, orig.ID); !errors.Is(err, wal.ErrRepoDeleted) {
+		t.Errorf("deleted log: %v", err)
+	}
+	mustGhost(t, dir, "repo", "create", "alice/proj")
+	again, err := s.Repo(ctx, "alice", "proj")
+	if err != nil || again.ID == orig.ID {
+		t.Errorf("recreated %+v, %v (old id %s)", again, err, orig.ID)
+	}
+}
+
+func TestAdminErrors(t *testing.T) {
+	t.Setenv("GHOST_S3_BUCKET", "")
+	dir := t.TempDir()
+	mustGhost(t, dir, "tenant", "create", "alice")
+	mustGhost(t, dir, "repo", "create", "alice/proj")
+
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string // substring
+	}{
+		{[]string{"tenant"}, 2, "ghost tenant <command>"},
+		{[]string{"tenant", "frobnicate"}, 2, "unknown command"},
+		{[]string{"tenant", "create"}, 2, "usage: ghost tenant create <name>"},
+		{[]string{"tenant", "create", "a", "b"}, 2, "usage"},
+		{[]string{"tenant", "create", "x", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"tenant", "create", "alice"}, 1, "already exists"},
+		{[]string{"tenant", "create", "ALICE"}, 1, "already exists"},
+		{[]string{"tenant", "create", "../etc"}, 1, "invalid name"},
+		{[]string{"tenant", "create", "api"}, 1, "reserved"},
+		{[]string{"tenant", "add-member", "alice", "alice"}, 1, "not an org"},
+		{[]string{"tenant", "add-member", "alice"}, 2, "usage"},
+		{[]string{"token", "create", "nobody"}, 1, "not found"},
+		{[]string{"token", "create", "alice", "--scope", "root"}, 2, "want read, write or admin"},
+		{[]string{"token", "revoke", "alice", "01ABC"}, 1, "not found"},
+		{[]string{"token", "revoke", "alice"}, 2, "usage"},
+		{[]string{"repo", "create", "noslash"}, 2, "want <owner>/<name>"},
+		{[]string{"repo", "create", "a/b/c"}, 2, "want <owner>/<name>"},
+		{[]string{"repo", "create", "/x"}, 2, "want <owner>/<name>"},
+		{[]string{"repo", "create", "alice/x.git"}, 1, "must not end in"},
+		{[]string{"repo", "create", "alice/proj"}, 1, "already exists"},
+		{[]string{"repo", "create", "nobody/x"}, 1, "not found"},
+		{[]string{"repo", "list", "nobody"}, 1, "not found"},
+		{[]string{"repo", "delete", "alice/nope"}, 1, "not found"},
+		{[]string{"repo", "fork", "alice/nope", "alice/x"}, 1, "not found"},
+		{[]string{"repo", "fork", "alice/proj", "alice"}, 1, "already exists"},
+		{[]string{"repo", "fork", "alice/proj"}, 2, "usage"},
+		{[]string{"repo", "visibility", "alice/proj", "secret"}, 2, "usage"},
+	}
+	for _, tt := range tests {
+		r := ghost(t, dir, tt.args...)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("ghost %v: exit %d, stderr %q; want exit %d and %q", tt.args, r.code, r.stderr, tt.code, tt.stderr)
+		}
+		if r.code != 0 && r.stdout != "" {
+			t.Errorf("ghost %v failed but wrote stdout %q", tt.args, r.stdout)
+		}
+	}
+
+	// Help is not an error.
+	for _, args := range [][]string{{"tenant", "-h"}, {"repo", "create", "-h"}} {
+		if r := ghost(t, dir, args...); r.code != 0 {
+			t.Errorf("ghost %v: exit %d", args, r.code)
+		}
+	}
+}
