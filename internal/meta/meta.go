@@ -19,7 +19,8 @@
 //	meta/repos/<owner>/<name>       repoRecord (a deleted name keeps a tombstone)
 //
 // Names are case-insensitive: keys use the lowercase form, records keep the
-// name as first written for display. See docs/adr/0003-meta-namespace.md.
+// name as first written for display. See docs/adr/0020-meta-namespace.md and
+// docs/adr/0021-meta-tokens-and-authorization.md.
 package meta
 
 import (
