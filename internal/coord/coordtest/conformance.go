@@ -2,6 +2,7 @@ package coordtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -46,6 +47,8 @@ func RunConformance(t *testing.T, f Factory) {
 		{"ProgressAndList", testProgressAndList},
 		{"Reads", testReads},
 		{"ResultsAreCopies", testResultsAreCopies},
+		{"ClaimNextSkipsExhausted", testClaimNextSkipsExhausted},
+		{"ContextCancelled", testContextCancelled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
@@ -1206,5 +1209,42 @@ func testResultsAreCopies(t *testing.T, f Factory) {
 	k[0] = 'z'
 	if got := x.shard(run, 1); string(got.Cursor.Key) != "c" {
 		t.Fatalf("backend retained the caller's cursor buffer")
+	}
+}
+
+func testClaimNextSkipsExhausted(t *testing.T, f Factory) {
+	x := newFixture(t, f, coord.Limits{})
+	cfg := defaultConfig()
+	cfg.MaxRetries = 1
+	run := x.newRunFor(tenantA, cfg, []coord.ShardSpec{spec(1, "a", "m"), spec(2, "m", "")})
+	x.acquire(run, 1, 10)
+	x.now += leaseMS
+	x.acquire(run, 1, 10) // the one retry allowed
+	x.now += leaseMS
+	// Whatever the scan order, the claim ends on shard 2, parking shard 1 if
+	// it is met first.
+	l, err := x.b.ClaimNext(x.ctx, x.now, coord.ClaimRequest{Tenant: tenantA, Run: run, Worker: 11, Op: x.nextOp()})
+	noErr(t, "ClaimNext", err)
+	if l.Shard != 2 {
+		t.Fatalf("ClaimNext leased shard %v, want 2", l.Shard)
+	}
+	_, err = x.b.ClaimNext(x.ctx, x.now, coord.ClaimRequest{Tenant: tenantA, Run: run, Worker: 12, Op: x.nextOp()})
+	wantErr(t, "ClaimNext with only an exhausted shard left", err, coord.ErrNoShardAvailable)
+	if s := x.shard(run, 1); s.State != coord.ShardParked || s.ParkReason != coord.ReasonRetriesExhausted {
+		t.Fatalf("exhausted shard %+v, want parked", s)
+	}
+}
+
+func testContextCancelled(t *testing.T, f Factory) {
+	x := newFixture(t, f, coord.Limits{})
+	run := x.newRun()
+	ctx, cancel := context.WithCancel(x.ctx)
+	cancel()
+	_, err := x.b.Acquire(ctx, x.now, coord.AcquireRequest{Tenant: tenantA, Run: run, Shard: 1, Worker: 1, Op: x.nextOp()})
+	wantErr(t, "Acquire with a cancelled context", err, context.Canceled)
+	_, err = x.b.CreateRun(ctx, x.now, coord.CreateRunRequest{Tenant: tenantA, Run: 555, Op: 1, Config: defaultConfig()})
+	wantErr(t, "CreateRun with a cancelled context", err, context.Canceled)
+	if s := x.shard(run, 1); s.Owner != 0 {
+		t.Fatalf("cancelled Acquire leased the shard")
 	}
 }
