@@ -135,8 +135,11 @@ func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.
 		return coord.Run{}, err
 	}
 	r, shards, changed, err := e.run.ApplyRegisterShards(req, now, b.lim)
-	if err != nil || !changed {
-		return r.Clone(), err
+	if err != nil {
+		return coord.Run{}, err
+	}
+	if !changed {
+		return r.Clone(), nil
 	}
 	for i := range shards {
 		if err := shards[i].Validate(); err != nil {
