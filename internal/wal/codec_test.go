@@ -91,6 +91,15 @@ func reCRC(b []byte) []byte {
 	return b
 }
 
+// withCRC returns b with its last four bytes replaced by the checksum of
+// the rest (b unchanged when too short).
+func withCRC(b []byte) []byte {
+	if len(b) < 4 {
+		return b
+	}
+	return reCRC(b)
+}
+
 func TestDecodeIndexRejects(t *testing.T) {
 	good, _ := sampleIndex().MarshalBinary()
 	cases := map[string][]byte{
@@ -188,17 +197,21 @@ func FuzzDecodeIndex(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		x, err := DecodeIndex(b, "fuzz")
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error %v is not a corrupt-log error", err)
+		// Both as given and with the checksum made to match, so the
+		// fuzzer explores the parser behind the CRC too.
+		for _, in := range [][]byte{b, withCRC(b)} {
+			x, err := DecodeIndex(in, "fuzz")
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("error %v is not a corrupt-log error", err)
+				}
+				continue
 			}
-			return
-		}
-		// What decodes is canonical: it re-encodes to the same bytes.
-		b2, err := x.MarshalBinary()
-		if err != nil || !bytes.Equal(b, b2) {
-			t.Fatalf("decoded index re-encodes differently (err %v)", err)
+			// What decodes is canonical: it re-encodes to the same bytes.
+			b2, err := x.MarshalBinary()
+			if err != nil || !bytes.Equal(in, b2) {
+				t.Fatalf("decoded index re-encodes differently (err %v)", err)
+			}
 		}
 	})
 }
@@ -212,16 +225,18 @@ func FuzzDecodeEntryHeader(f *testing.F) {
 	b, _ = h.MarshalBinary()
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := DecodeEntryHeader(b, "fuzz")
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error %v is not a corrupt-log error", err)
+		for _, in := range [][]byte{b, withCRC(b)} {
+			h, err := DecodeEntryHeader(in, "fuzz")
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("error %v is not a corrupt-log error", err)
+				}
+				continue
 			}
-			return
-		}
-		b2, err := h.MarshalBinary()
-		if err != nil || !bytes.Equal(b, b2) {
-			t.Fatalf("decoded header re-encodes differently (err %v)", err)
+			b2, err := h.MarshalBinary()
+			if err != nil || !bytes.Equal(in, b2) {
+				t.Fatalf("decoded header re-encodes differently (err %v)", err)
+			}
 		}
 	})
 }
