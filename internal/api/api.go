@@ -83,6 +83,8 @@ func (h *handler) route(pattern string, fn apiFunc) {
 	})
 }
 
+// ServeHTTP routes to the endpoints, answering unknown paths and methods
+// in JSON too.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.mux.Handler(r); pattern == "" {
 		// No route: let the mux decide between 404 and 405 (and set
@@ -99,6 +101,7 @@ type jsonStatus struct {
 	wrote bool
 }
 
+// WriteHeader sends code with a JSON error body instead of the mux's text.
 func (j *jsonStatus) WriteHeader(code int) {
 	if j.wrote {
 		return
@@ -107,6 +110,7 @@ func (j *jsonStatus) WriteHeader(code int) {
 	writeJSON(j.ResponseWriter, code, errorBody{Error: strings.ToLower(http.StatusText(code))})
 }
 
+// Write discards the mux's plain-text body.
 func (j *jsonStatus) Write(b []byte) (int, error) {
 	if !j.wrote {
 		j.WriteHeader(http.StatusOK)
@@ -144,26 +148,20 @@ func (h *handler) principal(r *http.Request) (*meta.Principal, error) {
 	return &p, nil
 }
 
+// status maps an error to its HTTP status: the metadata errors as
+// meta.HTTPStatus does, then request-level and log errors.
 func status(err error) int {
+	if code := meta.HTTPStatus(err); code != http.StatusInternalServerError {
+		return code
+	}
+	var mbe *http.MaxBytesError
 	switch {
-	case errors.Is(err, meta.ErrInvalidName), errors.Is(err, meta.ErrInvalidArgument):
-		return http.StatusBadRequest
-	case errors.Is(err, meta.ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, meta.ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, meta.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, meta.ErrExists):
-		return http.StatusConflict
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errors.ErrUnsupported):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.Canceled):
 		return 499 // client went away; nobody reads the body
-	}
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return http.StatusRequestEntityTooLarge
 	}
 	return wal.HTTPStatus(err)
 }

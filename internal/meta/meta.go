@@ -25,6 +25,7 @@ package meta
 
 import (
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -146,3 +147,26 @@ func (s *Store) Log() *wal.Log { return s.log }
 // releaseTimeout bounds best-effort cleanups that run after the caller's
 // context may already be done.
 const releaseTimeout = 30 * time.Second
+
+// HTTPStatus maps a metadata error to the one HTTP status that reports it
+// (DESIGN.md §6), so the git server and the REST API answer alike: 400
+// invalid name or argument, 401 unauthenticated, 403 forbidden, 404 not
+// found, 409 exists. Anything else is 500; callers with their own errors
+// (the log's, say) check those first.
+func HTTPStatus(err error) int {
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidArgument):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrExists):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
