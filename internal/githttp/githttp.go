@@ -1,0 +1,337 @@
+// Package githttp serves git's smart HTTP protocol from the repository
+// cache, with the write-ahead log as the commit point of every push
+// (DESIGN.md §3).
+//
+// Fetches run git upload-pack --stateless-rpc against the freshly
+// materialized cache. Pushes are handled by ghost itself rather than by
+// git receive-pack: ghost writes the advertisement, parses the commands,
+// validates the pack in a quarantine with git index-pack, git cat-file and
+// git rev-list, commits through wal.Commit, and answers in git's
+// report-status. Receive-pack would update refs on local disk, which is
+// not where a push becomes real here. See docs/adr/0010-git-receive-pack.md.
+package githttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// Access is what a caller may do with a repository.
+type Access struct {
+	// RepoID is the repository's write-ahead-log id.
+	RepoID string
+	// Read and Write are the caller's rights on it.
+	Read, Write bool
+	// Principal names the caller for the log's pushed-by field ("" when
+	// anonymous).
+	Principal string
+}
+
+// Authorizer resolves a request's credentials and repository name. It is
+// the one thing githttp needs from the metadata layer, kept this small so
+// the transport does not depend on how tenants and tokens are stored.
+type Authorizer interface {
+	// Authorize authenticates token ("" for an anonymous caller) and
+	// resolves owner/name (name without ".git"). It returns
+	// ErrUnauthenticated for a token that is not valid, ErrNotFound when
+	// no such repository exists, and otherwise the caller's rights (which
+	// may be none).
+	Authorize(ctx context.Context, token, owner, name string) (Access, error)
+}
+
+// Errors an Authorizer reports.
+var (
+	ErrNotFound        = errors.New("repository not found")
+	ErrUnauthenticated = errors.New("invalid credentials")
+)
+
+// Options configure a Handler.
+type Options struct {
+	Log     *wal.Log
+	Cache   *repocache.Cache
+	Auth    Authorizer
+	Logger  *slog.Logger // nil discards
+	Metrics *Metrics     // nil records nothing
+	// MaxPushBytes bounds a push's request body (after gzip decoding);
+	// 0 means no limit.
+	MaxPushBytes int64
+	// AnonymousNotFound makes an anonymous read of a repository that is
+	// not public answer 404 instead of 401. 404 hides nothing more (a
+	// missing repository answers the same either way) but stops stock git
+	// clients from ever sending credentials, since they only do so after a
+	// 401: private repositories then cannot be cloned without an explicit
+	// Authorization header. See docs/adr/0012-git-auth.md.
+	AnonymousNotFound bool
+	// PushTimeout bounds validating and committing a push once its body
+	// has arrived (default 15 minutes). That phase does not stop when the
+	// client disconnects, so a push either lands whole or not at all.
+	PushTimeout time.Duration
+}
+
+// Handler serves /<owner>/<repo>[.git]/... git smart HTTP requests.
+type Handler struct {
+	opts   Options
+	logger *slog.Logger
+}
+
+// NewHandler returns a git smart HTTP handler.
+func NewHandler(opts Options) (*Handler, error) {
+	if opts.Log == nil || opts.Cache == nil || opts.Auth == nil {
+		return nil, errors.New("githttp: Log, Cache and Auth are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PushTimeout <= 0 {
+		opts.PushTimeout = 15 * time.Minute
+	}
+	return &Handler{opts: opts, logger: opts.Logger}, nil
+}
+
+const (
+	svcUpload  = "git-upload-pack"
+	svcReceive = "git-receive-pack"
+)
+
+// route is a parsed request path.
+type route struct {
+	owner, name string
+	action      string // "info/refs", svcUpload, svcReceive, or "dumb"
+}
+
+var namePart = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+
+func parseRoute(path string) (route, bool) {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if len(segs) < 3 {
+		return route{}, false
+	}
+	rt := route{owner: segs[0], name: strings.TrimSuffix(segs[1], ".git")}
+	if !namePart.MatchString(rt.owner) || !namePart.MatchString(rt.name) || rt.owner[0] == '.' || rt.name[0] == '.' {
+		return route{}, false
+	}
+	rest := strings.Join(segs[2:], "/")
+	switch {
+	case rest == "info/refs" || rest == svcUpload || rest == svcReceive:
+		rt.action = rest
+	case rest == "HEAD" || strings.HasPrefix(rest, "objects/") || strings.HasPrefix(rest, "info/"):
+		rt.action = "dumb"
+	default:
+		return route{}, false
+	}
+	return rt, true
+}
+
+// statusWriter remembers the status for logs and metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.status, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	rt, ok := parseRoute(r.URL.Path)
+	service := rt.action
+	if rt.action == "info/refs" {
+		service = r.URL.Query().Get("service")
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			h.logger.Error("panic serving git request", "path", r.URL.Path, "panic", p)
+			if !sw.wrote {
+				httpError(sw, http.StatusInternalServerError, "internal error")
+			}
+		}
+		d := time.Since(start)
+		h.opts.Metrics.observeRequest(service, sw.status, d)
+		h.logger.Debug("git request", "method", r.Method, "path", r.URL.Path, "service", service, "status", sw.status, "duration", d)
+	}()
+	if !ok {
+		httpError(sw, http.StatusNotFound, "not found")
+		return
+	}
+	switch rt.action {
+	case "dumb":
+		httpError(sw, http.StatusForbidden, "the dumb HTTP protocol is not supported; use a git client that speaks smart HTTP (git 1.6.6 or later)")
+	case "info/refs":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(sw, "GET")
+			return
+		}
+		switch service {
+		case "":
+			httpError(sw, http.StatusForbidden, "the dumb HTTP protocol is not supported; use a git client that speaks smart HTTP (git 1.6.6 or later)")
+		case svcUpload, svcReceive:
+			h.infoRefs(sw, r, rt, service)
+		default:
+			httpError(sw, http.StatusForbidden, fmt.Sprintf("unsupported service %q", service))
+		}
+	case svcUpload, svcReceive:
+		if r.Method != http.MethodPost {
+			methodNotAllowed(sw, "POST")
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "application/x-"+rt.action+"-request" {
+			httpError(sw, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be application/x-%s-request", rt.action))
+			return
+		}
+		acc, ok := h.authorize(sw, r, rt, rt.action)
+		if !ok {
+			return
+		}
+		if rt.action == svcUpload {
+			h.uploadPack(sw, r, acc)
+		} else {
+			h.receivePack(sw, r, acc)
+		}
+	}
+}
+
+// authorize applies DESIGN.md §3 and writes the refusal itself when the
+// caller may not go on.
+//
+//   - A token that does not authenticate: 401.
+//   - receive-pack: anonymous 401 (whether or not the repository exists);
+//     unreadable or missing 404; readable but not writable 403.
+//   - upload-pack: readable goes on; otherwise anonymous callers get 401
+//     (or 404 with AnonymousNotFound) and authenticated ones 404.
+//
+// A private repository the caller cannot read is indistinguishable from
+// one that does not exist.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, rt route, service string) (Access, bool) {
+	token := ""
+	if _, pw, ok := r.BasicAuth(); ok {
+		token = pw
+	}
+	anonymous := token == ""
+	acc, err := h.opts.Auth.Authorize(r.Context(), token, rt.owner, rt.name)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		challenge(w, "invalid credentials: the password must be a valid ghost access token")
+		return Access{}, false
+	case errors.Is(err, ErrNotFound):
+		acc = Access{}
+	case err != nil:
+		h.internalError(w, r, "authorize", err)
+		return Access{}, false
+	}
+	if service == svcReceive {
+		switch {
+		case anonymous:
+			challenge(w, "authentication required to push: use an access token with write scope as the password")
+		case !acc.Read:
+			notFound(w)
+		case !acc.Write:
+			httpError(w, http.StatusForbidden, fmt.Sprintf("your token may not push to %s/%s (it needs write access)", rt.owner, rt.name))
+		default:
+			return acc, true
+		}
+		return Access{}, false
+	}
+	if acc.Read {
+		return acc, true
+	}
+	if anonymous && !h.opts.AnonymousNotFound {
+		challenge(w, "authentication required: repository not found or not public")
+	} else {
+		notFound(w)
+	}
+	return Access{}, false
+}
+
+func challenge(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="ghost"`)
+	httpError(w, http.StatusUnauthorized, msg)
+}
+
+func notFound(w http.ResponseWriter) { httpError(w, http.StatusNotFound, "repository not found") }
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	httpError(w, http.StatusMethodNotAllowed, "method not allowed")
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
+
+func (h *Handler) internalError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	h.logger.Error("git request failed", "what", what, "path", r.URL.Path, "err", err)
+	httpError(w, http.StatusInternalServerError, "internal error: "+what+" failed")
+}
+
+// materializeError answers a failed materialization: a deleted repository
+// is absent; anything else is the server's fault.
+func (h *Handler) materializeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, wal.ErrRepoDeleted):
+		notFound(w)
+	case errors.Is(err, repocache.ErrCompacted):
+		h.internalError(w, r, "materialize (compacted logs are not supported yet)", err)
+	default:
+		h.internalError(w, r, "materialize", err)
+	}
+}
+
+func noCache(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+	h.Set("Pragma", "no-cache")
+	h.Set("Expires", "Fri, 01 Jan 1980 00:00:00 GMT")
+}
+
+var gitProtocolValue = regexp.MustCompile(`^[A-Za-z0-9=:.,_-]{1,200}$`)
+
+// gitProtocol returns the GIT_PROTOCOL value to pass through: the
+// client's Git-Protocol header when it is well formed, else "".
+func gitProtocol(r *http.Request) string {
+	v := r.Header.Get("Git-Protocol")
+	if !gitProtocolValue.MatchString(v) {
+		return ""
+	}
+	return v
+}
+
+func isV2(proto string) bool {
+	for _, f := range strings.Split(proto, ":") {
+		if f == "version=2" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package githttp
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ghost-scm/ghost/internal/repocache"
+)
+
+// Metrics are the git transport's Prometheus metrics. A nil *Metrics
+// records nothing, so tests need not set one up.
+type Metrics struct {
+	requests     *prometheus.HistogramVec
+	pushes       *prometheus.CounterVec
+	received     prometheus.Counter
+	casAttempts  prometheus.Histogram
+	materialize  *prometheus.HistogramVec
+	layersLoaded prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg (a registry of
+// the server's own, never the global one).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ghost_git_request_duration_seconds",
+			Help:    "Duration of git smart HTTP requests by service and status code.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"service", "code"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_git_pushes_total",
+			Help: "Pushes by result: ok, rejected (report-status ng), invalid (malformed request), contention (503), error.",
+		}, []string{"result"}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_git_push_received_bytes_total",
+			Help: "Bytes of push request bodies received (after gzip decoding).",
+		}),
+		casAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ghost_wal_commit_cas_attempts",
+			Help:    "Index compare-and-swap attempts per push commit.",
+			Buckets: []float64{1, 2, 3, 4, 5, 6, 7, 8},
+		}),
+		materialize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ghost_cache_materialize_seconds",
+			Help:    "Time to bring a repository's cache forward, by outcome (noop, forward, rebuild, error).",
+			Buckets: prometheus.ExponentialBuckets(0.002, 2.5, 12),
+		}, []string{"outcome"}),
+		layersLoaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_cache_layers_indexed_total",
+			Help: "Log layers indexed into the cache by materializations.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.pushes, m.received, m.casAttempts, m.materialize, m.layersLoaded)
+	return m
+}
+
+// ObserveMaterialize records one materialization; pass it as the cache's
+// Options.Observe.
+func (m *Metrics) ObserveMaterialize(ev repocache.Event) {
+	if m == nil {
+		return
+	}
+	outcome := "noop"
+	switch {
+	case ev.Err != nil:
+		outcome = "error"
+	case ev.Rebuilt:
+		outcome = "rebuild"
+	case ev.Layers > 0:
+		outcome = "forward"
+	}
+	m.materialize.WithLabelValues(outcome).Observe(ev.Duration.Seconds())
+	m.layersLoaded.Add(float64(ev.Layers))
+}
+
+func (m *Metrics) observeRequest(service string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	switch service {
+	case svcUpload, svcReceive:
+	default:
+		service = "other"
+	}
+	m.requests.WithLabelValues(service, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+func (m *Metrics) pushResult(result string) {
+	if m != nil {
+		m.pushes.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) addReceived(n int64) {
+	if m != nil && n > 0 {
+		m.received.Add(float64(n))
+	}
+}
+
+func (m *Metrics) observeAttempts(n int) {
+	if m != nil && n > 0 {
+		m.casAttempts.Observe(float64(n))
+	}
+}
