@@ -10,6 +10,12 @@ import (
 // check reads every run and shard through the Backend and asserts the
 // invariants against the records seen at the previous step.
 func (s *sim) check() {
+	total := 0
+	defer func() {
+		if int64(total) > s.lim.MaxShardsPerTenant {
+			s.fatalf("%d shards exist, over the tenant cap %d", total, s.lim.MaxShardsPerTenant)
+		}
+	}()
 	for _, id := range s.runs {
 		r, err := s.b.GetRun(s.ctx, s.tenant, id)
 		s.expect("GetRun", err)
@@ -25,6 +31,7 @@ func (s *sim) check() {
 
 		shards, err := s.b.ListShards(s.ctx, s.now, s.tenant, id, coord.ShardFilter{})
 		s.expect("ListShards", err)
+		total += len(shards)
 		byID := make(map[coord.ShardID]*coord.Shard, len(shards))
 		var progress coord.Progress
 		for i := range shards {

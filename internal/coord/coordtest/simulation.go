@@ -98,12 +98,19 @@ type sim struct {
 	seenShards map[shardRef]coord.Shard
 
 	stats map[string]int // what happened, logged at the end for -v
+	lim   coord.Limits
 }
 
 func newSim(t *testing.T, f Factory, seed int64) *sim {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b9))
+	lim := coord.DefaultLimits()
+	if rng.IntN(4) == 0 {
+		// A tight tenant cap, so that splits run into it.
+		lim.MaxShardsPerTenant = int64(12 + rng.IntN(12))
+	}
 	s := &sim{
-		t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x9e3779b9)),
-		b: f(t, coord.DefaultLimits()), ctx: context.Background(),
+		t: t, seed: seed, rng: rng, lim: lim,
+		b: f(t, lim), ctx: context.Background(),
 		tenant: coord.TenantID{byte(seed), 0xAA}, now: 1000, faults: true,
 		roots: map[coord.RunID][]coord.ShardSpec{}, ledger: map[shardRef]*grant{},
 		seenRuns: map[coord.RunID]coord.Run{}, seenShards: map[shardRef]coord.Shard{},
@@ -363,6 +370,10 @@ func (s *sim) result(w *simWorker, what string, err error) bool {
 	case err == nil:
 		s.stats[what]++
 		return true
+	case errors.Is(err, coord.ErrShardLimitExceeded):
+		// The worker keeps its lease and goes on without splitting.
+		s.stats[what+" over cap"]++
+		return false
 	case benign(err):
 		s.stats[what+" refused"]++
 		w.lease, w.last = nil, nil
