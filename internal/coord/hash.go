@@ -92,7 +92,10 @@ func DeriveShardID(run RunID, parent ShardID, op OpID, kind SplitKind, index uin
 
 // ClaimOffset returns the index at which worker starts scanning n candidates
 // in ClaimNext, so that concurrent workers spread over a run's shards instead
-// of all contending for the first one. It returns 0 when n <= 0.
+// of all contending for the first one. Candidates are the run's claimable
+// shards (see Shard.Claimable) in ascending id order; the scan wraps around.
+// Backends must use it so that they agree on which shard a claim picks. It
+// returns 0 when n <= 0.
 func ClaimOffset(worker WorkerID, n int) int {
 	if n <= 0 {
 		return 0
