@@ -2,10 +2,76 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/server"
 )
 
-// runServe is a placeholder until the server lands (issue 5).
+// runServe runs a ghost node until ctx ends (SIGINT/SIGTERM in main), then
+// shuts down gracefully. With no flags it works out of the box: it
+// listens on 127.0.0.1:8080 and keeps everything under ./ghost-data.
 func runServe(ctx context.Context, env *Env, args []string) error {
-	return errors.New("serve: not built yet")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	var cfg config.Config
+	cfg.Register(fs)
+	listen := fs.String("listen", envOr("GHOST_LISTEN", "127.0.0.1:8080"), "address to listen on (env GHOST_LISTEN)")
+	logLevel := fs.String("log-level", envOr("GHOST_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env GHOST_LOG_LEVEL)")
+	logFormat := fs.String("log-format", envOr("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
+	maxPush := fs.Int64("max-push-bytes", 0, "largest push body accepted, 0 for no limit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: ghost serve [flags] takes no arguments", errUsage)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var logger *slog.Logger
+	switch strings.ToLower(*logFormat) {
+	case "text":
+		logger = slog.New(slog.NewTextHandler(env.Stderr, hopts))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(env.Stderr, hopts))
+	default:
+		return fmt.Errorf("%w: --log-format must be text or json", errUsage)
+	}
+
+	store, err := cfg.OpenStore(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(ctx, server.Options{
+		Store:        store,
+		CacheDir:     cfg.Cache(),
+		Logger:       logger,
+		MaxPushBytes: *maxPush,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
+	logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
+	return srv.Serve(ctx, ln)
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
 }
