@@ -186,10 +186,13 @@ func testConditional(t *testing.T, s objstore.Store) {
 	if got, info := get(t, s, k); got != "bb" || info.ETag != b.ETag {
 		t.Fatalf("after lost CAS: %q etag %s, want %q etag %s", got, info.ETag, "bb", b.ETag)
 	}
-	// An unconditional put moves the ETag on, so the old one is stale.
-	put(t, s, k, "bb")
+	// An unconditional put of other bytes moves the ETag on, so the old one
+	// is stale. (Rewriting equal bytes may keep the ETag: on S3 it is the
+	// MD5 of the content. The log never writes equal bytes twice, since
+	// every index carries a new seq.)
+	put(t, s, k, "other")
 	if _, err := s.PutIfMatch(ctx, k, strings.NewReader("d"), 1, b.ETag); !errors.Is(err, objstore.ErrPreconditionFailed) {
-		t.Fatalf("PutIfMatch after rewrite of equal bytes: err = %v, want ErrPreconditionFailed", err)
+		t.Fatalf("PutIfMatch after an unconditional rewrite: err = %v, want ErrPreconditionFailed", err)
 	}
 	if err := s.Delete(ctx, k); err != nil {
 		t.Fatal(err)
@@ -383,14 +386,16 @@ func registerModel(init string) porcupine.Model {
 	}
 }
 
-// testLinearizable lets 32 clients interleave reads and CASes freely and
-// checks each recorded history with porcupine. Each history is kept to two
-// read+CAS pairs per client so the checker's search stays bounded.
+// testLinearizable lets 8 clients interleave reads and CASes freely and
+// checks each recorded history with porcupine. Histories are kept small
+// (8 clients, two read+CAS pairs each, per round) because the checker's
+// search grows exponentially with overlap; the 32-writer race is
+// CASRace's job.
 func testLinearizable(t *testing.T, s objstore.Store) {
 	ctx := context.Background()
 	const k = "repos/lin/index"
 	put(t, s, k, "v0")
-	for round := range 10 {
+	for round := range 20 {
 		init, _ := get(t, s, k)
 		var (
 			mu     sync.Mutex
@@ -401,7 +406,7 @@ func testLinearizable(t *testing.T, s objstore.Store) {
 		)
 		now := func() int64 { return int64(time.Since(epoch)) }
 		record := func(op porcupine.Operation) { mu.Lock(); events = append(events, op); mu.Unlock() }
-		for c := range 32 {
+		for c := range 8 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -434,7 +439,7 @@ func testLinearizable(t *testing.T, s objstore.Store) {
 		if e := failed.Load(); e != nil {
 			t.Fatalf("round %d: unexpected error: %v", round, e)
 		}
-		res, _ := porcupine.CheckOperationsVerbose(registerModel(init), events, 20*time.Second)
+		res, _ := porcupine.CheckOperationsVerbose(registerModel(init), events, time.Minute)
 		if res != porcupine.Ok {
 			t.Fatalf("round %d: history of %d operations is not linearizable (result %v)", round, len(events), res)
 		}
