@@ -15,6 +15,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
+	"github.com/ghost-scm/ghost/internal/objstore/s3store"
 )
 
 // Config is the shared configuration. The zero-setup default keeps
@@ -88,7 +89,17 @@ func (c *Config) Cache() string {
 // OpenStore opens the configured object store.
 func (c *Config) OpenStore(ctx context.Context) (objstore.Store, error) {
 	if c.S3.Bucket != "" {
-		return nil, errors.New("config: the S3 store is not wired in yet")
+		s, err := s3store.New(ctx, s3store.Config{
+			Endpoint:     c.S3.Endpoint,
+			Region:       c.S3.Region,
+			Bucket:       c.S3.Bucket,
+			Prefix:       c.S3.Prefix,
+			UsePathStyle: c.S3.PathStyle,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return s, nil
 	}
 	if c.DataDir == "" {
 		return nil, errors.New("config: empty data directory")

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"context"
+	"flag"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFlagsOverrideEnvOverrideDefaults(t *testing.T) {
+	t.Setenv("GHOST_DATA_DIR", "/from/env")
+	t.Setenv("GHOST_ETCD_ENDPOINTS", "http://127.0.0.1:1, http://127.0.0.1:2")
+	var c Config
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.Register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/from/env" || len(c.EtcdEndpoints) != 2 || c.Cache() != "/from/env/cache" {
+		t.Fatalf("env defaults not applied: %+v", c)
+	}
+	var c2 Config
+	fs2 := flag.NewFlagSet("x", flag.ContinueOnError)
+	c2.Register(fs2)
+	if err := fs2.Parse([]string{"--data-dir", "/flag", "--cache-dir", "/c", "--etcd-endpoints", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if c2.DataDir != "/flag" || c2.Cache() != "/c" || len(c2.EtcdEndpoints) != 0 {
+		t.Fatalf("flags did not win: %+v", c2)
+	}
+}
+
+func TestOpenStore(t *testing.T) {
+	ctx := context.Background()
+	c := Config{DataDir: t.TempDir()}
+	s, err := c.OpenStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "k", strings.NewReader("v"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Config{}).OpenStore(ctx); err == nil {
+		t.Fatal("empty data dir accepted")
+	}
+	bad := Config{DataDir: filepath.Join(t.TempDir(), "x"), S3: S3{Bucket: "b", Prefix: "/abs"}}
+	if _, err := bad.OpenStore(ctx); err == nil {
+		t.Fatal("invalid S3 prefix accepted")
+	}
+}
