@@ -806,3 +806,9 @@ func TestHTTPStatus(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenLenMatchesEncoding(t *testing.T) {
+	if got := len(TokenPrefix) + tokenEncoding().EncodedLen(tokenBytes); got != tokenLen {
+		t.Errorf("tokenLen = %d, encoding says %d", tokenLen, got)
+	}
+}

@@ -26,11 +26,14 @@ const tokenBytes = 32
 const MaxDescriptionLen = 256
 
 // tokenEncoding is lowercase RFC 4648 base32 without padding: 52 characters
-// for 32 bytes, no ambiguous symbols, safe in URLs and Basic auth.
-var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+// for 32 bytes, no ambiguous symbols, safe in URLs and Basic auth. It is
+// built per call rather than held in a package variable.
+func tokenEncoding() *base32.Encoding {
+	return base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+}
 
 // tokenLen is the exact plaintext length; anything else is malformed.
-var tokenLen = len(TokenPrefix) + tokenEncoding.EncodedLen(tokenBytes)
+const tokenLen = len(TokenPrefix) + (tokenBytes*8+4)/5
 
 // hashToken returns the hex SHA-256 of a plaintext token: the only form
 // ever stored. A fast hash is right here, unlike for passwords: a token is
@@ -49,7 +52,7 @@ func wellFormed(plaintext string) bool {
 	if len(plaintext) != tokenLen || !strings.HasPrefix(plaintext, TokenPrefix) {
 		return false
 	}
-	b, err := tokenEncoding.DecodeString(plaintext[len(TokenPrefix):])
+	b, err := tokenEncoding().DecodeString(plaintext[len(TokenPrefix):])
 	return err == nil && len(b) == tokenBytes
 }
 
@@ -86,7 +89,7 @@ func (s *Store) CreateToken(ctx context.Context, tenant string, scope Scope, des
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", Token{}, fmt.Errorf("create token: %w", err)
 	}
-	plaintext := TokenPrefix + tokenEncoding.EncodeToString(raw[:])
+	plaintext := TokenPrefix + tokenEncoding().EncodeToString(raw[:])
 	hash := hashToken(plaintext)
 	rec := tokenRecord{V: recordVersion, ID: s.newID(), Tenant: t.Name, Scope: scope, CreatedAt: s.now(), Description: description}
 
