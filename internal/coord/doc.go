@@ -33,3 +33,31 @@
 // runs before lease validation, so a retry after the lease expired or the
 // shard completed still succeeds.
 package coord
+
+// Implementing a Backend
+//
+// A backend stores Run and Shard records (MarshalBinary/UnmarshalBinary give
+// a compact, validated encoding) and applies each operation atomically:
+//
+//   - Read the run record and, for shard operations, the shard record.
+//   - Call the matching Apply* method. If it returns an error and changed is
+//     false, return the error: nothing is written. If changed is false and the
+//     error is nil, the request was a replay: answer from the current records
+//     (for SplitReplace read the children by ReplaceChildIDs, for
+//     SplitResidual the residual by ResidualID).
+//   - Otherwise write every returned record in one atomic step, guarded by
+//     what was read (in etcd: compare the mod revisions of the records read).
+//     When shards are created (RegisterShards, SplitReplace, SplitResidual),
+//     check Limits.CheckShardCaps against the tenant and global counters and
+//     update the counters in the same step; a derived id that already exists
+//     is ErrIDCollision. On a lost compare, start again from the read.
+//   - ClaimNext first offers the request to Shard.ClaimReplay on every shard
+//     of the run, then (if the run is Active) tries the Claimable shards in
+//     ascending id order starting at ClaimOffset, moving on when a candidate
+//     is refused with ErrLeaseHeld, ErrShardParked, ErrShardTerminal or
+//     ErrRetriesExhausted, or when its write loses a race.
+//   - CompleteRun counts the shards that are Active or Parked and passes the
+//     count to ApplyCompleteRun.
+//
+// Every backend runs coordtest.Run, the conformance suite and the seeded
+// simulation.
