@@ -1,0 +1,226 @@
+// Package etcdserver runs etcd inside the ghost process and opens clients to
+// either that embedded server or an external cluster.
+//
+// Embedded etcd is ghost's zero-setup default: a single-member cluster whose
+// data lives under ghost's data directory and whose client and peer ports
+// are bound on loopback only, so nothing outside the host can reach it. The
+// package is separate from the rest of ghost because go.etcd.io/etcd/server
+// pulls in a large dependency tree (raft, bbolt, grpc-gateway, prometheus)
+// that packages which only talk to etcd must not link.
+package etcdserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Limits the embedded server is configured with. etcd's defaults (128
+// operations and 1.5 MiB per request) are too small for the largest
+// all-or-nothing write ghost's coordinator makes: registering
+// coord.DefaultMaxInitialShards root shards in one transaction, which needs
+// two operations per shard. See docs/adr/0020-etcd-coordination-backend.md.
+const (
+	// MaxTxnOps bounds the operations of one transaction branch.
+	MaxTxnOps = 32 << 10
+	// MaxRequestBytes bounds one request, and therefore one transaction.
+	MaxRequestBytes = 32 << 20
+	// MaxCallSendMsgSize is the client-side bound on a request; it leaves
+	// room for gRPC framing above MaxRequestBytes.
+	MaxCallSendMsgSize = MaxRequestBytes + 1<<20
+)
+
+// DefaultStartTimeout bounds how long Start waits for the server to be ready.
+const DefaultStartTimeout = 60 * time.Second
+
+// Options configures an embedded server.
+type Options struct {
+	// Dir holds etcd's WAL and snapshots. It is created if missing.
+	Dir string
+	// ClientAddr is the loopback host:port clients connect to. Empty picks a
+	// free port; a restart that must keep its address passes the one a
+	// previous Server reported.
+	ClientAddr string
+	// StartTimeout bounds the wait for readiness (default DefaultStartTimeout).
+	StartTimeout time.Duration
+	// UnsafeNoFsync disables fsync. Only tests may set it: a power loss
+	// then loses acknowledged writes.
+	UnsafeNoFsync bool
+	// Logger receives etcd's logs. Nil logs errors only, to stderr.
+	Logger *zap.Logger
+}
+
+// Server is a running embedded etcd.
+type Server struct {
+	etcd       *embed.Etcd
+	clientAddr string
+	closeOnce  sync.Once
+}
+
+// Start starts a single-member etcd under opts.Dir and waits until it serves
+// requests. The caller must Close it.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("etcdserver: empty data directory")
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = "ghost"
+	cfg.Dir = opts.Dir
+	cfg.MaxTxnOps = MaxTxnOps
+	cfg.MaxRequestBytes = MaxRequestBytes
+	cfg.UnsafeNoFsync = opts.UnsafeNoFsync
+	cfg.EnableGRPCGateway = false
+	// Revisions older than an hour are only useful to watchers, and ghost
+	// does not watch; compacting keeps the database from growing without bound.
+	cfg.AutoCompactionMode = "periodic"
+	cfg.AutoCompactionRetention = "1h"
+	if opts.Logger != nil {
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(opts.Logger)
+	} else {
+		cfg.LogLevel = "error"
+	}
+
+	clientURL, err := loopbackURL(opts.ClientAddr)
+	if err != nil {
+		return nil, err
+	}
+	// The peer port is never dialled in a one-member cluster, but etcd
+	// binds it anyway; it is chosen afresh on every start, which etcd
+	// accepts because a restarted member does not re-validate its peer URLs.
+	peerURL, err := loopbackURL("")
+	if err != nil {
+		return nil, err
+	}
+	cfg.ListenClientUrls = []url.URL{*clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{*clientURL}
+	cfg.ListenPeerUrls = []url.URL{*peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{*peerURL}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: start: %w", err)
+	}
+	timer := time.NewTimer(opts.StartTimeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: start: %w", err)
+	case <-timer.C:
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: not ready after %v", opts.StartTimeout)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: start: %w", ctx.Err())
+	}
+	return &Server{etcd: e, clientAddr: e.Clients[0].Addr().String()}, nil
+}
+
+// loopbackURL returns http://addr, or a URL on a free loopback port when
+// addr is empty. The port is found by binding :0 and releasing it; another
+// process could take it before etcd binds it, which then fails Start
+// rather than silently sharing a port.
+func loopbackURL(addr string) (*url.URL, error) {
+	if addr == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("etcdserver: pick a port: %w", err)
+		}
+		addr = l.Addr().String()
+		if err := l.Close(); err != nil {
+			return nil, fmt.Errorf("etcdserver: pick a port: %w", err)
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("etcdserver: address %q is not a loopback IP", addr)
+	}
+	return &url.URL{Scheme: "http", Host: addr}, nil
+}
+
+// ClientAddr returns the host:port the server accepts clients on.
+func (s *Server) ClientAddr() string { return s.clientAddr }
+
+// Endpoint returns the client URL of the server.
+func (s *Server) Endpoint() string { return "http://" + s.clientAddr }
+
+// Client opens a client to the server. The caller must close it before
+// closing the server, or its in-flight calls fail.
+func (s *Server) Client() (*clientv3.Client, error) {
+	return NewClient([]string{s.Endpoint()})
+}
+
+// Close stops the server, waiting for in-flight requests and flushing its
+// data. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(s.etcd.Close)
+	return nil
+}
+
+// NewClient opens a client to endpoints with ghost's settings: a quiet
+// logger and a send limit that fits the embedded server's request limit.
+func NewClient(endpoints []string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:          endpoints,
+		DialTimeout:        5 * time.Second,
+		MaxCallSendMsgSize: MaxCallSendMsgSize,
+		Logger:             zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: client for %v: %w", endpoints, err)
+	}
+	return c, nil
+}
+
+// Open returns a client for ghost's coordination store. With no endpoints
+// it starts an embedded etcd under dataDir/etcd and the returned Closer
+// closes the client, then stops the server; otherwise it connects to the
+// cluster at endpoints and the Closer closes the client.
+func Open(ctx context.Context, dataDir string, endpoints []string) (*clientv3.Client, io.Closer, error) {
+	if len(endpoints) > 0 {
+		c, err := NewClient(endpoints)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c, nil
+	}
+	if dataDir == "" {
+		return nil, nil, errors.New("etcdserver: empty data directory and no endpoints")
+	}
+	srv, err := Start(ctx, Options{Dir: filepath.Join(dataDir, "etcd")})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := srv.Client()
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	return c, closerFunc(func() error {
+		cerr := c.Close()
+		srv.Close()
+		return cerr
+	}), nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
