@@ -32,8 +32,7 @@
 // no-op; replaying it with a different payload is ErrOpConflict. The check
 // runs before lease validation, so a retry after the lease expired or the
 // shard completed still succeeds.
-package coord
-
+//
 // Implementing a Backend
 //
 // A backend stores Run and Shard records (MarshalBinary/UnmarshalBinary give
@@ -61,3 +60,4 @@ package coord
 //
 // Every backend runs coordtest.Run, the conformance suite and the seeded
 // simulation.
+package coord
