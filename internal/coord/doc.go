@@ -33,7 +33,7 @@
 // runs before lease validation, so a retry after the lease expired or the
 // shard completed still succeeds.
 //
-// Implementing a Backend
+// # Implementing a Backend
 //
 // A backend stores Run and Shard records (MarshalBinary/UnmarshalBinary give
 // a compact, validated encoding) and applies each operation atomically:
