@@ -28,8 +28,8 @@ import (
 // never observe another's operations through replays.
 
 func checkCall(now Time, op OpID) error {
-	if now < 1 {
-		return fmt.Errorf("%w: now %d < 1", ErrInvalidArgument, now)
+	if now < 1 || now > MaxTime {
+		return fmt.Errorf("%w: now %d outside [1, MaxTime]", ErrInvalidArgument, now)
 	}
 	if op == 0 {
 		return fmt.Errorf("%w: zero op id", ErrInvalidArgument)

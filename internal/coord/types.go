@@ -47,6 +47,15 @@ type WorkerID uint64
 // means "unset"; every call must pass now >= 1.
 type Time int64
 
+// MaxTime bounds the logical time a caller may pass, so that now plus a
+// lease duration can never overflow.
+const MaxTime Time = 1 << 62
+
+// MaxLeaseDuration bounds RunConfig.LeaseDuration. A lease longer than a
+// week would keep a crashed worker's shard unavailable for too long to be
+// useful, and the bound keeps deadline arithmetic far from overflow.
+const MaxLeaseDuration = 7 * 24 * time.Hour
+
 // TimeOf converts a wall-clock time to a Time, truncating to milliseconds.
 func TimeOf(t time.Time) Time { return Time(t.UnixMilli()) }
 

@@ -111,6 +111,9 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("%w: lease duration %v is not a positive whole number of milliseconds",
 			ErrInvalidArgument, c.LeaseDuration)
 	}
+	if c.LeaseDuration > MaxLeaseDuration {
+		return fmt.Errorf("%w: lease duration %v exceeds %v", ErrInvalidArgument, c.LeaseDuration, MaxLeaseDuration)
+	}
 	if !c.Cursor.valid() {
 		return fmt.Errorf("%w: unknown cursor mode %d", ErrInvalidArgument, c.Cursor)
 	}

@@ -92,6 +92,8 @@ func testCreateRun(t *testing.T, f Factory) {
 		{"zero lease", func(r *coord.CreateRunRequest) { r.Config.LeaseDuration = 0 }, 1},
 		{"sub-millisecond lease", func(r *coord.CreateRunRequest) { r.Config.LeaseDuration = 1500 * time.Microsecond }, 1},
 		{"negative lease", func(r *coord.CreateRunRequest) { r.Config.LeaseDuration = -time.Second }, 1},
+		{"huge lease", func(r *coord.CreateRunRequest) { r.Config.LeaseDuration = coord.MaxLeaseDuration + time.Millisecond }, 1},
+		{"time beyond MaxTime", func(r *coord.CreateRunRequest) {}, coord.MaxTime + 1},
 		{"unknown cursor mode", func(r *coord.CreateRunRequest) { r.Config.Cursor = 0 }, 1},
 	}
 	for i, tc := range bad {
