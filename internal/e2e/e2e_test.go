@@ -1,0 +1,234 @@
+// Package e2e holds ghost's end-to-end tests: testscript scripts in
+// testdata/*.txtar that drive the real ghost binary (this test binary,
+// re-executed as "ghost") and the real git client over HTTP on loopback.
+//
+// Commands the scripts get besides testscript's own:
+//
+//	serve NAME [ghost serve flags]  start "ghost serve" on a free loopback port in
+//	                                the background; sets $NAME (http://host:port)
+//	                                and $NAME_HOST (host:port); logs go to $WORK/NAME.log
+//	stop NAME                       SIGTERM the server and expect a clean exit
+//	stdout2env VAR                  set $VAR to the first line of the last stdout
+//	http METHOD URL                 one HTTP request (userinfo in URL = Basic auth);
+//	                                prints "status NNN", the headers but Date, the body
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/ghost-scm/ghost/internal/cli"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"ghost": func() {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+			stop()
+			os.Exit(code)
+		},
+	})
+}
+
+type serversKey struct{}
+
+// servers are the background ghost processes of one script.
+type servers struct {
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+}
+
+func TestScripts(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata",
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			home := filepath.Join(env.WorkDir, "home")
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				return err
+			}
+			gitconfig := filepath.Join(home, ".gitconfig")
+			cfg := "[user]\n\tname = Ghost Test\n\temail = test@ghost.invalid\n[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n[protocol]\n\tversion = 2\n"
+			if err := os.WriteFile(gitconfig, []byte(cfg), 0o644); err != nil {
+				return err
+			}
+			env.Setenv("HOME", home)
+			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+			env.Setenv("GIT_CONFIG_GLOBAL", gitconfig)
+			env.Setenv("GIT_TERMINAL_PROMPT", "0")
+			env.Setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+			env.Setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+			env.Setenv("LC_ALL", "C")
+			env.Setenv("GHOST_DATA_DIR", filepath.Join(env.WorkDir, "data"))
+			env.Values[serversKey{}] = &servers{procs: map[string]*exec.Cmd{}}
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"serve":      cmdServe,
+			"stop":       cmdStop,
+			"stdout2env": cmdStdout2Env,
+			"http":       cmdHTTP,
+		},
+	})
+}
+
+// scriptEnv is the environment a background server inherits: the test
+// process's, minus git and ghost settings, plus the script's.
+func scriptEnv(ts *testscript.TestScript) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "GHOST_") {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range []string{"HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "LC_ALL", "GHOST_DATA_DIR", "GHOST_CACHE_DIR", "GHOST_LISTEN", "TMPDIR"} {
+		if v := ts.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: serve NAME [flags]")
+	}
+	name := args[0]
+	srv := ts.Value(serversKey{}).(*servers)
+	bin, err := exec.LookPath("ghost")
+	ts.Check(err)
+	cmdArgs := append([]string{"serve"}, args[1:]...)
+	if !slicesContainsPrefix(args[1:], "--listen") && ts.Getenv("GHOST_LISTEN") == "" {
+		cmdArgs = append(cmdArgs, "--listen", "127.0.0.1:0")
+	}
+	cmd := exec.Command(bin, cmdArgs...)
+	cmd.Dir = ts.Getenv("WORK")
+	cmd.Env = scriptEnv(ts)
+	logf, err := os.Create(filepath.Join(ts.Getenv("WORK"), name+".log"))
+	ts.Check(err)
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	ts.Check(err)
+	ts.Check(cmd.Start())
+	ts.Defer(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		logf.Close()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "listening on http://"); ok {
+				addr <- strings.Fields(rest)[0]
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case a := <-addr:
+		ts.Setenv(name, "http://"+a)
+		ts.Setenv(name+"_HOST", a)
+	case <-time.After(30 * time.Second):
+		ts.Fatalf("server %s did not report its address; log:\n%s", name, ts.ReadFile(filepath.Join(ts.Getenv("WORK"), name+".log")))
+	}
+	srv.mu.Lock()
+	srv.procs[name] = cmd
+	srv.mu.Unlock()
+}
+
+func slicesContainsPrefix(args []string, prefix string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdStop(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: stop NAME")
+	}
+	srv := ts.Value(serversKey{}).(*servers)
+	srv.mu.Lock()
+	cmd := srv.procs[args[0]]
+	delete(srv.procs, args[0])
+	srv.mu.Unlock()
+	if cmd == nil {
+		ts.Fatalf("no server %s", args[0])
+	}
+	ts.Check(cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if (err != nil) != neg {
+			ts.Fatalf("server %s exited: %v", args[0], err)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		ts.Fatalf("server %s did not stop after SIGTERM", args[0])
+	}
+}
+
+func cmdStdout2Env(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: stdout2env VAR")
+	}
+	out := ts.ReadFile("stdout")
+	line, _, _ := strings.Cut(out, "\n")
+	ts.Setenv(args[0], strings.TrimSpace(line))
+}
+
+func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: http METHOD URL")
+	}
+	req, err := http.NewRequest(args[0], args[1], nil)
+	ts.Check(err)
+	resp, err := http.DefaultClient.Do(req)
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	ts.Check(err)
+	var b strings.Builder
+	fmt.Fprintf(&b, "status %d\n", resp.StatusCode)
+	keys := make([]string, 0, len(resp.Header))
+	for k := range resp.Header {
+		if k != "Date" { // varies between otherwise identical answers
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range resp.Header[k] {
+			fmt.Fprintf(&b, "%s: %s\n", k, v)
+		}
+	}
+	b.WriteString("\n")
+	b.Write(body)
+	ts.Stdout().Write([]byte(b.String()))
+}
