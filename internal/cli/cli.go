@@ -29,9 +29,9 @@ var errUsage = errors.New("usage")
 func commands() map[string]command {
 	return map[string]command{
 		"serve":  {"run the git server (smart HTTP + REST API)", runServe},
-		"tenant": {"manage tenants: create, list", runTenant},
-		"token":  {"manage access tokens: create", runToken},
-		"repo":   {"manage repositories: create, list, delete, fork", runRepo},
+		"tenant": {"manage tenants: create, list, add-member", runTenant},
+		"token":  {"manage access tokens: create, list, revoke", runToken},
+		"repo":   {"manage repositories: create, list, delete, fork, visibility", runRepo},
 	}
 }
 
