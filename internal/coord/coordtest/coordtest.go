@@ -24,6 +24,7 @@ type Option func(*options)
 type options struct {
 	seeds      int
 	firstSeed  int64
+	faultSteps int
 	parallel   bool
 	skipSim    bool
 	skipConfor bool
@@ -32,6 +33,10 @@ type options struct {
 // Seeds sets how many simulation seeds run (default 200). Slow backends, such
 // as one talking to a real etcd, may pass a smaller number.
 func Seeds(n int) Option { return func(o *options) { o.seeds = n } }
+
+// FaultSteps sets how many steps each seed runs with faults enabled before
+// the liveness phase (default 250). Slow backends may trade steps for seeds.
+func FaultSteps(n int) Option { return func(o *options) { o.faultSteps = n } }
 
 // FirstSeed sets the first simulation seed, to reproduce a reported failure:
 // Run(t, f, FirstSeed(1234), Seeds(1)).
@@ -49,7 +54,7 @@ func SkipConformance() Option { return func(o *options) { o.skipConfor = true } 
 // Run runs the conformance suite and the seeded simulation against backends
 // made by f, as subtests "Conformance" and "Simulation".
 func Run(t *testing.T, f Factory, opts ...Option) {
-	o := options{seeds: 200, firstSeed: 1}
+	o := options{seeds: 200, firstSeed: 1, faultSteps: simFaultSteps}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -19,7 +19,7 @@ import (
 // failure names its seed; reproduce it with Run(t, f, FirstSeed(s), Seeds(1)).
 
 const (
-	simFaultSteps    = 250  // steps with faults enabled
+	simFaultSteps    = 250  // default steps with faults enabled
 	simLivenessSteps = 2500 // bound on steps to finish once faults stop
 	simLease         = 1000 * time.Millisecond
 	simLeaseMS       = coord.Time(1000)
@@ -35,6 +35,7 @@ func runSimulation(t *testing.T, f Factory, o options) {
 				t.Parallel()
 			}
 			s := newSim(t, f, seed)
+			s.faultSteps = o.faultSteps
 			s.run()
 		})
 	}
@@ -77,16 +78,17 @@ type grant struct {
 }
 
 type sim struct {
-	t      *testing.T
-	seed   int64
-	rng    *rand.Rand
-	b      coord.Backend
-	ctx    context.Context
-	tenant coord.TenantID
-	now    coord.Time
-	op     coord.OpID
-	step   int
-	faults bool
+	t          *testing.T
+	seed       int64
+	rng        *rand.Rand
+	b          coord.Backend
+	ctx        context.Context
+	tenant     coord.TenantID
+	now        coord.Time
+	op         coord.OpID
+	step       int
+	faults     bool
+	faultSteps int
 
 	runs    []coord.RunID
 	roots   map[coord.RunID][]coord.ShardSpec
@@ -182,7 +184,7 @@ func (s *sim) points(lo, hi, n int) []int {
 }
 
 func (s *sim) run() {
-	for s.step = 0; s.step < simFaultSteps; s.step++ {
+	for s.step = 0; s.step < s.faultSteps; s.step++ {
 		s.tick()
 		s.check()
 	}
