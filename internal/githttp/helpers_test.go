@@ -48,6 +48,7 @@ type env struct {
 	store *memstore.Store
 	log   *wal.Log
 	cache *repocache.Cache
+	auth  *fakeAuth
 	srv   *httptest.Server
 	url   string // base URL without credentials
 }
@@ -67,6 +68,7 @@ func newEnv(t *testing.T, opts ...func(*githttp.Options)) *env {
 		"alice/priv":  {id: "priv"},
 		"alice/other": {id: "other", public: true},
 	}}
+	e.auth = auth
 	o := githttp.Options{Log: e.log, Cache: e.cache, Auth: auth}
 	for _, f := range opts {
 		f(&o)
