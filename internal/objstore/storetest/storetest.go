@@ -350,10 +350,9 @@ func testCASRace(t *testing.T, s objstore.Store, rounds, writers int) {
 // value it read (its ETag stands for it: every write is a unique value) and
 // reports whether it won.
 type regInput struct {
-	cas       bool
-	expect    string // value whose ETag was presented
-	newValue  string
-	readValue string
+	cas      bool
+	expect   string // value whose ETag was presented
+	newValue string
 }
 
 type regOutput struct {
