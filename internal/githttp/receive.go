@@ -52,8 +52,12 @@ func (c command) isDelete() bool { return wal.IsZero(c.New) }
 
 // pushRequest is the parsed head of a receive-pack request.
 type pushRequest struct {
-	cmds       []command
-	caps       map[string]bool
+	cmds []command
+	caps map[string]bool
+	// shallow is set when the client's repository is shallow (it sent
+	// "shallow" lines). Such a push is fine as long as it is complete
+	// against what the server has: the connectivity check decides, and
+	// ghost never records new shallow roots.
 	shallow    bool
 	packOffset int64 // where the pack (if any) starts in the body
 }
@@ -302,9 +306,6 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 		}
 		seen[c.Ref] = true
 	}
-	if req.shallow {
-		rep.failAll("shallow update not allowed")
-	}
 	if rep.failed() {
 		rep.atomic()
 		return rep, res, nil
@@ -358,7 +359,7 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 	// 4. Every new id exists, branches point at commits, and everything
 	// they reach is present.
 	if needPack && !rep.failed() {
-		if err := h.checkObjects(ctx, snap.Dir, env, req.cmds, rep); err != nil {
+		if err := h.checkObjects(ctx, snap.Dir, env, req.cmds, req.shallow, rep); err != nil {
 			return nil, res, err
 		}
 	}
@@ -511,7 +512,11 @@ func (h *Handler) indexPack(ctx context.Context, dir string, env []string, spool
 // checkObjects verifies, with the quarantine's objects visible, that every
 // new id exists, that branches point at commits, and that everything the
 // new ids reach is present (the connectivity check git receive-pack does).
-func (h *Handler) checkObjects(ctx context.Context, dir string, env []string, cmds []command, rep *report) error {
+//
+// A push from a shallow repository that is not complete would need the
+// server to record shallow roots, which it never does; git words that
+// "shallow update not allowed".
+func (h *Handler) checkObjects(ctx context.Context, dir string, env []string, cmds []command, shallow bool, rep *report) error {
 	var in strings.Builder
 	for _, c := range cmds {
 		if !c.isDelete() {
@@ -565,6 +570,10 @@ func (h *Handler) checkObjects(ctx context.Context, dir string, env []string, cm
 	if err != nil || ok {
 		return err
 	}
+	incomplete := "missing necessary objects"
+	if shallow {
+		incomplete = "shallow update not allowed"
+	}
 	// Name the culprits (rare path: one walk per ref).
 	for _, i := range reachable {
 		ok, err := connected(cmds[i].New)
@@ -572,11 +581,11 @@ func (h *Handler) checkObjects(ctx context.Context, dir string, env []string, cm
 			return err
 		}
 		if !ok {
-			rep.reasons[i] = "missing necessary objects"
+			rep.reasons[i] = incomplete
 		}
 	}
 	if !rep.failed() {
-		rep.failAll("missing necessary objects")
+		rep.failAll(incomplete)
 	}
 	return nil
 }

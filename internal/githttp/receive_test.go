@@ -123,6 +123,13 @@ func TestCraftedPushesAreRejectedAndChangeNothing(t *testing.T) {
 	good := packOf(t, src, next, "^"+base)
 	tree := gitOut(t, src, "rev-parse", "HEAD^{tree}")
 	missing := strings.Repeat("ab", 20)
+	// An unrelated history of two commits, of which the pack carries only
+	// the second: the server lacks the first.
+	git(t, src, "checkout", "-q", "--orphan", "orphan")
+	orphan1 := commitFile(t, src, "o1.txt", "o1\n")
+	orphan2 := commitFile(t, src, "o2.txt", "o2\n")
+	orphanPack := packOf(t, src, orphan2, "^"+orphan1)
+	git(t, src, "checkout", "-q", "main")
 
 	cases := []struct {
 		name   string
@@ -201,10 +208,17 @@ func TestCraftedPushesAreRejectedAndChangeNothing(t *testing.T) {
 			want:   []string{"unpack ok", "ng refs/heads/main/x ref conflicts with refs/heads/main"},
 		},
 		{
-			name:   "shallow push",
-			body:   pkt("shallow "+base+"\n") + pkt(base+" "+next+" refs/heads/main\x00report-status\n") + "0000" + string(good),
+			name:   "shallow push needing a new shallow root",
+			body:   pkt("shallow "+orphan1+"\n") + pkt(wal.ZeroID+" "+orphan2+" refs/heads/orphan\x00report-status\n") + "0000" + string(orphanPack),
 			status: 200,
-			want:   []string{"unpack ok", "ng refs/heads/main shallow update not allowed"},
+			// index-pack --strict already refuses the pack: its links dangle.
+			want: []string{"", "ng refs/heads/orphan unpacker error"},
+		},
+		{
+			name:   "history cut short",
+			body:   pkt(wal.ZeroID+" "+orphan2+" refs/heads/orphan\x00report-status\n") + "0000" + string(orphanPack),
+			status: 200,
+			want:   []string{"", "ng refs/heads/orphan unpacker error"},
 		},
 	}
 	for _, tc := range cases {
@@ -218,7 +232,6 @@ func TestCraftedPushesAreRejectedAndChangeNothing(t *testing.T) {
 					t.Fatalf("Content-Type %q", ct)
 				}
 				got := report(t, body, false)
-				t.Logf("report: %q", got)
 				if len(got) != len(tc.want) {
 					t.Fatalf("report %q, want %q", got, tc.want)
 				}
