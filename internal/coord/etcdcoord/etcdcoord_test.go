@@ -1,0 +1,57 @@
+package etcdcoord_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/coord/coordtest"
+	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
+	"github.com/ghost-scm/ghost/internal/etcdserver/etcdtest"
+)
+
+// client is the package's shared embedded etcd; every backend gets a
+// namespace of its own on it.
+var client *clientv3.Client
+
+func TestMain(m *testing.M) { etcdtest.Main(m, &client) }
+
+var namespaces atomic.Int64
+
+func newBackend(t testing.TB, cfg etcdcoord.Config) *etcdcoord.Backend {
+	t.Helper()
+	cfg.Client = client
+	if cfg.Namespace == "" {
+		cfg.Namespace = fmt.Sprintf("/test/ns%d", namespaces.Add(1))
+	}
+	b, err := etcdcoord.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// simSeeds is how many simulation seeds run against etcd; see the package
+// documentation of the test for the timing.
+const simSeeds = 24
+
+func TestConformance(t *testing.T) {
+	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend {
+		return newBackend(t, etcdcoord.Config{Limits: lim})
+	}, coordtest.SkipSimulation())
+}
+
+func TestConformanceAdvisory(t *testing.T) {
+	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend {
+		return newBackend(t, etcdcoord.Config{Limits: lim, GlobalCap: etcdcoord.GlobalCapAdvisory})
+	}, coordtest.SkipSimulation())
+}
+
+func TestSimulation(t *testing.T) {
+	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend {
+		return newBackend(t, etcdcoord.Config{Limits: lim})
+	}, coordtest.SkipConformance(), coordtest.Seeds(simSeeds), coordtest.Parallel())
+}

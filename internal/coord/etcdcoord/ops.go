@@ -1,0 +1,596 @@
+package etcdcoord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ghost-scm/ghost/internal/coord"
+)
+
+// CreateRun implements coord.Backend.
+func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.CreateRunRequest) (coord.Run, error) {
+	var out coord.Run
+	err := b.mutate(ctx, "create run", func(ctx context.Context) (*txn, error) {
+		rs, err := b.read(ctx, b.k.run(req.Run))
+		if err != nil {
+			return nil, err
+		}
+		if rs[0].exists() {
+			var cur coord.Run
+			if err := cur.UnmarshalBinary(rs[0].val); err != nil {
+				return nil, fmt.Errorf("etcdcoord: %s: %w", rs[0].key, err)
+			}
+			out, err = cur.ApplyCreateRun(req, now)
+			return nil, err
+		}
+		if out, err = coord.NewRun(req, now); err != nil {
+			return nil, err
+		}
+		t := &txn{}
+		return t, b.putRun(t, rs[0], nil, &out)
+	})
+	if err != nil {
+		return coord.Run{}, err
+	}
+	return out, nil
+}
+
+// RegisterShards implements coord.Backend. The run, all its root shards,
+// their index entries and both counters are written in one transaction, so
+// the registration is all or nothing; its size bounds the manifest (see
+// Config.MaxTxnOps). Root shard keys need no compare: shards exist only
+// in Active runs, and the transaction compares the run, which is still
+// Initializing.
+func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.RegisterShardsRequest) (coord.Run, error) {
+	var out coord.Run
+	err := b.mutate(ctx, "register shards", func(ctx context.Context) (*txn, error) {
+		rs, err := b.read(ctx, append([]string{b.k.run(req.Run)}, b.counterKeys(req.Tenant)...)...)
+		if err != nil {
+			return nil, err
+		}
+		run, err := decodeRun(rs[0], req.Tenant, req.Run)
+		if err != nil {
+			return nil, err
+		}
+		n, shards, changed, err := run.ApplyRegisterShards(req, now, b.lim)
+		out = n
+		if err != nil || !changed {
+			return nil, err
+		}
+		t := &txn{}
+		if err := b.reserve(ctx, t, rs[1:], int64(len(shards))); err != nil {
+			return nil, err
+		}
+		if err := b.putRun(t, rs[0], &run, &n); err != nil {
+			return nil, err
+		}
+		for i := range shards {
+			v, err := shards[i].MarshalBinary()
+			if err != nil {
+				return nil, fmt.Errorf("etcdcoord: refusing to store: %w", err)
+			}
+			t.put(b.k.shard(req.Run, shards[i].ID), v)
+			t.put(b.k.open(req.Run, shards[i].ID), openValue(&shards[i]))
+		}
+		return t, nil
+	})
+	if err != nil {
+		return coord.Run{}, err
+	}
+	return out, nil
+}
+
+// readShard reads a run and one of its shards for a mutation of the shard.
+func (b *Backend) readShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, id coord.ShardID, extra ...string) (coord.Run, coord.Shard, []rec, error) {
+	rs, err := b.read(ctx, append([]string{b.k.run(run), b.k.shard(run, id)}, extra...)...)
+	if err != nil {
+		return coord.Run{}, coord.Shard{}, nil, err
+	}
+	r, err := decodeRun(rs[0], tenant, run)
+	if err != nil {
+		return coord.Run{}, coord.Shard{}, nil, err
+	}
+	s, err := decodeShard(rs[1], &r, id)
+	if err != nil {
+		return coord.Run{}, coord.Shard{}, nil, err
+	}
+	return r, s, rs, nil
+}
+
+// writeShard returns the transaction that replaces the shard read in rs[1]
+// by n, guarded by the run and the shard.
+func (b *Backend) writeShard(rs []rec, prev, n *coord.Shard) (*txn, error) {
+	t := &txn{}
+	t.guard(rs[0])
+	return t, b.putShard(t, rs[1], prev, n)
+}
+
+// Acquire implements coord.Backend.
+func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
+	var out coord.Lease
+	err := b.mutate(ctx, "acquire", func(ctx context.Context) (*txn, error) {
+		run, s, rs, err := b.readShard(ctx, req.Tenant, req.Run, req.Shard)
+		if err != nil {
+			return nil, err
+		}
+		n, lease, changed, err := s.ApplyAcquire(&run, req, now)
+		out = lease
+		if !changed {
+			return nil, err
+		}
+		t, werr := b.writeShard(rs, &s, &n)
+		if werr != nil {
+			return nil, werr
+		}
+		t.after = err
+		return t, nil
+	})
+	if err != nil {
+		return coord.Lease{}, err
+	}
+	return out, nil
+}
+
+// ClaimNext implements coord.Backend. A replay is found through the claim
+// key the original claim wrote (<ns>/claims/<run>/<op>) rather than by
+// reading every shard's op log; the shard it names still decides, through
+// Shard.ClaimReplay, whether the op is a replay, a conflict, or (evicted
+// from the log) a new claim. Candidates come from the open index, in id
+// order from coord.ClaimOffset; a candidate lost to a concurrent writer is
+// skipped, and the scan starts over only when the run or the claim key
+// changed or every candidate was lost.
+func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.ClaimRequest) (coord.Lease, error) {
+	delay := backoffMin
+	for attempt := 0; attempt <= b.maxRetries; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, jitter(delay)); err != nil {
+				return coord.Lease{}, err
+			}
+			delay = min(2*delay, backoffMax)
+		}
+		lease, done, err := b.claimOnce(ctx, now, req)
+		if done || err != nil {
+			return lease, err
+		}
+	}
+	return coord.Lease{}, fmt.Errorf("etcdcoord: claim next: %w (%d attempts)", ErrContention, b.maxRetries+1)
+}
+
+// claimOnce makes one pass over the candidates. done is false when every
+// attempt to write lost a race and the pass should be repeated.
+func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.ClaimRequest) (coord.Lease, bool, error) {
+	rs, err := b.read(ctx, b.k.run(req.Run), b.k.claim(req.Run, req.Op))
+	if err != nil {
+		return coord.Lease{}, true, err
+	}
+	runRec, claimRec := rs[0], rs[1]
+	run, err := decodeRun(runRec, req.Tenant, req.Run)
+	if err != nil {
+		return coord.Lease{}, true, err
+	}
+	if claimRec.exists() {
+		id, err := decodeShardID(claimRec.key, claimRec.val)
+		if err != nil {
+			return coord.Lease{}, true, err
+		}
+		srs, err := b.read(ctx, b.k.shard(req.Run, id))
+		if err != nil {
+			return coord.Lease{}, true, err
+		}
+		if srs[0].exists() {
+			s, err := decodeShard(srs[0], &run, id)
+			if err != nil {
+				return coord.Lease{}, true, err
+			}
+			if lease, ok, err := s.ClaimReplay(req); err != nil || ok {
+				return lease, true, err
+			}
+		}
+	}
+	switch {
+	case run.State.Terminal():
+		return coord.Lease{}, true, fmt.Errorf("%w: run %d is %v", coord.ErrRunTerminal, req.Run, run.State)
+	case run.State != coord.RunActive:
+		return coord.Lease{}, true, fmt.Errorf("%w: run %d is %v", coord.ErrRunNotActive, req.Run, run.State)
+	}
+	var candidates []coord.ShardID
+	p := b.k.openPrefix(req.Run)
+	if _, err := b.scan(ctx, 0, p, prefixEnd(p), nil, func(key string, val []byte) error {
+		e, err := decodeOpen(key, val)
+		if err != nil {
+			return err
+		}
+		if e.claimable(now) {
+			id, err := parseIDAfter(p, key)
+			if err != nil {
+				return err
+			}
+			candidates = append(candidates, coord.ShardID(id))
+		}
+		return nil
+	}); err != nil {
+		return coord.Lease{}, true, err
+	}
+	lost := false
+	off := coord.ClaimOffset(req.Worker, len(candidates))
+	for i := range candidates {
+		id := candidates[(off+i)%len(candidates)]
+		srs, err := b.read(ctx, b.k.shard(req.Run, id))
+		if err != nil {
+			return coord.Lease{}, true, err
+		}
+		if !srs[0].exists() {
+			continue
+		}
+		s, err := decodeShard(srs[0], &run, id)
+		if err != nil {
+			return coord.Lease{}, true, err
+		}
+		n, lease, changed, err := s.ApplyClaim(&run, req, now)
+		if !changed {
+			if movesOn(err) {
+				continue
+			}
+			return coord.Lease{}, true, err
+		}
+		t := &txn{}
+		t.guard(runRec)
+		t.guard(claimRec)
+		if perr := b.putShard(t, srs[0], &s, &n); perr != nil {
+			return coord.Lease{}, true, perr
+		}
+		if err == nil {
+			t.put(claimRec.key, encodeShardID(id))
+		}
+		resp, cerr := b.commit(ctx, t, clientv3.OpGet(runRec.key), clientv3.OpGet(claimRec.key))
+		if cerr != nil {
+			return coord.Lease{}, true, fmt.Errorf("etcdcoord: claim next: %w", cerr)
+		}
+		if !resp.Succeeded {
+			lost = true
+			if revOf(resp, 0) != runRec.rev || revOf(resp, 1) != claimRec.rev {
+				return coord.Lease{}, false, nil // the run or the claim moved: start over
+			}
+			continue
+		}
+		if err == nil {
+			return lease, true, nil
+		}
+		// The candidate exhausted its retries and is now parked: try the next.
+	}
+	if lost {
+		return coord.Lease{}, false, nil
+	}
+	return coord.Lease{}, true, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
+}
+
+// revOf returns the mod revision of the key fetched by the i-th Else get.
+func revOf(resp *clientv3.TxnResponse, i int) int64 {
+	if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return kvs[0].ModRevision
+	}
+	return 0
+}
+
+// movesOn reports the refusals after which ClaimNext tries the next candidate.
+func movesOn(err error) bool {
+	for _, target := range []error{coord.ErrRetriesExhausted, coord.ErrLeaseHeld, coord.ErrShardParked, coord.ErrShardTerminal} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// shardOp runs a mutation of one shard that writes only that shard.
+func (b *Backend) shardOp(ctx context.Context, what string, tenant coord.TenantID, runID coord.RunID, id coord.ShardID,
+	apply func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error)) (coord.Shard, error) {
+	var out coord.Shard
+	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
+		run, s, rs, err := b.readShard(ctx, tenant, runID, id)
+		if err != nil {
+			return nil, err
+		}
+		n, changed, err := apply(&run, s)
+		out = n
+		if err != nil || !changed {
+			return nil, err
+		}
+		return b.writeShard(rs, &s, &n)
+	})
+	if err != nil {
+		return coord.Shard{}, err
+	}
+	return out, nil
+}
+
+// Renew implements coord.Backend.
+func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
+	var lease coord.Lease
+	l := req.Lease
+	_, err := b.shardOp(ctx, "renew", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		n, nl, changed, err := s.ApplyRenew(run, req, now)
+		lease = nl
+		return n, changed, err
+	})
+	if err != nil {
+		return coord.Lease{}, err
+	}
+	return lease, nil
+}
+
+// Checkpoint implements coord.Backend.
+func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
+	l := req.Lease
+	return b.shardOp(ctx, "checkpoint", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyCheckpoint(run, req, now, b.lim)
+	})
+}
+
+// Complete implements coord.Backend.
+func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
+	l := req.Lease
+	return b.shardOp(ctx, "complete", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyComplete(run, req, now)
+	})
+}
+
+// Park implements coord.Backend.
+func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
+	l := req.Lease
+	return b.shardOp(ctx, "park", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyPark(run, req, now, b.lim)
+	})
+}
+
+// Unpark implements coord.Backend.
+func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
+	return b.shardOp(ctx, "unpark", req.Tenant, req.Run, req.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+		return s.ApplyUnpark(run, req, now)
+	})
+}
+
+// addShards returns the transaction that rewrites the parent read in rs[1]
+// and creates the shards whose keys were read in created, guarded by the
+// run, the parent, the absence of every new key and the counters ctrs.
+func (b *Backend) addShards(ctx context.Context, rs []rec, prev, parent *coord.Shard, created []coord.Shard, createdRecs, ctrs []rec) (*txn, error) {
+	for i, r := range createdRecs {
+		if r.exists() {
+			return nil, fmt.Errorf("%w: run %d shard %v", coord.ErrIDCollision, parent.Run, created[i].ID)
+		}
+	}
+	t := &txn{}
+	if err := b.reserve(ctx, t, ctrs, int64(len(created))); err != nil {
+		return nil, err
+	}
+	t.guard(rs[0])
+	if err := b.putShard(t, rs[1], prev, parent); err != nil {
+		return nil, err
+	}
+	for i := range created {
+		if err := b.putShard(t, createdRecs[i], nil, &created[i]); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// SplitReplace implements coord.Backend.
+func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.SplitReplaceRequest) (coord.Shard, []coord.Shard, error) {
+	var parent coord.Shard
+	var children []coord.Shard
+	l := req.Lease
+	ids := coord.ReplaceChildIDs(req)
+	extra := make([]string, 0, len(ids)+2)
+	for _, id := range ids {
+		extra = append(extra, b.k.shard(l.Run, id))
+	}
+	extra = append(extra, b.counterKeys(l.Tenant)...)
+	err := b.mutate(ctx, "split replace", func(ctx context.Context) (*txn, error) {
+		run, s, rs, err := b.readShard(ctx, l.Tenant, l.Run, l.Shard, extra...)
+		if err != nil {
+			return nil, err
+		}
+		childRecs, ctrs := rs[2:2+len(ids)], rs[2+len(ids):]
+		n, created, changed, err := s.ApplySplitReplace(&run, req, now, b.lim)
+		if err != nil {
+			return nil, err
+		}
+		parent, children = n, created
+		if !changed {
+			children = children[:0]
+			for i, r := range childRecs {
+				if r.exists() {
+					c, err := decodeShard(r, &run, ids[i])
+					if err != nil {
+						return nil, err
+					}
+					children = append(children, c)
+				}
+			}
+			return nil, nil
+		}
+		return b.addShards(ctx, rs, &s, &n, created, childRecs, ctrs)
+	})
+	if err != nil {
+		return coord.Shard{}, nil, err
+	}
+	return parent, children, nil
+}
+
+// SplitResidual implements coord.Backend.
+func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.SplitResidualRequest) (coord.Shard, coord.Shard, error) {
+	var shard, residual coord.Shard
+	l := req.Lease
+	rid := coord.ResidualID(req)
+	extra := append([]string{b.k.shard(l.Run, rid)}, b.counterKeys(l.Tenant)...)
+	err := b.mutate(ctx, "split residual", func(ctx context.Context) (*txn, error) {
+		run, s, rs, err := b.readShard(ctx, l.Tenant, l.Run, l.Shard, extra...)
+		if err != nil {
+			return nil, err
+		}
+		n, res, changed, err := s.ApplySplitResidual(&run, req, now, b.lim)
+		if err != nil {
+			return nil, err
+		}
+		shard, residual = n, res
+		if !changed {
+			residual = coord.Shard{}
+			if rs[2].exists() {
+				if residual, err = decodeShard(rs[2], &run, rid); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}
+		return b.addShards(ctx, rs, &s, &n, []coord.Shard{res}, rs[2:3], rs[3:])
+	})
+	if err != nil {
+		return coord.Shard{}, coord.Shard{}, err
+	}
+	return shard, residual, nil
+}
+
+// runOp runs a mutation of a run record.
+func (b *Backend) runOp(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
+	apply func(ctx context.Context, run coord.Run) (coord.Run, bool, error)) (coord.Run, error) {
+	var out coord.Run
+	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
+		rs, err := b.read(ctx, b.k.run(id))
+		if err != nil {
+			return nil, err
+		}
+		run, err := decodeRun(rs[0], tenant, id)
+		if err != nil {
+			return nil, err
+		}
+		n, changed, err := apply(ctx, run)
+		out = n
+		if err != nil || !changed {
+			return nil, err
+		}
+		t := &txn{}
+		return t, b.putRun(t, rs[0], &run, &n)
+	})
+	if err != nil {
+		return coord.Run{}, err
+	}
+	return out, nil
+}
+
+// CompleteRun implements coord.Backend. The unfinished shards are counted
+// from the open index without guarding it: see coord.Run.ApplyCompleteRun
+// for why a count of zero cannot go stale.
+func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
+	return b.runOp(ctx, "complete run", req.Tenant, req.Run, func(ctx context.Context, run coord.Run) (coord.Run, bool, error) {
+		unfinished := 0
+		if run.State == coord.RunActive {
+			resp, err := b.c.Get(ctx, b.k.openPrefix(req.Run), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return run, false, b.etcdErr(err, nil)
+			}
+			unfinished = int(resp.Count)
+		}
+		return run.ApplyCompleteRun(req, now, unfinished)
+	})
+}
+
+// FailRun implements coord.Backend.
+func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
+	return b.runOp(ctx, "fail run", req.Tenant, req.Run, func(_ context.Context, run coord.Run) (coord.Run, bool, error) {
+		return run.ApplyFailRun(req, now, b.lim)
+	})
+}
+
+// CancelRun implements coord.Backend.
+func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
+	return b.runOp(ctx, "cancel run", req.Tenant, req.Run, func(_ context.Context, run coord.Run) (coord.Run, bool, error) {
+		return run.ApplyCancelRun(req, now)
+	})
+}
+
+// GetRun implements coord.Backend.
+func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.RunID) (coord.Run, error) {
+	rs, err := b.read(ctx, b.k.run(run))
+	if err != nil {
+		return coord.Run{}, err
+	}
+	return decodeRun(rs[0], tenant, run)
+}
+
+// GetShard implements coord.Backend.
+func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, shard coord.ShardID) (coord.Shard, error) {
+	_, s, _, err := b.readShard(ctx, tenant, run, shard)
+	return s, err
+}
+
+// Progress implements coord.Backend.
+func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID) (coord.Progress, error) {
+	r, err := b.GetRun(ctx, tenant, run)
+	if err != nil {
+		return coord.Progress{}, err
+	}
+	p := coord.Progress{State: r.State}
+	err = b.scanShards(ctx, &r, 0, func(s *coord.Shard) bool {
+		p.Total++
+		p.Add(s, now)
+		return true
+	})
+	if err != nil {
+		return coord.Progress{}, err
+	}
+	return p, nil
+}
+
+// ListShards implements coord.Backend.
+func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID, filter coord.ShardFilter) ([]coord.Shard, error) {
+	r, err := b.GetRun(ctx, tenant, run)
+	if err != nil {
+		return nil, err
+	}
+	out := []coord.Shard{}
+	err = b.scanShards(ctx, &r, filter.After, func(s *coord.Shard) bool {
+		if filter.Match(s, now) {
+			out = append(out, *s)
+		}
+		return filter.Limit <= 0 || len(out) < filter.Limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errStopScan ends a scan early without an error.
+var errStopScan = errors.New("stop scan")
+
+// scanShards calls fn for the run's shards with ids above after, in id
+// order, until fn returns false.
+func (b *Backend) scanShards(ctx context.Context, run *coord.Run, after coord.ShardID, fn func(*coord.Shard) bool) error {
+	p := b.k.shardPrefix(run.ID)
+	from := p
+	if after != 0 {
+		from = b.k.shard(run.ID, after) + "\x00"
+	}
+	_, err := b.scan(ctx, 0, from, prefixEnd(p), nil, func(key string, val []byte) error {
+		_, id, err := b.k.parseShardKey(key)
+		if err != nil {
+			return err
+		}
+		s, err := decodeShard(rec{key: key, rev: 1, val: val}, run, id)
+		if err != nil {
+			return err
+		}
+		if !fn(&s) {
+			return errStopScan
+		}
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		return nil
+	}
+	return err
+}
