@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServe runs "ghost serve args..." in-process and returns its base
+// URL and a function that stops it (like SIGTERM) and returns the exit
+// code.
+func startServe(t *testing.T, dir string, args ...string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, append([]string{"serve"}, args...), pw, io.Discard)
+		pw.Close()
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+				addr <- strings.Fields(rest)[0]
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			cancel()
+			t.Fatalf("serve exited: code %d", <-code)
+		}
+		return a, func() int { cancel(); return <-code }
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("serve did not print its address")
+	}
+	return "", nil
+}
+
+func TestServeFlagsAndGracefulStop(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	url, stop := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("address %q", url)
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("healthz %d", resp.StatusCode)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d after stop", code)
+	}
+	if _, err := os.Stat(filepath.Join(data, "cache")); err != nil {
+		t.Fatalf("cache not under the data directory: %v", err)
+	}
+}
+
+func TestServeListenFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("GHOST_LISTEN", "127.0.0.1:0")
+	t.Setenv("GHOST_DATA_DIR", filepath.Join(dir, "envdata"))
+	url, stop := startServe(t, dir)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("address %q", url)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "envdata", "objects")); err != nil {
+		t.Fatalf("GHOST_DATA_DIR not used: %v", err)
+	}
+}
+
+func TestServeRejectsBadFlags(t *testing.T) {
+	var out, errb strings.Builder
+	if code := Main(context.Background(), []string{"serve", "--log-level", "loud"}, &out, &errb); code != 2 {
+		t.Fatalf("bad --log-level: exit %d", code)
+	}
+	if code := Main(context.Background(), []string{"serve", "extra"}, &out, &errb); code != 2 {
+		t.Fatalf("extra argument: exit %d", code)
+	}
+}
