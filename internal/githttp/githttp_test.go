@@ -1,9 +1,12 @@
 package githttp_test
 
 import (
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ghost-scm/ghost/internal/githttp"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -52,4 +55,64 @@ func TestNonFastForwardText(t *testing.T) {
 		t.Fatalf("unexpected output:\n%s", out)
 	}
 	t.Log(out)
+}
+
+func TestAuthAnswers(t *testing.T) {
+	for _, anon404 := range []bool{false, true} {
+		e := newEnv(t, func(o *githttp.Options) { o.AnonymousNotFound = anon404 })
+		anonPriv := 401
+		if anon404 {
+			anonPriv = 404
+		}
+		cases := []struct {
+			method, path, token string
+			status              int
+		}{
+			{"GET", "/alice/pub/info/refs?service=git-upload-pack", "", 200},
+			{"GET", "/alice/pub.git/info/refs?service=git-upload-pack", "", 200},
+			{"GET", "/alice/priv/info/refs?service=git-upload-pack", "", anonPriv},
+			{"GET", "/alice/nope/info/refs?service=git-upload-pack", "", anonPriv},
+			{"GET", "/alice/priv/info/refs?service=git-upload-pack", "ro", 200},
+			{"GET", "/alice/priv/info/refs?service=git-upload-pack", "nobody", 404},
+			{"GET", "/alice/nope/info/refs?service=git-upload-pack", "nobody", 404},
+			{"GET", "/alice/pub/info/refs?service=git-upload-pack", "bogus", 401},
+			{"GET", "/alice/pub/info/refs?service=git-receive-pack", "", 401},
+			{"GET", "/alice/nope/info/refs?service=git-receive-pack", "", 401},
+			{"GET", "/alice/pub/info/refs?service=git-receive-pack", "ro", 403},
+			{"GET", "/alice/pub/info/refs?service=git-receive-pack", "nobody", 403},
+			{"GET", "/alice/priv/info/refs?service=git-receive-pack", "nobody", 404},
+			{"GET", "/alice/pub/info/refs?service=git-receive-pack", "rw", 200},
+			{"GET", "/alice/pub/info/refs", "", 403},
+			{"GET", "/alice/pub/info/refs?service=git-upload-archive", "", 403},
+			{"GET", "/alice/pub/objects/ab/cdef", "", 403},
+			{"GET", "/alice/pub/HEAD", "", 403},
+			{"GET", "/alice/pub/git-upload-pack", "", 405},
+			{"POST", "/alice/pub/info/refs?service=git-upload-pack", "", 405},
+			{"GET", "/alice", "", 404},
+			{"GET", "/alice/../etc/info/refs?service=git-upload-pack", "", 404},
+			{"GET", "/alice/pub/whatever", "", 404},
+		}
+		for _, tc := range cases {
+			req, _ := http.NewRequest(tc.method, e.url+tc.path, nil)
+			if tc.token != "" {
+				req.SetBasicAuth("ignored", tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("anon404=%v %s %s token %q: %d, want %d", anon404, tc.method, tc.path, tc.token, resp.StatusCode, tc.status)
+			}
+			if resp.StatusCode == 401 && resp.Header.Get("WWW-Authenticate") != `Basic realm="ghost"` {
+				t.Errorf("%s: 401 without the challenge", tc.path)
+			}
+		}
+		// A POST with the wrong content type is refused.
+		resp, _ := e.post("alice/pub", "git-upload-pack", "", nil, map[string]string{"Content-Type": "text/plain"})
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("wrong content type: %d", resp.StatusCode)
+		}
+	}
 }
