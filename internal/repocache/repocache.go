@@ -287,50 +287,59 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	}
 
 	st, why := c.check(dir, x)
-	target := dir
-	if st == nil {
-		ev.Rebuilt = true
-		if why != "" {
-			c.logger.Warn("rebuilding repository cache", "repo", repo, "reason", why)
+	if st != nil {
+		err := c.apply(ctx, repo, x, dir, st, ev)
+		if err == nil || ctx.Err() != nil {
+			return &Snapshot{Repo: repo, Dir: dir, Index: x}, err
 		}
-		tmp, err := os.MkdirTemp(filepath.Join(c.dir, "tmp"), "build-"+repo+"-")
-		if err != nil {
-			return nil, fmt.Errorf("rebuild: %w", err)
-		}
-		defer os.RemoveAll(tmp) // after a successful swap it no longer exists
-		if err := c.initRepo(ctx, tmp); err != nil {
-			return nil, err
-		}
-		st, target = &state{}, tmp
+		// The cache looked sound but could not be brought forward (a
+		// damaged pack, a broken repository): start over from the log.
+		why = "bringing the cache forward failed: " + err.Error()
 	}
+	ev.Rebuilt = true
+	if why != "" {
+		c.logger.Warn("rebuilding repository cache", "repo", repo, "reason", why)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(c.dir, "tmp"), "build-"+repo+"-")
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	defer os.RemoveAll(tmp) // after a successful swap it no longer exists
+	if err := c.initRepo(ctx, tmp); err != nil {
+		return nil, err
+	}
+	if err := c.apply(ctx, repo, x, tmp, &state{}, ev); err != nil {
+		return nil, err
+	}
+	if err := c.swap(tmp, dir); err != nil {
+		return nil, err
+	}
+	return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
+}
+
+// apply brings the repository in dir, whose recorded state is st, to x:
+// index the missing layers, reconcile refs, set HEAD.
+func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) error {
 	for i := st.seq; i < x.Seq; i++ {
 		layer := x.Layers[i]
-		pack, err := c.indexLayer(ctx, target, repo, layer)
+		pack, err := c.indexLayer(ctx, dir, repo, layer)
 		if err != nil {
-			return nil, fmt.Errorf("layer seq %d (%s): %w", i+1, layer.ULID, err)
+			return fmt.Errorf("layer seq %d (%s): %w", i+1, layer.ULID, err)
 		}
 		st.layers = append(st.layers, stateLayer{id: layer.ULID, pack: pack})
 		st.seq = i + 1
 		ev.Layers++
-		if err := writeState(target, st); err != nil {
-			return nil, err
+		if err := writeState(dir, st); err != nil {
+			return err
 		}
 	}
-	if err := writeState(target, st); err != nil {
-		return nil, err
+	if err := writeState(dir, st); err != nil {
+		return err
 	}
-	if err := c.reconcileRefs(ctx, target, x.Refs); err != nil {
-		return nil, err
+	if err := c.reconcileRefs(ctx, dir, x.Refs); err != nil {
+		return err
 	}
-	if err := c.setHead(ctx, target, x.Refs); err != nil {
-		return nil, err
-	}
-	if target != dir {
-		if err := c.swap(target, dir); err != nil {
-			return nil, err
-		}
-	}
-	return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
+	return c.setHead(ctx, dir, x.Refs)
 }
 
 // check returns the cache's recorded state if the log explains it, or nil

@@ -228,6 +228,15 @@ func TestMaterializeHeals(t *testing.T) {
 		os.WriteFile(filepath.Join(snap.Dir, "ghost-state"), []byte("nonsense"), 0o644)
 		f.checkMatches(repo, f.materialize(repo))
 	})
+	t.Run("damaged pack", func(t *testing.T) {
+		packs, _ := filepath.Glob(filepath.Join(snap.Dir, "objects/pack/*.pack"))
+		for _, p := range packs {
+			os.Chmod(p, 0o644)
+			os.WriteFile(p, []byte("PACK garbage"), 0o644)
+		}
+		gitT(t, snap.Dir, "update-ref", "-d", "refs/heads/main") // forces a ref write
+		f.checkMatches(repo, f.materialize(repo))
+	})
 	t.Run("wiped cache", func(t *testing.T) {
 		if err := os.RemoveAll(f.dir); err != nil {
 			t.Fatal(err)
