@@ -1,9 +1,11 @@
 package githttp_test
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/githttp"
@@ -114,5 +116,39 @@ func TestAuthAnswers(t *testing.T) {
 		if resp.StatusCode != http.StatusUnsupportedMediaType {
 			t.Errorf("wrong content type: %d", resp.StatusCode)
 		}
+	}
+}
+
+func TestConcurrentPushesToOneNode(t *testing.T) {
+	e, src, _ := seeded(t)
+	const n = 8
+	for i := range n {
+		git(t, src, "checkout", "-q", "-b", fmt.Sprintf("c%d", i), "main")
+		commitFile(t, src, fmt.Sprintf("c%d.txt", i), fmt.Sprintf("%d\n", i))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := gitErr(src, "push", "-q", e.remote("alice/pub", "rw"), fmt.Sprintf("c%d", i)); err != nil {
+				errs <- out
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for out := range errs {
+		t.Error(out)
+	}
+	want := gitOut(t, src, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads")
+	if got := e.logRefs("pub"); got != want {
+		t.Fatalf("log refs:\n%s\nwant\n%s", got, want)
+	}
+	dst := filepath.Join(t.TempDir(), "m")
+	git(t, "", "clone", "-q", "--mirror", e.remote("alice/pub", ""), dst)
+	if got := gitOut(t, dst, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads"); got != want {
+		t.Fatalf("clone refs:\n%s\nwant\n%s", got, want)
 	}
 }
