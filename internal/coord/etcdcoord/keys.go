@@ -88,7 +88,9 @@ func (k keys) open(run coord.RunID, id coord.ShardID) string {
 	return k.openPrefix(run) + hex16(uint64(id))
 }
 
-func (k keys) claimPrefix(run coord.RunID) string { return k.ns + "/claims/" + hex16(uint64(run)) + "/" }
+func (k keys) claimPrefix(run coord.RunID) string {
+	return k.ns + "/claims/" + hex16(uint64(run)) + "/"
+}
 func (k keys) claim(run coord.RunID, op coord.OpID) string {
 	return k.claimPrefix(run) + hex16(uint64(op))
 }
