@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/ghost-scm/ghost/internal/etcdserver"
 )
@@ -19,7 +20,7 @@ import (
 // test's data never outlives a power loss anyway.
 func Start(t testing.TB) *clientv3.Client {
 	t.Helper()
-	srv := StartServer(t, etcdserver.Options{Dir: t.TempDir(), UnsafeNoFsync: true})
+	srv := StartServer(t, etcdserver.Options{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
 	c, err := srv.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +31,8 @@ func Start(t testing.TB) *clientv3.Client {
 
 // StartServer starts an etcd with opts for the duration of t; the caller
 // controls the directory and the address, which lets a test stop the server
-// and start it again on the same data.
+// and start it again on the same data. Pass Logger: zap.NewNop() to
+// silence the errors etcd logs while shutting down.
 func StartServer(t testing.TB, opts etcdserver.Options) *etcdserver.Server {
 	t.Helper()
 	srv, err := etcdserver.Start(context.Background(), opts)
@@ -60,7 +62,7 @@ func runMain(m *testing.M, client **clientv3.Client) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	srv, err := etcdserver.Start(context.Background(), etcdserver.Options{Dir: dir, UnsafeNoFsync: true})
+	srv, err := etcdserver.Start(context.Background(), etcdserver.Options{Dir: dir, UnsafeNoFsync: true, Logger: zap.NewNop()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdtest:", err)
 		return 1
