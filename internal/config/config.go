@@ -61,8 +61,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	c.EtcdEndpoints = splitList(os.Getenv("GHOST_ETCD_ENDPOINTS"))
 }
 
+// env returns the variable's value, or def when it is unset or empty (an
+// empty GHOST_DATA_DIR means "the default", not "no directory").
 func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
+	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def

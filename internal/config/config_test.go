@@ -49,3 +49,16 @@ func TestOpenStore(t *testing.T) {
 		t.Fatal("invalid S3 prefix accepted")
 	}
 }
+
+func TestEmptyEnvMeansDefault(t *testing.T) {
+	t.Setenv("GHOST_DATA_DIR", "")
+	var c Config
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.Register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "ghost-data" {
+		t.Fatalf("DataDir = %q, want the default", c.DataDir)
+	}
+}
