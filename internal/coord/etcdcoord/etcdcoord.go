@@ -119,8 +119,8 @@ type Config struct {
 	// need a bigger transaction fails with a *coord.LimitError naming
 	// LimitTxnOps or LimitTxnBytes before anything is sent. With the
 	// defaults, RegisterShards carries at most 62 shards and SplitReplace
-	// at most 61 children; the embedded server raises both limits (see
-	// package etcdserver).
+	// at most 62 children (two operations per shard: record and index);
+	// the embedded server raises both limits (see package etcdserver).
 	MaxTxnOps   int
 	MaxTxnBytes int
 }

@@ -1,0 +1,177 @@
+package etcdcoord_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
+	"github.com/ghost-scm/ghost/internal/etcdserver"
+)
+
+var cfg = coord.RunConfig{LeaseDuration: time.Second, Cursor: coord.CursorNonDecreasing}
+
+func manifest(n int) []coord.ShardSpec {
+	specs := make([]coord.ShardSpec, n)
+	for i := range specs {
+		specs[i] = coord.ShardSpec{ID: coord.ShardID(i + 1), Start: binary.BigEndian.AppendUint32(nil, uint32(i))}
+		if i < n-1 {
+			specs[i].End = binary.BigEndian.AppendUint32(nil, uint32(i+1))
+		}
+	}
+	return specs
+}
+
+func mustRun(t *testing.T, b *etcdcoord.Backend, tenant coord.TenantID, run coord.RunID, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.CreateRun(ctx, 10, coord.CreateRunRequest{Tenant: tenant, Run: run, Op: 1, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: tenant, Run: run, Op: 2, Shards: manifest(n)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGCRemovesOnlyExpiredTerminalRuns(t *testing.T) {
+	b := newBackend(t, etcdcoord.Config{})
+	ctx := context.Background()
+	ta, tb := coord.TenantID{1}, coord.TenantID{2}
+	mustRun(t, b, ta, 1, 3)
+	mustRun(t, b, ta, 2, 4)
+	mustRun(t, b, tb, 3, 5)
+	if _, err := b.CancelRun(ctx, 100, coord.CancelRunRequest{Tenant: ta, Run: 1, Op: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.FailRun(ctx, 200, coord.FailRunRequest{Tenant: tb, Run: 3, Op: 3, Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// Run 1 ended at 100, run 3 at 200; run 2 is still active.
+	if n, err := b.GC(ctx, 200, 100*time.Millisecond); err != nil || n != 0 {
+		t.Fatalf("GC at 200 keeping 100ms: %d, %v", n, err)
+	}
+	if n, err := b.GC(ctx, 201, 100*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("GC at 201 keeping 100ms: %d, %v", n, err)
+	}
+	if _, err := b.GetRun(ctx, ta, 1); !errors.Is(err, coord.ErrNotFound) {
+		t.Fatalf("collected run: %v", err)
+	}
+	if _, err := b.GetShard(ctx, ta, 1, 1); !errors.Is(err, coord.ErrNotFound) {
+		t.Fatalf("collected shard: %v", err)
+	}
+	if n, err := b.GC(ctx, 1000, 0); err != nil || n != 1 {
+		t.Fatalf("GC of run 3: %d, %v", n, err)
+	}
+	if _, err := b.GetRun(ctx, ta, 2); err != nil {
+		t.Fatalf("active run collected: %v", err)
+	}
+	counts, err := b.RepairCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts.Fixed) != 0 || counts.Global != 4 || counts.Tenants[ta] != 4 || counts.Tenants[tb] != 0 {
+		t.Fatalf("counters after GC: %+v", counts)
+	}
+	if runs, err := b.ActiveRuns(ctx, ta); err != nil || len(runs) != 1 || runs[0] != 2 {
+		t.Fatalf("active runs of tenant A: %v, %v", runs, err)
+	}
+	// The freed capacity is usable again, and a collected run id can be reused.
+	mustRun(t, b, tb, 3, 2)
+	if _, err := b.GC(ctx, 5, -1); !errors.Is(err, coord.ErrInvalidArgument) {
+		t.Fatalf("negative retention: %v", err)
+	}
+}
+
+func TestRepairCountersAndUnderflow(t *testing.T) {
+	ns := fmt.Sprintf("/test/repair%d", namespaces.Add(1))
+	b := newBackend(t, etcdcoord.Config{Namespace: ns})
+	ctx := context.Background()
+	tenant := coord.TenantID{7}
+	mustRun(t, b, tenant, 1, 5)
+	if _, err := b.CancelRun(ctx, 20, coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Someone damaged the tenant counter: GC must refuse rather than wrap.
+	tkey := fmt.Sprintf("%s/tenants/07%062d/shard_count", ns, 0)
+	if _, err := client.Put(ctx, tkey, string(binary.LittleEndian.AppendUint64(nil, 2))); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.GC(ctx, 100, 0); !errors.Is(err, etcdcoord.ErrCounterUnderflow) || !errors.Is(err, coord.ErrCorrupt) || n != 0 {
+		t.Fatalf("GC with a low counter: %d, %v", n, err)
+	}
+	if _, err := b.GetShard(ctx, tenant, 1, 1); err != nil {
+		t.Fatalf("refused GC removed records: %v", err)
+	}
+	counts, err := b.RepairCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts.Fixed[tkey] != 2 || counts.Tenants[tenant] != 5 || counts.Global != 5 || len(counts.Fixed) != 1 {
+		t.Fatalf("repair: %+v", counts)
+	}
+	if n, err := b.GC(ctx, 100, 0); err != nil || n != 1 {
+		t.Fatalf("GC after repair: %d, %v", n, err)
+	}
+	if counts, err := b.RepairCounters(ctx); err != nil || len(counts.Fixed) != 0 || counts.Global != 0 {
+		t.Fatalf("after GC: %+v, %v", counts, err)
+	}
+}
+
+func TestTxnSizeLimits(t *testing.T) {
+	ctx := context.Background()
+	// With etcd's default --max-txn-ops, a registration carries at most 62
+	// shards; more is a typed resource error and writes nothing.
+	b := newBackend(t, etcdcoord.Config{})
+	if _, err := b.CreateRun(ctx, 10, coord.CreateRunRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 1, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 2, Shards: manifest(63)})
+	var le *coord.LimitError
+	if !errors.As(err, &le) || le.Limit != etcdcoord.LimitTxnOps || le.Max != etcdcoord.DefaultMaxTxnOps || !errors.Is(err, coord.ErrLimitExceeded) {
+		t.Fatalf("63 shards with 128 ops: %v", err)
+	}
+	if r, err := b.GetRun(ctx, coord.TenantID{1}, 1); err != nil || r.State != coord.RunInitializing {
+		t.Fatalf("refused registration changed the run: %+v %v", r, err)
+	}
+	if _, err := b.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 3, Shards: manifest(62)}); err != nil {
+		t.Fatalf("62 shards with 128 ops: %v", err)
+	}
+
+	// The embedded server's limits carry the largest manifest coord allows.
+	if testing.Short() {
+		return
+	}
+	big := newBackend(t, etcdcoord.Config{MaxTxnOps: etcdserver.MaxTxnOps, MaxTxnBytes: etcdserver.MaxRequestBytes})
+	if _, err := big.CreateRun(ctx, 10, coord.CreateRunRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 1, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	n := coord.DefaultMaxInitialShards
+	if _, err := big.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 2, Shards: manifest(n)}); err != nil {
+		t.Fatalf("%d shards with the embedded limits: %v", n, err)
+	}
+	if p, err := big.Progress(ctx, 10, coord.TenantID{1}, 1); err != nil || p.Total != n || p.Active != n {
+		t.Fatalf("progress: %+v %v", p, err)
+	}
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	for _, c := range []etcdcoord.Config{
+		{Client: client, Namespace: "ghost"},
+		{Client: client, Namespace: "/ghost", MaxRetries: 65},
+		{Client: client, Namespace: "/ghost", MaxRetries: -1},
+		{Client: client, Namespace: "/ghost", GlobalCap: 7},
+		{Client: client, Namespace: "/ghost", MaxTxnOps: 8},
+		{Namespace: "/ghost"},
+	} {
+		if _, err := etcdcoord.New(c); !errors.Is(err, etcdcoord.ErrInvalidConfig) {
+			t.Errorf("%+v accepted: %v", c, err)
+		}
+	}
+	if _, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: "/ghost", MaxRetries: 64}); err != nil {
+		t.Errorf("MaxRetries 64: %v", err)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package etcdcoord_test
+
+const raceEnabled = false
