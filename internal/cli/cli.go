@@ -32,6 +32,7 @@ func commands() map[string]command {
 		"tenant": {"manage tenants: create, list, add-member", runTenant},
 		"token":  {"manage access tokens: create, list, revoke", runToken},
 		"repo":   {"manage repositories: create, list, delete, fork, visibility", runRepo},
+		"coord":  {"coordination store admin: repair-counters, gc", runCoord},
 	}
 }
 

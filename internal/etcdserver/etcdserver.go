@@ -29,7 +29,7 @@ import (
 // operations and 1.5 MiB per request) are too small for the largest
 // all-or-nothing write ghost's coordinator makes: registering
 // coord.DefaultMaxInitialShards root shards in one transaction, which needs
-// two operations per shard. See docs/adr/0020-etcd-coordination-backend.md.
+// two operations per shard. See docs/adr/0024-embedded-etcd.md.
 const (
 	// MaxTxnOps bounds the operations of one transaction branch.
 	MaxTxnOps = 32 << 10

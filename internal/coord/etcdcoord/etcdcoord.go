@@ -8,7 +8,7 @@
 // means another writer got there first: the mutation backs off with jitter
 // and starts again from the read, at most Config.MaxRetries times. The key
 // layout is described in keys.go, the decisions behind it in
-// docs/adr/0020-etcd-coordination-backend.md and 0021-atomic-shard-caps.md.
+// docs/adr/0022-etcd-coordination-backend.md and 0023-atomic-shard-caps.md.
 //
 // Shard caps are enforced inside the transaction that creates the shards:
 // it compares and rewrites the tenant's and the namespace's shard counters,
