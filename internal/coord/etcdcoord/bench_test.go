@@ -44,7 +44,8 @@ func BenchmarkCycle(b *testing.B) {
 	c := benchClient(b)
 	for _, par := range []int{1, 16} {
 		b.Run(fmt.Sprintf("coord/workers=%d", par), func(b *testing.B) {
-			be, err := etcdcoord.New(etcdcoord.Config{Client: c, Namespace: fmt.Sprintf("/bench/cycle%d", par),
+			// b.N grows between invocations: each starts in a fresh namespace.
+			be, err := etcdcoord.New(etcdcoord.Config{Client: c, Namespace: fmt.Sprintf("/bench/cycle%d/n%d", par, b.N),
 				MaxTxnOps: etcdserver.MaxTxnOps, MaxTxnBytes: etcdserver.MaxRequestBytes})
 			if err != nil {
 				b.Fatal(err)
@@ -137,7 +138,7 @@ func benchRawTxn(b *testing.B, c *clientv3.Client, par int) {
 				}
 				rev = resp.Header.Revision
 			}
-		}(fmt.Sprintf("/bench/raw%d/%d", par, w))
+		}(fmt.Sprintf("/bench/raw%d/n%d/%d", par, b.N, w))
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "txn/s")
@@ -153,7 +154,7 @@ func BenchmarkGlobalCap(b *testing.B) {
 	c := benchClient(b)
 	for _, mode := range []etcdcoord.GlobalCapMode{etcdcoord.GlobalCapStrict, etcdcoord.GlobalCapAdvisory} {
 		b.Run(mode.String(), func(b *testing.B) {
-			be, err := etcdcoord.New(etcdcoord.Config{Client: c, Namespace: "/bench/cap/" + mode.String(), GlobalCap: mode})
+			be, err := etcdcoord.New(etcdcoord.Config{Client: c, Namespace: fmt.Sprintf("/bench/cap/%v/n%d", mode, b.N), GlobalCap: mode})
 			if err != nil {
 				b.Fatal(err)
 			}
