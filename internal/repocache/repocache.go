@@ -7,11 +7,12 @@
 // order with git index-pack, reconciles every ref to the index snapshot in
 // one git update-ref transaction, points HEAD at the default branch and
 // records the applied seq. Anything the cache holds that the log does not
-// explain (a seq ahead of the log, a layer list that differs, a missing
-// pack, a missing or garbled state file) makes it rebuild the repository
-// from scratch in a temporary directory and swap it in, so a wiped, stale
-// or hand-edited cache heals itself and the cache is never ahead of the
-// log.
+// explain (a seq ahead of the log, a layer list that differs, a missing,
+// truncated or overwritten pack, a missing or garbled state file), and a
+// cache that looked sound but could not be brought forward, makes it
+// rebuild the repository from scratch in a temporary directory and swap it
+// in, so a wiped, stale, damaged or hand-edited cache heals itself and the
+// cache is never ahead of the log.
 package repocache
 
 import (
@@ -289,8 +290,15 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	st, why := c.check(dir, x)
 	if st != nil {
 		err := c.apply(ctx, repo, x, dir, st, ev)
-		if err == nil || ctx.Err() != nil {
-			return &Snapshot{Repo: repo, Dir: dir, Index: x}, err
+		if err == nil {
+			return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
+		}
+		// Neither a cancelled materialization nor a log that cannot be
+		// read (a store outage, a corrupt entry) is the cache's fault: a
+		// rebuild would read the whole log again and fail the same way.
+		var le *logError
+		if ctx.Err() != nil || errors.As(err, &le) {
+			return nil, err
 		}
 		// The cache looked sound but could not be brought forward (a
 		// damaged pack, a broken repository): start over from the log.
@@ -362,11 +370,8 @@ func (c *Cache) check(dir string, x *wal.Index) (*state, string) {
 		if l.pack == "" {
 			continue
 		}
-		for _, ext := range []string{".pack", ".idx"} {
-			p := filepath.Join(dir, "objects", "pack", "pack-"+l.pack+ext)
-			if _, err := os.Stat(p); err != nil {
-				return nil, fmt.Sprintf("layer seq %d: %v", i+1, err)
-			}
+		if err := checkPack(filepath.Join(dir, "objects", "pack"), l.pack); err != nil {
+			return nil, fmt.Sprintf("layer seq %d: %v", i+1, err)
 		}
 	}
 	for _, f := range []string{"HEAD", "config", "refs"} {
@@ -416,9 +421,10 @@ func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Laye
 	}
 	rc, _, err := c.log.OpenPack(ctx, repo, layer)
 	if err != nil {
-		return "", err
+		return "", &logError{err}
 	}
 	defer rc.Close()
+	src := &logReader{r: rc}
 	cmd := c.git.Command(ctx, dir, nil, "index-pack", "--stdin")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -429,17 +435,47 @@ func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Laye
 	if err := cmd.Start(); err != nil {
 		return "", cmd.Wrap(err)
 	}
-	_, cpErr := io.Copy(stdin, rc)
+	_, cpErr := io.Copy(stdin, src)
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
+		if src.err != nil {
+			// index-pack failed because the log's pack did not read
+			// or verify (git usually notices first).
+			return "", &logError{errors.Join(cmd.Wrap(err), src.err)}
+		}
 		return "", cmd.Wrap(errors.Join(err, cpErr))
 	}
 	if cpErr != nil {
 		// The pack did not verify against the index (or the read broke):
 		// never record it as applied.
+		if src.err != nil {
+			return "", &logError{src.err}
+		}
 		return "", cpErr
 	}
 	return parsePackName(out.String())
+}
+
+// logError marks a failure to read the log (as opposed to a failure of
+// the local repository), which rebuilding the cache cannot cure.
+type logError struct{ err error }
+
+func (e *logError) Error() string { return e.err.Error() }
+func (e *logError) Unwrap() error { return e.err }
+
+// logReader remembers the error its reader returned, so that a failed
+// copy into git can be attributed to the log or to git.
+type logReader struct {
+	r   io.Reader
+	err error
+}
+
+func (l *logReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if err != nil && err != io.EOF {
+		l.err = err
+	}
+	return n, err
 }
 
 // parsePackName reads index-pack's "pack\t<hash>" (or "keep\t<hash>") line.

@@ -79,68 +79,92 @@ func (s *source) pack(tips []string, excl []string) []byte {
 	return out.Bytes()
 }
 
+// fixture is a log and a cache shared by a test and its subtests. Its
+// methods take the *testing.T of whoever calls them: a subtest must never
+// fail its parent (FailNow on the parent from a subtest's goroutine aborts
+// the subtest with "test executed panic(nil) or runtime.Goexit").
 type fixture struct {
-	t     *testing.T
 	store *memstore.Store
 	log   *wal.Log
 	cache *repocache.Cache
 	dir   string
 	runs  atomic.Int32
+
+	mu     sync.Mutex
+	events []repocache.Event
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: memstore.New(), dir: t.TempDir()}
+	f := &fixture{store: memstore.New(), dir: t.TempDir()}
 	f.log = wal.New(f.store, wal.Options{})
-	f.cache = f.newCache()
+	f.cache = f.newCache(t)
 	return f
 }
 
-func (f *fixture) newCache() *repocache.Cache {
-	c, err := repocache.New(f.dir, f.log, repocache.Options{Observe: func(repocache.Event) { f.runs.Add(1) }})
+// newCache opens another cache on the fixture's directory; t owns it.
+func (f *fixture) newCache(t *testing.T) *repocache.Cache {
+	t.Helper()
+	c, err := repocache.New(f.dir, f.log, repocache.Options{Observe: func(ev repocache.Event) {
+		f.runs.Add(1)
+		f.mu.Lock()
+		f.events = append(f.events, ev)
+		f.mu.Unlock()
+	}})
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	f.t.Cleanup(c.Close)
+	t.Cleanup(c.Close)
 	return c
 }
 
-func (f *fixture) commit(repo string, pack []byte, ts ...wal.Transition) wal.Result {
-	f.t.Helper()
+// lastEvent returns the most recent materialization's event.
+func (f *fixture) lastEvent(t *testing.T) repocache.Event {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.events) == 0 {
+		t.Fatal("no materialization observed")
+	}
+	return f.events[len(f.events)-1]
+}
+
+func (f *fixture) commit(t *testing.T, repo string, pack []byte, ts ...wal.Transition) wal.Result {
+	t.Helper()
 	res, err := f.log.Commit(context.Background(), repo, wal.Push{Transitions: ts, Pack: bytes.NewReader(pack), PackSize: int64(len(pack))})
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return res
 }
 
-func (f *fixture) materialize(repo string) *repocache.Snapshot {
-	f.t.Helper()
+func (f *fixture) materialize(t *testing.T, repo string) *repocache.Snapshot {
+	t.Helper()
 	snap, err := f.cache.Materialize(context.Background(), repo)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return snap
 }
 
 // checkMatches asserts the cached repository's refs equal the log's and
 // that it is a sound repository.
-func (f *fixture) checkMatches(repo string, snap *repocache.Snapshot) {
-	f.t.Helper()
+func (f *fixture) checkMatches(t *testing.T, repo string, snap *repocache.Snapshot) {
+	t.Helper()
 	x, err := f.log.Head(context.Background(), repo)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var want strings.Builder
 	for _, r := range x.Refs {
 		fmt.Fprintf(&want, "%s %s\n", r.ID, r.Name)
 	}
-	got := gitT(f.t, snap.Dir, "for-each-ref", "--format=%(objectname) %(refname)")
+	got := gitT(t, snap.Dir, "for-each-ref", "--format=%(objectname) %(refname)")
 	if got != strings.TrimSpace(want.String()) {
-		f.t.Fatalf("refs differ:\ngot:\n%s\nwant:\n%s", got, want.String())
+		t.Fatalf("refs differ:\ngot:\n%s\nwant:\n%s", got, want.String())
 	}
-	gitT(f.t, snap.Dir, "fsck", "--full", "--strict")
+	gitT(t, snap.Dir, "fsck", "--full", "--strict")
 	if snap.Index.Seq != x.Seq {
-		f.t.Fatalf("snapshot seq %d, log seq %d", snap.Index.Seq, x.Seq)
+		t.Fatalf("snapshot seq %d, log seq %d", snap.Index.Seq, x.Seq)
 	}
 }
 
@@ -152,24 +176,24 @@ func TestMaterializeReplaysLayersInOrder(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
-	snap := f.materialize(repo)
-	f.checkMatches(repo, snap)
+	f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	snap := f.materialize(t, repo)
+	f.checkMatches(t, repo, snap)
 
 	c2 := src.commit("main")
-	f.commit(repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	f.commit(t, repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
 	c3 := src.commit("topic")
-	f.commit(repo, src.pack([]string{c3}, []string{c2}), wal.Transition{Ref: "refs/heads/topic", Old: z(), New: c3})
-	snap = f.materialize(repo)
-	f.checkMatches(repo, snap)
+	f.commit(t, repo, src.pack([]string{c3}, []string{c2}), wal.Transition{Ref: "refs/heads/topic", Old: z(), New: c3})
+	snap = f.materialize(t, repo)
+	f.checkMatches(t, repo, snap)
 	if got := gitT(t, snap.Dir, "symbolic-ref", "HEAD"); got != "refs/heads/main" {
 		t.Fatalf("HEAD = %s", got)
 	}
 
 	// A delete-only layer carries no pack.
-	f.commit(repo, nil, wal.Transition{Ref: "refs/heads/main", Old: c2, New: z()})
-	snap = f.materialize(repo)
-	f.checkMatches(repo, snap)
+	f.commit(t, repo, nil, wal.Transition{Ref: "refs/heads/main", Old: c2, New: z()})
+	snap = f.materialize(t, repo)
+	f.checkMatches(t, repo, snap)
 	if got := gitT(t, snap.Dir, "symbolic-ref", "HEAD"); got != "refs/heads/topic" {
 		t.Fatalf("HEAD = %s, want the remaining branch", got)
 	}
@@ -180,7 +204,7 @@ func TestMaterializeReplaysLayersInOrder(t *testing.T) {
 
 func TestMaterializeEmptyRepository(t *testing.T) {
 	f := newFixture(t)
-	snap := f.materialize("empty")
+	snap := f.materialize(t, "empty")
 	if snap.Index.Seq != 0 {
 		t.Fatal(snap.Index.Seq)
 	}
@@ -193,17 +217,17 @@ func TestMaterializeHeals(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
 	c2 := src.commit("main")
-	f.commit(repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
-	snap := f.materialize(repo)
+	f.commit(t, repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	snap := f.materialize(t, repo)
 
 	t.Run("hand-edited refs", func(t *testing.T) {
 		gitT(t, snap.Dir, "update-ref", "refs/heads/main", c1)
 		gitT(t, snap.Dir, "update-ref", "refs/heads/extra", c1)
 		gitT(t, snap.Dir, "update-ref", "refs/tags/junk", c2)
 		os.WriteFile(filepath.Join(snap.Dir, "HEAD"), []byte("ref: refs/heads/extra\n"), 0o644)
-		f.checkMatches(repo, f.materialize(repo))
+		f.checkMatches(t, repo, f.materialize(t, repo))
 		if got := gitT(t, snap.Dir, "symbolic-ref", "HEAD"); got != "refs/heads/main" {
 			t.Fatalf("HEAD = %s", got)
 		}
@@ -214,7 +238,7 @@ func TestMaterializeHeals(t *testing.T) {
 			t.Fatalf("packs: %v", packs)
 		}
 		os.Remove(packs[0])
-		f.checkMatches(repo, f.materialize(repo))
+		f.checkMatches(t, repo, f.materialize(t, repo))
 	})
 	t.Run("seq ahead of the log", func(t *testing.T) {
 		st := filepath.Join(snap.Dir, "ghost-state")
@@ -222,11 +246,11 @@ func TestMaterializeHeals(t *testing.T) {
 		b = append(b, "layer 01ARZ3NDEKTSV4RRFFQ69G5FAV -\n"...)
 		b = bytes.Replace(b, []byte("seq 2"), []byte("seq 3"), 1)
 		os.WriteFile(st, b, 0o644)
-		f.checkMatches(repo, f.materialize(repo))
+		f.checkMatches(t, repo, f.materialize(t, repo))
 	})
 	t.Run("garbled state", func(t *testing.T) {
 		os.WriteFile(filepath.Join(snap.Dir, "ghost-state"), []byte("nonsense"), 0o644)
-		f.checkMatches(repo, f.materialize(repo))
+		f.checkMatches(t, repo, f.materialize(t, repo))
 	})
 	t.Run("damaged pack", func(t *testing.T) {
 		packs, _ := filepath.Glob(filepath.Join(snap.Dir, "objects/pack/*.pack"))
@@ -235,13 +259,46 @@ func TestMaterializeHeals(t *testing.T) {
 			os.WriteFile(p, []byte("PACK garbage"), 0o644)
 		}
 		gitT(t, snap.Dir, "update-ref", "-d", "refs/heads/main") // forces a ref write
-		f.checkMatches(repo, f.materialize(repo))
+		f.checkMatches(t, repo, f.materialize(t, repo))
+	})
+	// A cache whose refs already match the log reads no object while it
+	// is brought forward: damaged packs must be noticed by looking at
+	// them, or the damaged repository is served as it is.
+	t.Run("overwritten packs, refs unchanged", func(t *testing.T) {
+		rewritePacks(t, snap.Dir, func([]byte) []byte { return []byte("PACK garbage") })
+		f.checkMatches(t, repo, f.materialize(t, repo))
+		if !f.lastEvent(t).Rebuilt {
+			t.Fatal("damaged cache was not rebuilt")
+		}
+	})
+	t.Run("truncated pack, refs unchanged", func(t *testing.T) {
+		rewritePacks(t, snap.Dir, func(b []byte) []byte { return b[:len(b)/2] })
+		f.checkMatches(t, repo, f.materialize(t, repo))
+		if !f.lastEvent(t).Rebuilt {
+			t.Fatal("damaged cache was not rebuilt")
+		}
+	})
+	t.Run("pack data damaged behind a sound header", func(t *testing.T) {
+		// Only the objects are zeroed: the packs pass the structural
+		// check, and bringing the refs forward fails on reading them.
+		rewritePacks(t, snap.Dir, func(b []byte) []byte {
+			if len(b) < 32 {
+				t.Fatalf("pack of %d bytes", len(b))
+			}
+			clear(b[12 : len(b)-20])
+			return b
+		})
+		gitT(t, snap.Dir, "update-ref", "-d", "refs/heads/main") // forces a ref write
+		f.checkMatches(t, repo, f.materialize(t, repo))
+		if !f.lastEvent(t).Rebuilt {
+			t.Fatal("damaged cache was not rebuilt")
+		}
 	})
 	t.Run("wiped cache", func(t *testing.T) {
 		if err := os.RemoveAll(f.dir); err != nil {
 			t.Fatal(err)
 		}
-		f.checkMatches(repo, f.materialize(repo))
+		f.checkMatches(t, repo, f.materialize(t, repo))
 	})
 	t.Run("log recreated under the same id", func(t *testing.T) {
 		// The cache has two layers; a different log with other layers
@@ -249,35 +306,54 @@ func TestMaterializeHeals(t *testing.T) {
 		f.store.Delete(context.Background(), wal.IndexKey(repo))
 		src2 := newSource(t)
 		d1 := src2.commit("main")
-		f.commit(repo, src2.pack([]string{d1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: d1})
+		f.commit(t, repo, src2.pack([]string{d1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: d1})
 		d2 := src2.commit("main")
-		f.commit(repo, src2.pack([]string{d2}, []string{d1}), wal.Transition{Ref: "refs/heads/main", Old: d1, New: d2})
+		f.commit(t, repo, src2.pack([]string{d2}, []string{d1}), wal.Transition{Ref: "refs/heads/main", Old: d1, New: d2})
 		d3 := src2.commit("main")
-		f.commit(repo, src2.pack([]string{d3}, []string{d2}), wal.Transition{Ref: "refs/heads/main", Old: d2, New: d3})
-		f.checkMatches(repo, f.materialize(repo))
+		f.commit(t, repo, src2.pack([]string{d3}, []string{d2}), wal.Transition{Ref: "refs/heads/main", Old: d2, New: d3})
+		f.checkMatches(t, repo, f.materialize(t, repo))
 	})
+}
+
+// rewritePacks replaces every pack in the repository by edit(its bytes).
+func rewritePacks(t *testing.T, dir string, edit func([]byte) []byte) {
+	t.Helper()
+	packs, err := filepath.Glob(filepath.Join(dir, "objects/pack/*.pack"))
+	if err != nil || len(packs) == 0 {
+		t.Fatalf("packs: %v %v", packs, err)
+	}
+	for _, p := range packs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o644)
+		if err := os.WriteFile(p, edit(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestMaterializeReplacesRefByChildRef(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	f.commit(repo, src.pack([]string{c1}, nil),
+	f.commit(t, repo, src.pack([]string{c1}, nil),
 		wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1},
 		wal.Transition{Ref: "refs/heads/a", Old: z(), New: c1})
-	f.materialize(repo)
+	f.materialize(t, repo)
 	// The log replaces refs/heads/a by refs/heads/a/b in one layer.
-	f.commit(repo, nil,
+	f.commit(t, repo, nil,
 		wal.Transition{Ref: "refs/heads/a", Old: c1, New: z()},
 		wal.Transition{Ref: "refs/heads/a/b", Old: z(), New: c1})
-	f.checkMatches(repo, f.materialize(repo))
+	f.checkMatches(t, repo, f.materialize(t, repo))
 }
 
 func TestMaterializeCollapsesConcurrentCalls(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for range 16 {
@@ -306,7 +382,7 @@ func TestMaterializeCollapsesConcurrentCalls(t *testing.T) {
 
 func TestMaterializeTwoCachesOneDirectory(t *testing.T) {
 	f := newFixture(t)
-	other := f.newCache() // a second process sharing the directory
+	other := f.newCache(t) // a second process sharing the directory
 	src := newSource(t)
 	prev := ""
 	for i := range 5 {
@@ -316,7 +392,7 @@ func TestMaterializeTwoCachesOneDirectory(t *testing.T) {
 		if prev != "" {
 			excl, old = []string{prev}, prev
 		}
-		f.commit(repo, src.pack([]string{c}, excl), wal.Transition{Ref: "refs/heads/main", Old: old, New: c})
+		f.commit(t, repo, src.pack([]string{c}, excl), wal.Transition{Ref: "refs/heads/main", Old: old, New: c})
 		prev = c
 		var wg sync.WaitGroup
 		for _, c := range []*repocache.Cache{f.cache, other, f.cache, other} {
@@ -330,15 +406,15 @@ func TestMaterializeTwoCachesOneDirectory(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	f.checkMatches(repo, f.materialize(repo))
+	f.checkMatches(t, repo, f.materialize(t, repo))
 }
 
 func TestMaterializeDeletedAndCompacted(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
-	snap := f.materialize(repo)
+	f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	snap := f.materialize(t, repo)
 	if err := f.log.Delete(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +442,7 @@ func TestMaterializeRefusesCorruptLayer(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	res := f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	res := f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
 	// Replace the entry's pack with a different valid pack of equal
 	// length: git accepts it, the log's sha256 check must not.
 	key := wal.EntryKey(repo, res.ULID)
@@ -385,16 +461,52 @@ func TestMaterializeRefusesCorruptLayer(t *testing.T) {
 	}
 }
 
+// A layer the log cannot deliver (here a corrupt entry; equally a store
+// outage) is not the cache's fault: the cache keeps what it has and
+// reports the error, rather than rebuilding from the whole log, which
+// would fail the same way.
+func TestMaterializeKeepsCacheWhenLogUnreadable(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	snap := f.materialize(t, repo)
+	c2 := src.commit("main")
+	res := f.commit(t, repo, src.pack([]string{c2}, []string{c1}), wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	key := wal.EntryKey(repo, res.ULID)
+	rc, _, err := f.store.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	buf.ReadFrom(rc)
+	rc.Close()
+	b := buf.Bytes()
+	b[len(b)-1] ^= 0xff
+	f.store.Put(context.Background(), key, bytes.NewReader(b), int64(len(b)))
+
+	if _, err := f.cache.Materialize(context.Background(), repo); err == nil {
+		t.Fatal("corrupt layer was applied")
+	}
+	if ev := f.lastEvent(t); ev.Rebuilt {
+		t.Fatalf("rebuilt the cache for a log error: %v", ev.Err)
+	}
+	if got := gitT(t, snap.Dir, "rev-parse", "refs/heads/main"); got != c1 {
+		t.Fatalf("main = %s, want %s (the cache as of seq 1)", got, c1)
+	}
+	gitT(t, snap.Dir, "fsck", "--full", "--strict")
+}
+
 func TestAdopt(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
-	f.commit(repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
-	f.materialize(repo)
+	f.commit(t, repo, src.pack([]string{c1}, nil), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	f.materialize(t, repo)
 
 	c2 := src.commit("main")
 	pack := src.pack([]string{c2}, []string{c1})
-	res := f.commit(repo, pack, wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	res := f.commit(t, repo, pack, wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
 	q := t.TempDir()
 	os.MkdirAll(filepath.Join(q, "pack"), 0o755)
 	scratch := t.TempDir()
@@ -414,8 +526,8 @@ func TestAdopt(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("adopt: %v %v", ok, err)
 	}
-	snap := f.materialize(repo)
-	f.checkMatches(repo, snap)
+	snap := f.materialize(t, repo)
+	f.checkMatches(t, repo, snap)
 	// Adopting for a seq that does not follow the cache is declined.
 	ok, err = f.cache.Adopt(context.Background(), repo, res.Seq+5, res.ULID, q, h)
 	if err != nil || ok {
