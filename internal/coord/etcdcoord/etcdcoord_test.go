@@ -38,14 +38,14 @@ func newBackend(t testing.TB, cfg etcdcoord.Config) *etcdcoord.Backend {
 // seeds is how many simulation seeds run against etcd: every step of the
 // simulation is several etcd round trips, so 200 seeds take minutes. CI
 // runs with -race, which slows the in-process etcd too; -seeds overrides.
-var seeds = flag.Int("seeds", 0, "simulation seeds against etcd (default 40, 10 with -race)")
+var seeds = flag.Int("seeds", 0, "simulation seeds against etcd (default 40, 8 with -race or -short)")
 
 func simSeeds() int {
 	switch {
 	case *seeds > 0:
 		return *seeds
 	case raceEnabled || testing.Short():
-		return 10
+		return 8
 	}
 	return 40
 }
@@ -63,6 +63,7 @@ func TestConformanceAdvisory(t *testing.T) {
 }
 
 func TestSimulation(t *testing.T) {
+	t.Parallel()
 	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend {
 		return newBackend(t, etcdcoord.Config{Limits: lim})
 	}, coordtest.SkipConformance(), coordtest.Seeds(simSeeds()), coordtest.Parallel())
