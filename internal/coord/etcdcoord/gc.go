@@ -106,7 +106,8 @@ type Counts struct {
 	Tenants map[coord.TenantID]int64
 	// Global is the number of shard records in the namespace.
 	Global int64
-	// Fixed lists the counters whose stored value differed, with that value.
+	// Fixed lists the counters that were rewritten, with the value they
+	// held, or -1 when they were absent or unreadable.
 	Fixed map[string]int64
 }
 

@@ -41,14 +41,6 @@ func decodeShard(r rec, run *coord.Run, id coord.ShardID) (coord.Shard, error) {
 	return s, nil
 }
 
-func decodeShardValue(key string, val []byte) (coord.Shard, error) {
-	var s coord.Shard
-	if err := s.UnmarshalBinary(val); err != nil {
-		return coord.Shard{}, fmt.Errorf("etcdcoord: %s: %w", key, err)
-	}
-	return s, nil
-}
-
 // putRun writes run, guarded by old, and keeps the run indexes in step: a
 // new run enters the tenant's active runs; a run turning terminal leaves
 // them and enters the gc index.

@@ -152,7 +152,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	before := completed
 	mu.Unlock()
 	time.Sleep(300 * time.Millisecond)
-	srv = etcdtest.StartServer(t, etcdserver.Options{Dir: dir, ClientAddr: addr, Logger: zap.NewNop()})
+	etcdtest.StartServer(t, etcdserver.Options{Dir: dir, ClientAddr: addr, Logger: zap.NewNop()})
 	wg.Wait()
 	close(errs)
 	for err := range errs {
