@@ -37,7 +37,9 @@ func newBackend(t testing.TB, cfg etcdcoord.Config) *etcdcoord.Backend {
 
 // seeds is how many simulation seeds run against etcd: every step of the
 // simulation is several etcd round trips, so 200 seeds take minutes. CI
-// runs with -race, which slows the in-process etcd too; -seeds overrides.
+// runs with -race, which slows the in-process etcd too. All 200:
+//
+//	go test -run TestSimulation ./internal/coord/etcdcoord/ -args -seeds=200
 var seeds = flag.Int("seeds", 0, "simulation seeds against etcd (default 40, 8 with -race or -short)")
 
 func simSeeds() int {
