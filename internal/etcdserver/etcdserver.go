@@ -16,8 +16,10 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,6 +66,7 @@ type Options struct {
 type Server struct {
 	etcd       *embed.Etcd
 	clientAddr string
+	lock       *os.File // held while the server runs
 	closeOnce  sync.Once
 }
 
@@ -76,6 +79,48 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = DefaultStartTimeout
 	}
+	// etcd's own bbolt lock blocks forever when another process holds the
+	// directory, ignoring StartTimeout; take a non-blocking lock first so
+	// a second ghost process on the same data directory fails at once
+	// with an error that says why.
+	lock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := start(ctx, opts)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	srv.lock = lock
+	return srv, nil
+}
+
+// ErrDirInUse reports an etcd data directory that another process (most
+// likely another ghost) is already running an embedded etcd in.
+var ErrDirInUse = errors.New("etcd data directory is in use by another process")
+
+// lockDir creates dir and takes an exclusive, non-blocking flock on
+// dir/ghost.lock; closing the file releases it.
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcdserver: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "ghost.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("etcdserver: %s: %w", dir, ErrDirInUse)
+		}
+		return nil, fmt.Errorf("etcdserver: lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+func start(ctx context.Context, opts Options) (*Server, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "ghost"
 	cfg.Dir = opts.Dir
@@ -171,7 +216,12 @@ func (s *Server) Client() (*clientv3.Client, error) {
 // Close stops the server, waiting for in-flight requests and flushing its
 // data. It is safe to call more than once.
 func (s *Server) Close() error {
-	s.closeOnce.Do(s.etcd.Close)
+	s.closeOnce.Do(func() {
+		s.etcd.Close()
+		if s.lock != nil {
+			s.lock.Close()
+		}
+	})
 	return nil
 }
 
