@@ -25,6 +25,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	logLevel := fs.String("log-level", envOr("GHOST_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env GHOST_LOG_LEVEL)")
 	logFormat := fs.String("log-format", envOr("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
 	maxPush := fs.Int64("max-push-bytes", 0, "largest push body accepted, 0 for no limit")
+	coordNS := fs.String("coord-namespace", envOr("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +67,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 	logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
+	coord := startCoordination(ctx, logger, cfg, *coordNS)
+	defer coord.Close()
 	return srv.Serve(ctx, ln)
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ghost-scm/ghost/internal/etcdserver"
 )
 
 // startServe runs "ghost serve args..." in-process and returns its base
@@ -94,5 +97,44 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	}
 	if code := Main(context.Background(), []string{"serve", "extra"}, &out, &errb); code != 2 {
 		t.Fatalf("extra argument: exit %d", code)
+	}
+}
+
+// TestServeRunsEmbeddedEtcd checks that serve starts etcd in-process under
+// its data directory when no endpoints are configured, holds it while it
+// runs, and stops it when it stops.
+func TestServeRunsEmbeddedEtcd(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	_, stop := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, closer, err := etcdserver.Open(ctx, data, nil)
+		if errors.Is(err, etcdserver.ErrDirInUse) {
+			break // serve's embedded etcd holds the directory
+		}
+		if err == nil {
+			c.Close()
+			closer.Close()
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("serve did not start embedded etcd under %s (last: %v)", data, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	// Stopped with the process: the directory is free again and holds a
+	// working etcd.
+	c, closer, err := etcdserver.Open(ctx, data, nil)
+	if err != nil {
+		t.Fatalf("embedded etcd not released after serve stopped: %v", err)
+	}
+	defer closer.Close()
+	if _, err := c.Put(ctx, "probe", "ok"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Limits the embedded server is configured with. etcd's defaults (128
@@ -132,11 +133,11 @@ func start(ctx context.Context, opts Options) (*Server, error) {
 	// does not watch; compacting keeps the database from growing without bound.
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"
-	if opts.Logger != nil {
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(opts.Logger)
-	} else {
-		cfg.LogLevel = "error"
+	logger := opts.Logger
+	if logger == nil {
+		logger = defaultLogger()
 	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
 
 	clientURL, err := loopbackURL(opts.ClientAddr)
 	if err != nil {
@@ -174,6 +175,34 @@ func start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("etcdserver: start: %w", ctx.Err())
 	}
 	return &Server{etcd: e, clientAddr: e.Clients[0].Addr().String()}, nil
+}
+
+// defaultLogger logs etcd's errors to stderr as JSON, without the error
+// etcd logs for each of its listeners on every normal shutdown.
+func defaultLogger() *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	core := zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
+	return zap.New(quietShutdown{core})
+}
+
+// shutdownNoise is what etcd logs, at error level, when Close stops its
+// listeners; it is not an error.
+const shutdownNoise = "setting up serving from embedded etcd failed."
+
+// quietShutdown drops shutdownNoise. Genuine failures to serve still
+// surface: StartEtcd fails, or Start sees the error on the server's
+// error channel.
+type quietShutdown struct{ zapcore.Core }
+
+func (q quietShutdown) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == shutdownNoise || !q.Enabled(e.Level) {
+		return ce
+	}
+	return ce.AddCore(e, q)
+}
+
+func (q quietShutdown) With(fields []zapcore.Field) zapcore.Core {
+	return quietShutdown{q.Core.With(fields)}
 }
 
 // loopbackURL returns http://addr, or a URL on a free loopback port when

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
+	"github.com/ghost-scm/ghost/internal/etcdserver"
+)
+
+// coordination is a serving node's link to the coordination store: the
+// embedded etcd (the zero-setup default) or a client to --etcd-endpoints.
+// It starts in the background and never holds up or fails the git path:
+// DESIGN.md §3 requires pushes and clones to work while etcd is down.
+type coordination struct {
+	done   chan struct{}
+	mu     sync.Mutex
+	closer io.Closer
+}
+
+// startCoordination opens the coordination store in the background.
+func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Config, ns string) *coordination {
+	c := &coordination{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		client, closer, err := etcdserver.Open(ctx, cfg.DataDir, cfg.EtcdEndpoints)
+		if err != nil {
+			logger.Warn("coordination store unavailable; git serving is unaffected", "err", err)
+			return
+		}
+		c.mu.Lock()
+		c.closer = closer
+		c.mu.Unlock()
+		if _, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: ns, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)}); err != nil {
+			logger.Warn("coordination backend refused its configuration", "err", err)
+			return
+		}
+		embedded := len(cfg.EtcdEndpoints) == 0
+		logger.Info("coordination store ready", "endpoints", client.Endpoints(), "embedded", embedded, "namespace", ns)
+	}()
+	return c
+}
+
+// Close waits for the start to finish, then stops the client and, when
+// embedded, the etcd server.
+func (c *coordination) Close() {
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closer != nil {
+		c.closer.Close()
+	}
+}
