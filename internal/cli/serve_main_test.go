@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,19 +109,14 @@ func TestServeRunsEmbeddedEtcd(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	_, stop := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	ctx := context.Background()
+	// Probe etcd's directory lock without starting an etcd of our own,
+	// which would race serve for the directory.
+	lockPath := filepath.Join(data, "etcd", "ghost.lock")
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, closer, err := etcdserver.Open(ctx, data, nil)
-		if errors.Is(err, etcdserver.ErrDirInUse) {
-			break // serve's embedded etcd holds the directory
-		}
-		if err == nil {
-			c.Close()
-			closer.Close()
-		}
+	for !dirLocked(t, lockPath) {
 		if time.Now().After(deadline) {
 			stop()
-			t.Fatalf("serve did not start embedded etcd under %s (last: %v)", data, err)
+			t.Fatalf("serve did not start embedded etcd under %s", data)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -136,5 +132,62 @@ func TestServeRunsEmbeddedEtcd(t *testing.T) {
 	defer closer.Close()
 	if _, err := c.Put(ctx, "probe", "ok"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// dirLocked reports whether another open file holds an exclusive flock on
+// path (false while the file does not exist yet).
+func dirLocked(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// TestServeTakesOverCoordination runs two nodes on one data directory:
+// the second cannot start the embedded etcd while the first holds it,
+// keeps serving git, and takes the coordination store over once the first
+// stops.
+func TestServeTakesOverCoordination(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	lockPath := filepath.Join(data, "etcd", "ghost.lock")
+	waitLocked := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !dirLocked(t, lockPath) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: embedded etcd not running under %s", what, data)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	_, stopA := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "error")
+	waitLocked("node A")
+	urlB, stopB := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "error")
+	resp, err := http.Get(urlB + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("node B healthz %d while A holds etcd", resp.StatusCode)
+	}
+	if code := stopA(); code != 0 {
+		t.Fatalf("node A exit code %d", code)
+	}
+	waitLocked("node B after A stopped")
+	if code := stopB(); code != 0 {
+		t.Fatalf("node B exit code %d", code)
+	}
+	if dirLocked(t, lockPath) {
+		t.Fatal("embedded etcd still held after both nodes stopped")
 	}
 }
