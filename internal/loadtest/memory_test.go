@@ -1,5 +1,6 @@
-// Package loadtest drives a real ghost process (the built binary) with a
-// stock git client and measures the process's resources from /proc.
+// Package loadtest drives real ghost processes (the built binary) with a
+// stock git client: their resources measured from /proc, and deployments
+// shaped like production (nodes sharing only an S3 bucket).
 package loadtest
 
 import (
