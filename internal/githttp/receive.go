@@ -386,6 +386,18 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 			return nil, res, fmt.Errorf("open validated pack: %w", err)
 		}
 		p.Pack, p.PackSize = f, st.Size()
+		// git's index of that very pack goes beside the entry, so a cold
+		// node installs the layer without running index-pack.
+		idx, err := os.Open(filepath.Join(packDir, "pack-"+packHash+".idx"))
+		if err != nil {
+			return nil, res, fmt.Errorf("open validated pack index: %w", err)
+		}
+		defer idx.Close()
+		ist, err := idx.Stat()
+		if err != nil {
+			return nil, res, fmt.Errorf("open validated pack index: %w", err)
+		}
+		p.PackIndex, p.PackIndexSize = idx, ist.Size()
 	}
 	res, err = h.opts.Log.Commit(ctx, acc.RepoID, p)
 	h.opts.Metrics.observeAttempts(res.Attempts)

@@ -20,9 +20,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -34,6 +36,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -62,9 +65,12 @@ type Options struct {
 type Event struct {
 	Repo     string
 	Duration time.Duration
-	Layers   int  // layers indexed by this materialization
-	Rebuilt  bool // the repository was rebuilt from scratch
-	Err      error
+	Layers   int // layers indexed by this materialization
+	// Installed counts the Layers installed from a stored pack index,
+	// without running git index-pack.
+	Installed int
+	Rebuilt   bool // the repository was rebuilt from scratch
+	Err       error
 }
 
 // Snapshot is a materialized repository: a bare git repository whose
@@ -330,7 +336,10 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) error {
 	for i := st.seq; i < x.Seq; i++ {
 		layer := x.Layers[i]
-		pack, err := c.indexLayer(ctx, dir, repo, layer)
+		pack, installed, err := c.indexLayer(ctx, dir, repo, layer)
+		if installed {
+			ev.Installed++
+		}
 		if err != nil {
 			return fmt.Errorf("layer seq %d (%s): %w", i+1, layer.ULID, err)
 		}
@@ -415,25 +424,36 @@ func (c *Cache) initRepo(ctx context.Context, dir string) error {
 // indexLayer streams one layer's pack from the log into git index-pack and
 // returns the pack's name ("" for a layer without objects, e.g. a
 // delete-only push).
-func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Layer) (string, error) {
+func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Layer) (name string, installed bool, err error) {
 	if layer.Size == 0 {
-		return "", nil
+		return "", false, nil
+	}
+	name, err = c.installStoredIndex(ctx, dir, repo, layer)
+	switch {
+	case err == nil:
+		return name, true, nil
+	case ctx.Err() != nil:
+		return "", false, err
+	case !errors.Is(err, objstore.ErrNotFound):
+		// A damaged or mismatched stored index costs an index-pack run,
+		// nothing more.
+		c.logger.Warn("stored pack index unusable; indexing the pack instead", "repo", repo, "layer", layer.ULID.String(), "err", err)
 	}
 	rc, _, err := c.log.OpenPack(ctx, repo, layer)
 	if err != nil {
-		return "", &logError{err}
+		return "", false, &logError{err}
 	}
 	defer rc.Close()
 	src := &logReader{r: rc}
 	cmd := c.git.Command(ctx, dir, nil, "index-pack", "--stdin")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
-		return "", cmd.Wrap(err)
+		return "", false, cmd.Wrap(err)
 	}
 	_, cpErr := io.Copy(stdin, src)
 	stdin.Close()
@@ -441,19 +461,20 @@ func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Laye
 		if src.err != nil {
 			// index-pack failed because the log's pack did not read
 			// or verify (git usually notices first).
-			return "", &logError{errors.Join(cmd.Wrap(err), src.err)}
+			return "", false, &logError{errors.Join(cmd.Wrap(err), src.err)}
 		}
-		return "", cmd.Wrap(errors.Join(err, cpErr))
+		return "", false, cmd.Wrap(errors.Join(err, cpErr))
 	}
 	if cpErr != nil {
 		// The pack did not verify against the index (or the read broke):
 		// never record it as applied.
 		if src.err != nil {
-			return "", &logError{src.err}
+			return "", false, &logError{src.err}
 		}
-		return "", cpErr
+		return "", false, cpErr
 	}
-	return parsePackName(out.String())
+	name, err = parsePackName(out.String())
+	return name, false, err
 }
 
 // logError marks a failure to read the log (as opposed to a failure of
@@ -476,6 +497,124 @@ func (l *logReader) Read(p []byte) (int, error) {
 		l.err = err
 	}
 	return n, err
+}
+
+// installStoredIndex installs a layer's pack together with the pack index
+// stored beside its entry (wal.PackIndexKey), which saves running git
+// index-pack: a cold node then only copies bytes. Both files are written
+// to a scratch directory and checked before they enter the repository:
+// the pack's sha256 and size against the log's index (wal.OpenPack), the
+// index's own trailing SHA-1, and the structural checks of checkPack,
+// which tie the index to this very pack by its checksum. The pack is
+// renamed into place before its index, because git finds packs through
+// their index. It returns an error matching objstore.ErrNotFound when the
+// entry has no stored index.
+func (c *Cache) installStoredIndex(ctx context.Context, dir, repo string, layer wal.Layer) (string, error) {
+	irc, _, err := c.log.OpenPackIndex(ctx, repo, layer)
+	if err != nil {
+		return "", err
+	}
+	defer irc.Close()
+	scratch, err := c.TempDir()
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(scratch, "incoming-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	idxSum, err := copyToFile(filepath.Join(tmp, "idx"), irc, sha1.New())
+	if err != nil {
+		return "", fmt.Errorf("stored pack index: %w", err)
+	}
+	prc, _, err := c.log.OpenPack(ctx, repo, layer)
+	if err != nil {
+		return "", err
+	}
+	defer prc.Close()
+	packSum, err := copyToFile(filepath.Join(tmp, "pack"), prc, nil)
+	if err != nil {
+		return "", fmt.Errorf("pack: %w", err)
+	}
+	if len(idxSum.tail) != sha1.Size || !bytes.Equal(idxSum.sum, idxSum.tail) {
+		return "", errors.New("stored pack index fails its own checksum")
+	}
+	if len(packSum.tail) != sha1.Size {
+		return "", errors.New("pack too short for a checksum")
+	}
+	name := hex.EncodeToString(packSum.tail)
+	base := filepath.Join(tmp, "pack-"+name)
+	if err := os.Rename(filepath.Join(tmp, "pack"), base+".pack"); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(tmp, "idx"), base+".idx"); err != nil {
+		return "", err
+	}
+	if err := checkPack(tmp, name); err != nil {
+		return "", fmt.Errorf("stored pack index does not fit the pack: %w", err)
+	}
+	final := filepath.Join(dir, "objects", "pack", "pack-"+name)
+	if _, err := os.Stat(final + ".idx"); err == nil {
+		return name, nil // the same pack is already installed (an identical earlier layer)
+	}
+	for _, ext := range []string{".pack", ".idx"} {
+		if err := os.Rename(base+ext, final+ext); err != nil {
+			return "", fmt.Errorf("install pack: %w", err)
+		}
+	}
+	return name, nil
+}
+
+// fileSum is what copyToFile saw: the hash of all but the last 20 bytes
+// (when a hash was asked for) and those last 20 bytes.
+type fileSum struct {
+	sum, tail []byte
+}
+
+// copyToFile streams r into a new file at path, fsyncs it, and returns the
+// hash (h, over everything but the trailing sha1.Size bytes) and that
+// trailer, the layout of git's pack and index checksums.
+func copyToFile(path string, r io.Reader, h hash.Hash) (fileSum, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+	if err != nil {
+		return fileSum{}, err
+	}
+	t := &trailerWriter{h: h}
+	_, err = io.Copy(io.MultiWriter(f, t), r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fileSum{}, err
+	}
+	out := fileSum{tail: t.tail}
+	if h != nil {
+		out.sum = h.Sum(nil)
+	}
+	return out, nil
+}
+
+// trailerWriter hashes what it is given except the last sha1.Size bytes,
+// which it keeps.
+type trailerWriter struct {
+	h    hash.Hash
+	tail []byte
+}
+
+func (t *trailerWriter) Write(p []byte) (int, error) {
+	buf := append(t.tail, p...)
+	if over := len(buf) - sha1.Size; over > 0 {
+		if t.h != nil {
+			t.h.Write(buf[:over])
+		}
+		buf = buf[over:]
+	}
+	t.tail = append([]byte(nil), buf...)
+	return len(p), nil
 }
 
 // parsePackName reads index-pack's "pack\t<hash>" (or "keep\t<hash>") line.

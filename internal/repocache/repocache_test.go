@@ -534,3 +534,65 @@ func TestAdopt(t *testing.T) {
 		t.Fatalf("adopt out of order: %v %v", ok, err)
 	}
 }
+
+// gitIndex returns git's .idx for pack, as the push path stores it.
+func gitIndex(t *testing.T, pack []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.pack")
+	if err := os.WriteFile(p, pack, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, dir, "index-pack", "-o", filepath.Join(dir, "p.idx"), p)
+	idx, err := os.ReadFile(filepath.Join(dir, "p.idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
+
+func (f *fixture) commitWithIndex(t *testing.T, repo string, pack, idx []byte, ts ...wal.Transition) wal.Result {
+	t.Helper()
+	res, err := f.log.Commit(context.Background(), repo, wal.Push{
+		Transitions: ts,
+		Pack:        bytes.NewReader(pack), PackSize: int64(len(pack)),
+		PackIndex: bytes.NewReader(idx), PackIndexSize: int64(len(idx)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestMaterializeInstallsStoredIndex: layers whose entries carry git's
+// pack index are installed without index-pack; an index that is damaged,
+// or belongs to another pack, is refused and the pack indexed instead.
+func TestMaterializeInstallsStoredIndex(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	c1 := src.commit("main")
+	p1 := src.pack([]string{c1}, nil)
+	f.commitWithIndex(t, repo, p1, gitIndex(t, p1), wal.Transition{Ref: "refs/heads/main", Old: z(), New: c1})
+	c2 := src.commit("main")
+	p2 := src.pack([]string{c2}, []string{c1})
+	damaged := gitIndex(t, p2)
+	damaged[len(damaged)/2] ^= 0x40
+	f.commitWithIndex(t, repo, p2, damaged, wal.Transition{Ref: "refs/heads/main", Old: c1, New: c2})
+	c3 := src.commit("main")
+	p3 := src.pack([]string{c3}, []string{c2})
+	f.commitWithIndex(t, repo, p3, gitIndex(t, p1), wal.Transition{Ref: "refs/heads/main", Old: c2, New: c3}) // p1's index
+	c4 := src.commit("main")
+	p4 := src.pack([]string{c4}, []string{c3})
+	f.commit(t, repo, p4, wal.Transition{Ref: "refs/heads/main", Old: c3, New: c4}) // no index
+
+	snap := f.materialize(t, repo)
+	f.checkMatches(t, repo, snap)
+	ev := f.lastEvent(t)
+	if ev.Layers != 4 || ev.Installed != 1 {
+		t.Fatalf("event %+v: want 4 layers, 1 installed from its stored index", ev)
+	}
+	gitT(t, snap.Dir, "fsck", "--full", "--strict")
+	if got := gitT(t, snap.Dir, "rev-parse", "refs/heads/main"); got != c4 {
+		t.Fatalf("main = %s, want %s", got, c4)
+	}
+}

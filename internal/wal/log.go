@@ -112,6 +112,14 @@ func EntryKey(repo string, id ulid.ULID) string {
 	return "repos/" + repo + "/entries/" + id.String() + ".pack"
 }
 
+// PackIndexKey is the key of an entry's derived pack index: git's .idx for
+// the entry's pack, stored beside it so a node can install the pack
+// without running git index-pack. It is optional and never authoritative:
+// readers verify it against the pack and fall back to indexing.
+func PackIndexKey(repo string, id ulid.ULID) string {
+	return "repos/" + repo + "/entries/" + id.String() + ".idx"
+}
+
 func entriesPrefix(repo string) string { return "repos/" + repo + "/entries/" }
 
 // ReadIndex returns the repository's index and its ETag. A missing index
@@ -189,6 +197,11 @@ type Push struct {
 	// exact length.
 	Pack     io.Reader
 	PackSize int64
+	// PackIndex, when set, is git's .idx for Pack (PackIndexSize bytes),
+	// stored at PackIndexKey before the commit point so that every
+	// reader who sees the layer can find it.
+	PackIndex     io.Reader
+	PackIndexSize int64
 }
 
 // Result describes a committed push.
@@ -238,23 +251,32 @@ func (l *Log) Commit(ctx context.Context, repo string, p Push) (Result, error) {
 	}
 	layer := Layer{ULID: id, Size: p.PackSize}
 	copy(layer.SHA256[:], sum.Sum(nil))
+	if p.PackIndex != nil {
+		if _, err := l.store.Put(ctx, PackIndexKey(repo, id), p.PackIndex, p.PackIndexSize); err != nil {
+			l.discard(key, PackIndexKey(repo, id))
+			return Result{}, fmt.Errorf("put pack index of %s: %w", key, err)
+		}
+	}
 
 	res, err := l.casLoop(ctx, repo, func(cur *Index) (*Index, error) {
 		return apply(cur, ts, layer)
 	}, id)
 	res.ULID = id
 	if err != nil && definite(err) {
-		l.discard(key)
+		l.discard(key, PackIndexKey(repo, id))
 	}
 	return res, err
 }
 
-// discard deletes an entry that will never be referenced. It runs on a
-// fresh context: the caller's may be the reason we are discarding.
-func (l *Log) discard(key string) {
+// discard deletes objects of an entry that will never be referenced. It
+// runs on a fresh context: the caller's may be the reason we are
+// discarding.
+func (l *Log) discard(keys ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = l.store.Delete(ctx, key) // best effort: an orphan is garbage, not corruption
+	for _, k := range keys {
+		_ = l.store.Delete(ctx, k) // best effort: an orphan is garbage, not corruption
+	}
 }
 
 // definite reports whether err means the push certainly did not commit.
@@ -454,12 +476,27 @@ func (l *Log) Fork(ctx context.Context, src, dst string) error {
 		if err := l.store.Copy(ctx, EntryKey(src, layer.ULID), EntryKey(dst, layer.ULID)); err != nil {
 			return fmt.Errorf("fork %s to %s: copy %s: %w", src, dst, layer.ULID, err)
 		}
+		err := l.store.Copy(ctx, PackIndexKey(src, layer.ULID), PackIndexKey(dst, layer.ULID))
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) { // the index is optional
+			return fmt.Errorf("fork %s to %s: copy pack index %s: %w", src, dst, layer.ULID, err)
+		}
 	}
 	err = l.writeIndex(ctx, dst, x, "")
 	if errors.Is(err, objstore.ErrPreconditionFailed) {
 		return fmt.Errorf("%s: %w", dst, ErrRepoExists)
 	}
 	return err
+}
+
+// OpenPackIndex opens the derived pack index stored beside a layer's
+// entry. It fails with an error matching objstore.ErrNotFound when the
+// entry has none (pushed without one, or by an older ghost).
+func (l *Log) OpenPackIndex(ctx context.Context, repo string, layer Layer) (io.ReadCloser, int64, error) {
+	rc, info, err := l.store.Get(ctx, PackIndexKey(repo, layer.ULID))
+	if err != nil {
+		return nil, 0, fmt.Errorf("pack index of %s: %w", layer.ULID, err)
+	}
+	return rc, info.Size, nil
 }
 
 // headerProbe is the first ranged read of an entry: most headers fit.

@@ -492,3 +492,55 @@ func TestTombstoneRacesCommit(t *testing.T) {
 		t.Fatalf("%d entries remain after delete and rejected push", n)
 	}
 }
+
+func TestPackIndexBesideEntry(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	l := newLog(s)
+	withIdx := func(ref, old, new, pack, idx string) wal.Push {
+		p := push(ref, old, new, pack)
+		p.PackIndex, p.PackIndexSize = strings.NewReader(idx), int64(len(idx))
+		return p
+	}
+	if _, err := l.Commit(ctx, "r", withIdx("refs/heads/main", wal.ZeroID, oid(1), "pack1", "idx1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Commit(ctx, "r", push("refs/heads/main", oid(1), oid(2), "pack2")); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := l.Head(ctx, "r")
+	rc, n, err := l.OpenPackIndex(ctx, "r", x.Layers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "idx1" || n != 4 {
+		t.Fatalf("pack index = %q (%d bytes)", b, n)
+	}
+	if _, _, err := l.OpenPackIndex(ctx, "r", x.Layers[1]); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("layer pushed without an index: err = %v, want ErrNotFound", err)
+	}
+	// A rejected push leaves neither its entry nor its index behind.
+	if _, err := l.Commit(ctx, "r", withIdx("refs/heads/main", oid(1), oid(3), "p", "i")); !isNFF("refs/heads/main")(err) {
+		t.Fatalf("stale push: %v", err)
+	}
+	if keys := entries(t, s, "r"); len(keys) != 3 {
+		t.Fatalf("entries after a rejected push: %v; want 2 packs and 1 index", keys)
+	}
+	// A fork carries the index; a delete purges it.
+	if err := l.Fork(ctx, "r", "f"); err != nil {
+		t.Fatal(err)
+	}
+	if rc, _, err := l.OpenPackIndex(ctx, "f", x.Layers[0]); err != nil {
+		t.Fatalf("forked pack index: %v", err)
+	} else {
+		rc.Close()
+	}
+	if err := l.Delete(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := entries(t, s, "r"); len(keys) != 0 {
+		t.Fatalf("delete left %v", keys)
+	}
+}
