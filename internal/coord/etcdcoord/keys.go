@@ -65,9 +65,11 @@ func hex16(v uint64) string {
 	return strings.Repeat("0", 16-len(s)) + string(s)
 }
 
+// parseHex16 accepts exactly what hex16 writes: strconv alone would also
+// take upper-case digits, reading a key ghost never writes as another's id.
 func parseHex16(s string) (uint64, error) {
-	if len(s) != 16 {
-		return 0, fmt.Errorf("id %q is not 16 hex digits", s)
+	if len(s) != 16 || strings.Trim(s, "0123456789abcdef") != "" {
+		return 0, fmt.Errorf("id %q is not 16 lower-case hex digits", s)
 	}
 	return strconv.ParseUint(s, 16, 64)
 }
@@ -149,8 +151,9 @@ func (k keys) parseGCKey(key string) (coord.RunID, error) {
 	if !ok || len(rest) != 33 || rest[16] != '/' {
 		return 0, fmt.Errorf("%w: bad gc key %q", coord.ErrCorrupt, key)
 	}
-	run, err := parseHex16(rest[17:])
-	if err != nil {
+	_, err1 := parseHex16(rest[:16]) // the completion time: checked, not needed
+	run, err2 := parseHex16(rest[17:])
+	if err := errors.Join(err1, err2); err != nil {
 		return 0, fmt.Errorf("%w: gc key %q: %w", coord.ErrCorrupt, key, err)
 	}
 	return coord.RunID(run), nil
@@ -169,6 +172,9 @@ func (k keys) parseTenantCountKey(key string) (coord.TenantID, error) {
 	}
 	if _, err := hex.Decode(t[:], []byte(h)); err != nil {
 		return t, fmt.Errorf("%w: tenant counter key %q: %w", coord.ErrCorrupt, key, err)
+	}
+	if hex.EncodeToString(t[:]) != h {
+		return coord.TenantID{}, fmt.Errorf("%w: tenant counter key %q: not lower-case hex", coord.ErrCorrupt, key)
 	}
 	return t, nil
 }
