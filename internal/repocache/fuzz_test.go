@@ -2,6 +2,7 @@ package repocache
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -149,6 +150,37 @@ func FuzzCheckPack(f *testing.F) {
 		if withRev && (len(rev) < 12+2*hashLen || string(rev[:4]) != "RIDX" ||
 			!bytes.Equal(rev[len(rev)-2*hashLen:len(rev)-hashLen], pack[len(pack)-hashLen:])) {
 			t.Fatal("reverse index passed that does not match its pack")
+		}
+	})
+}
+
+// FuzzTrailerWriter checks the checksum split a stored pack index is
+// verified with: whatever the write sizes, the writer keeps exactly the
+// last 20 bytes (all of them when fewer) and hashes everything before.
+func FuzzTrailerWriter(f *testing.F) {
+	f.Add([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x00"+strings.Repeat("z", 20)), []byte{3, 0, 17})
+	f.Add([]byte("short"), []byte{1})
+	f.Add([]byte{}, []byte{})
+	f.Add(bytes.Repeat([]byte{7}, 100), []byte{40, 20, 19, 1})
+	f.Fuzz(func(t *testing.T, data, sizes []byte) {
+		w := &trailerWriter{h: sha1.New()}
+		rest := data
+		for i := 0; len(rest) > 0; i++ {
+			n := len(rest)
+			if i < len(sizes) {
+				n = min(n, int(sizes[i]))
+			}
+			if got, err := w.Write(rest[:n]); got != n || err != nil {
+				t.Fatalf("Write = %d, %v; want %d", got, err, n)
+			}
+			rest = rest[n:]
+		}
+		cut := max(len(data)-sha1.Size, 0)
+		if !bytes.Equal(w.tail, data[cut:]) {
+			t.Fatalf("tail %x, want %x", w.tail, data[cut:])
+		}
+		if want := sha1.Sum(data[:cut]); !bytes.Equal(w.h.Sum(nil), want[:]) {
+			t.Fatal("hash does not cover exactly the bytes before the trailer")
 		}
 	})
 }
