@@ -463,12 +463,15 @@ func (s *Store) Copy(ctx context.Context, src, dst string) error {
 // copySource URL-escapes bucket/key for x-amz-copy-source. Segments are
 // escaped one by one so "/" survives, and "+" is escaped too because S3
 // (and gofakes3) decode the header as a query string, where "+" is a space.
+// The bucket is escaped the same way: AWS names cannot hold "+", but
+// servers with relaxed bucket names may.
 func copySource(bucket, key string) string {
+	esc := func(s string) string { return strings.ReplaceAll(url.PathEscape(s), "+", "%2B") }
 	segs := strings.Split(key, "/")
 	for i, seg := range segs {
-		segs[i] = strings.ReplaceAll(url.PathEscape(seg), "+", "%2B")
+		segs[i] = esc(seg)
 	}
-	return url.PathEscape(bucket) + "/" + strings.Join(segs, "/")
+	return esc(bucket) + "/" + strings.Join(segs, "/")
 }
 
 // opKind says which request an error answers, because S3's status codes
