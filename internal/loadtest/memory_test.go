@@ -88,26 +88,9 @@ func TestPushMemoryStaysFlat(t *testing.T) {
 	token := strings.TrimSpace(strings.SplitN(ghostCmd(t, bin, data, "token", "create", "mem", "--scope", "write"), "\n", 2)[0])
 	ghostCmd(t, bin, data, "repo", "create", "mem/big")
 
-	addr := freeAddr(t)
-	srv := exec.Command(bin, "serve", "--listen", addr, "--data-dir", data, "--log-level", "warn")
-	var logs strings.Builder
-	srv.Stdout, srv.Stderr = &logs, &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			srv.Process.Kill()
-			<-done
-		}
-	})
-	waitHealthy(t, "http://"+addr+"/healthz")
-	baseline := peakRSS(t, srv.Process.Pid)
+	srv := startGhost(t, bin, nil, "--data-dir", data)
+	addr := srv.Addr
+	baseline := peakRSS(t, srv.Pid)
 
 	env := gittest.Env(t.TempDir())
 	src := filepath.Join(t.TempDir(), "src")
@@ -119,9 +102,9 @@ func TestPushMemoryStaysFlat(t *testing.T) {
 	push := exec.CommandContext(ctx, "git", "push", "-q", url, "main")
 	push.Dir, push.Env = src, env
 	if out, err := push.CombinedOutput(); err != nil {
-		t.Fatalf("git push: %v\n%s\nserver log:\n%s", err, out, logs.String())
+		t.Fatalf("git push: %v\n%s", err, out)
 	}
-	peak := peakRSS(t, srv.Process.Pid)
+	peak := peakRSS(t, srv.Pid)
 
 	// The push really landed: a clone has the same head.
 	clone := filepath.Join(t.TempDir(), "clone")

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -65,34 +64,13 @@ func TestTwoNodesOnS3(t *testing.T) {
 	token := strings.TrimSpace(strings.SplitN(admin("token", "create", "s3", "--scope", "write"), "\n", 2)[0])
 	admin("repo", "create", "s3/shared")
 
-	start := func(name string) string {
+	start := func() string {
 		t.Helper()
-		addr := freeAddr(t)
-		srv := exec.Command(bin, "serve", "--listen", addr, "--log-level", "warn")
-		srv.Env = s3Env(fake.URL, "ghost", t.TempDir()) // its own cache and etcd
-		var logs strings.Builder
-		srv.Stdout, srv.Stderr = &logs, &logs
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			srv.Process.Signal(os.Interrupt)
-			done := make(chan struct{})
-			go func() { srv.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				srv.Process.Kill()
-				<-done
-			}
-			if t.Failed() {
-				t.Logf("node %s log:\n%s", name, logs.String())
-			}
-		})
-		waitHealthy(t, "http://"+addr+"/healthz")
-		return "http://s3:" + token + "@" + addr + "/s3/shared.git"
+		// Each node has its own data dir: its own cache and etcd.
+		srv := startGhost(t, bin, s3Env(fake.URL, "ghost", t.TempDir()))
+		return "http://s3:" + token + "@" + srv.Addr + "/s3/shared.git"
 	}
-	urlA, urlB := start("A"), start("B")
+	urlA, urlB := start(), start()
 
 	env := gittest.Env(t.TempDir())
 	src := filepath.Join(t.TempDir(), "src")

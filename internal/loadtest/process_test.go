@@ -1,0 +1,67 @@
+package loadtest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer collects a process's output; the process writes while the
+// test may read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ghostProc is a running "ghost serve".
+type ghostProc struct {
+	Addr string
+	Pid  int
+	Logs *syncBuffer
+}
+
+// startGhost runs "bin serve" on a free loopback port with env (nil: this
+// process's), waits until it is healthy, and stops it (SIGINT, then KILL
+// after 30 s) when the test ends, logging its output if the test failed.
+func startGhost(t *testing.T, bin string, env []string, args ...string) *ghostProc {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--log-level", "warn"}, args...)...)
+	cmd.Env = env
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("ghost serve on %s:\n%s", addr, logs.String())
+		}
+	})
+	waitHealthy(t, "http://"+addr+"/healthz")
+	return &ghostProc{Addr: addr, Pid: cmd.Process.Pid, Logs: logs}
+}
