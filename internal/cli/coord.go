@@ -35,7 +35,7 @@ func runCoord(ctx context.Context, env *Env, args []string) error {
 	fs.SetOutput(env.Stderr)
 	var cfg config.Config
 	cfg.Register(fs)
-	ns := fs.String("namespace", envOr("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
+	ns := fs.String("namespace", config.Env("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
 	var retention *time.Duration
 	switch args[0] {
 	case "repair-counters":

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/config"
@@ -21,11 +20,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.SetOutput(env.Stderr)
 	var cfg config.Config
 	cfg.Register(fs)
-	listen := fs.String("listen", envOr("GHOST_LISTEN", "127.0.0.1:8080"), "address to listen on (env GHOST_LISTEN)")
-	logLevel := fs.String("log-level", envOr("GHOST_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env GHOST_LOG_LEVEL)")
-	logFormat := fs.String("log-format", envOr("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
+	listen := fs.String("listen", config.Env("GHOST_LISTEN", "127.0.0.1:8080"), "address to listen on (env GHOST_LISTEN)")
+	logLevel := fs.String("log-level", config.Env("GHOST_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env GHOST_LOG_LEVEL)")
+	logFormat := fs.String("log-format", config.Env("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
 	maxPush := fs.Int64("max-push-bytes", 0, "largest push body accepted, 0 for no limit")
-	coordNS := fs.String("coord-namespace", envOr("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
+	coordNS := fs.String("coord-namespace", config.Env("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,11 +69,4 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	coord := startCoordination(ctx, logger, cfg, *coordNS)
 	defer coord.Close()
 	return srv.Serve(ctx, ln)
-}
-
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
 }

@@ -47,13 +47,13 @@ type S3 struct {
 // its GHOST_* environment variable when set, so flags win over the
 // environment, which wins over built-in defaults.
 func (c *Config) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.DataDir, "data-dir", env("GHOST_DATA_DIR", "ghost-data"), "data directory (env GHOST_DATA_DIR)")
-	fs.StringVar(&c.CacheDir, "cache-dir", env("GHOST_CACHE_DIR", ""), "repository cache directory, default <data-dir>/cache (env GHOST_CACHE_DIR)")
-	fs.StringVar(&c.S3.Bucket, "s3-bucket", env("GHOST_S3_BUCKET", ""), "S3 bucket; empty uses the filesystem store (env GHOST_S3_BUCKET)")
-	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", env("GHOST_S3_ENDPOINT", ""), "S3 endpoint URL for S3-compatible servers (env GHOST_S3_ENDPOINT)")
-	fs.StringVar(&c.S3.Region, "s3-region", env("GHOST_S3_REGION", "us-east-1"), "S3 region (env GHOST_S3_REGION)")
-	fs.StringVar(&c.S3.Prefix, "s3-prefix", env("GHOST_S3_PREFIX", ""), "key prefix inside the bucket (env GHOST_S3_PREFIX)")
-	fs.BoolVar(&c.S3.PathStyle, "s3-path-style", env("GHOST_S3_PATH_STYLE", "") == "true", "use path-style S3 addressing (env GHOST_S3_PATH_STYLE=true)")
+	fs.StringVar(&c.DataDir, "data-dir", Env("GHOST_DATA_DIR", "ghost-data"), "data directory (env GHOST_DATA_DIR)")
+	fs.StringVar(&c.CacheDir, "cache-dir", Env("GHOST_CACHE_DIR", ""), "repository cache directory, default <data-dir>/cache (env GHOST_CACHE_DIR)")
+	fs.StringVar(&c.S3.Bucket, "s3-bucket", Env("GHOST_S3_BUCKET", ""), "S3 bucket; empty uses the filesystem store (env GHOST_S3_BUCKET)")
+	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", Env("GHOST_S3_ENDPOINT", ""), "S3 endpoint URL for S3-compatible servers (env GHOST_S3_ENDPOINT)")
+	fs.StringVar(&c.S3.Region, "s3-region", Env("GHOST_S3_REGION", "us-east-1"), "S3 region (env GHOST_S3_REGION)")
+	fs.StringVar(&c.S3.Prefix, "s3-prefix", Env("GHOST_S3_PREFIX", ""), "key prefix inside the bucket (env GHOST_S3_PREFIX)")
+	fs.BoolVar(&c.S3.PathStyle, "s3-path-style", Env("GHOST_S3_PATH_STYLE", "") == "true", "use path-style S3 addressing (env GHOST_S3_PATH_STYLE=true)")
 	fs.Func("etcd-endpoints", "comma-separated etcd endpoints; empty runs etcd embedded (env GHOST_ETCD_ENDPOINTS)", func(s string) error {
 		c.EtcdEndpoints = splitList(s)
 		return nil
@@ -61,9 +61,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	c.EtcdEndpoints = splitList(os.Getenv("GHOST_ETCD_ENDPOINTS"))
 }
 
-// env returns the variable's value, or def when it is unset or empty (an
-// empty GHOST_DATA_DIR means "the default", not "no directory").
-func env(name, def string) string {
+// Env returns the variable's value, or def when it is unset or empty (an
+// empty GHOST_DATA_DIR means "the default", not "no directory"). Every
+// GHOST_* setting is read through it, so they all behave alike.
+func Env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
