@@ -606,15 +606,26 @@ type trailerWriter struct {
 }
 
 func (t *trailerWriter) Write(p []byte) (int, error) {
-	buf := append(t.tail, p...)
-	if over := len(buf) - sha1.Size; over > 0 {
-		if t.h != nil {
-			t.h.Write(buf[:over])
-		}
-		buf = buf[over:]
+	if len(p) >= sha1.Size {
+		// What was held back, and all of p but its last bytes, is body:
+		// only the trailer-sized tail is ever copied.
+		t.hash(t.tail)
+		t.hash(p[:len(p)-sha1.Size])
+		t.tail = append(t.tail[:0], p[len(p)-sha1.Size:]...)
+		return len(p), nil
 	}
-	t.tail = append([]byte(nil), buf...)
+	t.tail = append(t.tail, p...)
+	if over := len(t.tail) - sha1.Size; over > 0 {
+		t.hash(t.tail[:over])
+		t.tail = append(t.tail[:0], t.tail[over:]...)
+	}
 	return len(p), nil
+}
+
+func (t *trailerWriter) hash(b []byte) {
+	if t.h != nil {
+		t.h.Write(b)
+	}
 }
 
 // parsePackName reads index-pack's "pack\t<hash>" (or "keep\t<hash>") line.
