@@ -1,7 +1,7 @@
 // Package api is ghost's JSON REST API for tenants, tokens and
 // repositories, served under /api/ next to the git smart-HTTP endpoints.
 //
-// Authentication is the same as for git (DESIGN.md §3): HTTP Basic with the
+// Authentication is the same as for git (docs/design.md §7.6): HTTP Basic with the
 // access token as the password (the username is ignored, so git credential
 // helpers work unchanged), or "Authorization: Bearer <token>". A request
 // without credentials is anonymous; bad credentials are always 401, never

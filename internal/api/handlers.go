@@ -87,8 +87,8 @@ func (h *handler) addMember(w http.ResponseWriter, r *http.Request, p *meta.Prin
 
 // createToken mints a token. Admin scope is required: it is installation-
 // wide authority, so "an admin" and "the tenant itself with admin scope"
-// (the brief's two cases) are the same check. Ordinary tenants get tokens
-// from an operator; see the ADR on why self-service waits for a per-tenant
+// (the two cases ADR 0021 names) are the same check. Ordinary tenants get tokens
+// from an operator; docs/adr/0021 says why self-service waits for a per-tenant
 // admin role.
 func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if err := requireAdmin(p); err != nil {

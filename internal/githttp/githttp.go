@@ -1,6 +1,6 @@
 // Package githttp serves git's smart HTTP protocol from the repository
 // cache, with the write-ahead log as the commit point of every push
-// (DESIGN.md §3).
+// (docs/design.md §6).
 //
 // Fetches run git upload-pack --stateless-rpc against the freshly
 // materialized cache. Pushes are handled by ghost itself rather than by
@@ -217,7 +217,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorize applies DESIGN.md §3 and writes the refusal itself when the
+// authorize applies docs/design.md §7.4 and writes the refusal itself when the
 // caller may not go on.
 //
 //   - A token that does not authenticate: 401.

@@ -4,7 +4,7 @@
 //
 // Every record is a small JSON object in the same object store as the
 // repository logs, so the git path (authenticate, resolve a name, check
-// access) depends on object storage alone (DESIGN.md §3): no database, no
+// access) depends on object storage alone (docs/design.md §6.5): no database, no
 // etcd. Creates are PutIfAbsent, updates are PutIfMatch, so racing writers on
 // different nodes resolve without locks: one wins, the others see ErrExists
 // or retry on the fresh record.
@@ -149,7 +149,7 @@ func (s *Store) Log() *wal.Log { return s.log }
 const releaseTimeout = 30 * time.Second
 
 // HTTPStatus maps a metadata error to the one HTTP status that reports it
-// (DESIGN.md §6), so the git server and the REST API answer alike: 400
+// (docs/design.md §9), so the git server and the REST API answer alike: 400
 // invalid name or argument, 401 unauthenticated, 403 forbidden, 404 not
 // found, 409 exists. Anything else is 500; callers with their own errors
 // (the log's, say) check those first.
