@@ -9,7 +9,9 @@
 //
 // Errors are {"error": "..."} with one status per error kind: 400 invalid
 // input, 401 missing or bad credentials (with WWW-Authenticate), 403
-// authenticated but not allowed, 404 absent, 409 exists. A private
+// authenticated but not allowed, 404 absent, 409 exists (or a tenant to
+// delete still owns repositories), 503 storage unavailable. Messages are
+// in plain words: never Go type names or internal error chains. A private
 // repository the caller may not read is 404, exactly like an absent one,
 // so the API never confirms that a private name exists.
 package api

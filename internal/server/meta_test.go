@@ -130,6 +130,25 @@ func (f *orgFixture) refs(t *testing.T, repo, service, token string) int {
 	return res.StatusCode
 }
 
+// post sends an empty service request (the second request of a fetch or
+// push) for repo with token and returns the status.
+func (f *orgFixture) post(t *testing.T, repo, service, token string) int {
+	t.Helper()
+	req, err := http.NewRequest("POST", f.url+"/"+repo+".git/"+service, strings.NewReader("0000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-"+service+"-request")
+	req.SetBasicAuth("x", token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, res.Body)
+	return res.StatusCode
+}
+
 // TestGitStorageOutageIs503 is issue 8 §3 over git: an org member whose
 // membership cannot be read during an outage gets 503 with a log line,
 // not "repository not found".
@@ -191,7 +210,10 @@ func TestGitRemovedMemberAndDeletedTenant(t *testing.T) {
 	}
 	for _, svc := range []string{"git-upload-pack", "git-receive-pack"} {
 		if code := f.refs(t, "alice/mine", svc, f.alice); code != http.StatusUnauthorized {
-			t.Errorf("token of a deleted tenant, %s: %d, want 401", svc, code)
+			t.Errorf("token of a deleted tenant, %s advertisement: %d, want 401", svc, code)
+		}
+		if code := f.post(t, "alice/mine", svc, f.alice); code != http.StatusUnauthorized {
+			t.Errorf("token of a deleted tenant, %s request: %d, want 401", svc, code)
 		}
 	}
 	// DeleteTenant proper, forced: bob owns nothing, acme owns secret.
