@@ -213,7 +213,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("request body larger than %d bytes: %w", MaxBodyBytes, err)
+			return tooLargeError{err}
 		}
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: empty request body, want a JSON object", meta.ErrInvalidArgument)
@@ -225,6 +225,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return nil
 }
+
+// tooLargeError reports a body over MaxBodyBytes in plain words; it wraps
+// the *http.MaxBytesError (for status) without showing its text.
+type tooLargeError struct{ err error }
+
+func (e tooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)
+}
+
+func (e tooLargeError) Unwrap() error { return e.err }
 
 // jsonProblem describes a decoding error for the client who sent the
 // body. encoding/json's own messages ("json: cannot unmarshal string into

@@ -170,6 +170,13 @@ func TestJSONErrorsInPlainWords(t *testing.T) {
 		{"POST", "/api/repos/alice", `{"publc":true}`, `unknown field "publc"`},
 		{"POST", "/api/repos/alice", `{"name":"x"} {}`, `data after the JSON object`},
 	}
+	big := `{"name":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	r := f.do("POST", "/api/repos/alice", f.aliceW, big)
+	var e errorBody
+	r.json(t, &e)
+	if r.status != 413 || e.Error != "request body larger than 1048576 bytes" {
+		t.Errorf("oversized body: %d %q", r.status, e.Error)
+	}
 	for _, tt := range tests {
 		auth := f.aliceW
 		if strings.Contains(tt.path, "tokens") {
