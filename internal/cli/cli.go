@@ -125,12 +125,15 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 
 // newGroupCmd returns a command that holds subcommands. Run alone, it is
 // a usage error (exit code 2) that lists them; "ghost <group> help"
-// prints its help.
+// prints its help. It ignores flags it does not know, which belong to the
+// subcommand the user meant: "ghost tenant frobnicate --data-dir d" is an
+// unknown command.
 func newGroupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                        use,
 		Short:                      short,
 		SuggestionsMinimumDistance: 2,
+		FParseErrWhitelist:         cobra.FParseErrWhitelist{UnknownFlags: true},
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || args[0] == "help" {
 				return nil
