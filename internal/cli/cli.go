@@ -27,8 +27,9 @@ type Env struct {
 // To add a command "ghost xxx":
 //
 //  1. In xxx.go, write newXxxCmd(env *Env) *cobra.Command: Use, Short,
-//     Args (exactArgs, rangeArgs), and RunE, which reads cmd.Context()
-//     and writes to env.Stdout and env.Stderr.
+//     Args (exactArgs(n), or usageArgs(cobra.RangeArgs(min, max))), and
+//     RunE, which reads cmd.Context() and writes to env.Stdout and
+//     env.Stderr.
 //  2. Define its flags on cmd.Flags() in newXxxCmd: the shared settings
 //     with config's Register* methods (RegisterStore to open the object
 //     store), its own settings with config.StringVar and friends (each
@@ -78,6 +79,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	if cmd == nil {
+		cmd = root
+	}
 	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -108,12 +112,12 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// exactArgs and rangeArgs check a command's positional arguments, making
-// a wrong count a usage error.
+// exactArgs checks a command takes n positional arguments, making a wrong
+// count a usage error.
 func exactArgs(n int) cobra.PositionalArgs { return usageArgs(cobra.ExactArgs(n)) }
 
-func rangeArgs(min, max int) cobra.PositionalArgs { return usageArgs(cobra.RangeArgs(min, max)) }
-
+// usageArgs makes the errors of any of cobra's argument checks usage
+// errors: usageArgs(cobra.RangeArgs(0, 1)) for an optional argument.
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
