@@ -33,7 +33,8 @@ type Env struct {
 //  2. Define its flags on cmd.Flags() in newXxxCmd: the shared settings
 //     with config's Register* methods (RegisterStore to open the object
 //     store), its own settings with config.StringVar and friends (each
-//     gets a GHOST_* variable), and per-call options with plain pflag.
+//     gets a GHOST_* variable), and per-call options with plain pflag
+//     (list those in cli_test.go's options, the flags with no variable).
 //  3. Return usageErrorf for a command-line mistake (exit code 2); any
 //     other error exits 1.
 //  4. Add newXxxCmd(env) to the list below. A group of subcommands is
@@ -97,7 +98,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-// errUsage marks an error as a usage error: Main exits with code 2.
+// errUsage makes Main exit with code 2. usageError wraps it; an error
+// that is not a command-line mistake but should exit 2 too (as gitleaks
+// does for a failed scan) wraps it with %w and gets no usage line.
 var errUsage = errors.New("usage")
 
 // usageError is a mistake on the command line: Main prints it with the
