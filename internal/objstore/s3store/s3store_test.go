@@ -455,6 +455,8 @@ func TestErrorMapping(t *testing.T) {
 		{"if-none-match 409 conflict", ifAbsent, reply{409, "ConditionalRequestConflict"}, objstore.ErrPreconditionFailed},
 		{"if-match 404 missing bucket", ifMatch, reply{404, "NoSuchBucket"}, nil},
 		{"if-match 403", ifMatch, reply{403, "AccessDenied"}, nil},
+		{"if-match 500", ifMatch, reply{500, "InternalError"}, objstore.ErrOutcomeUnknown},
+		{"if-none-match 503", ifAbsent, reply{503, "SlowDown"}, objstore.ErrOutcomeUnknown},
 		{"unconditional put 409", plainPut, reply{409, "OperationAborted"}, nil},
 		{"get 404 NoSuchKey", get, reply{404, "NoSuchKey"}, objstore.ErrNotFound},
 		{"get 404 NoSuchBucket", get, reply{404, "NoSuchBucket"}, nil},
@@ -473,8 +475,8 @@ func TestErrorMapping(t *testing.T) {
 			if c.want != nil && !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
-			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound)) {
-				t.Fatalf("err = %v, want neither ErrPreconditionFailed nor ErrNotFound", err)
+			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutcomeUnknown)) {
+				t.Fatalf("err = %v, want none of ErrPreconditionFailed, ErrNotFound, ErrOutcomeUnknown", err)
 			}
 			if !strings.Contains(err.Error(), key) {
 				t.Errorf("err %q does not name the key", err)
@@ -710,5 +712,86 @@ func TestSizedBody(t *testing.T) {
 	second, err := io.ReadAll(b)
 	if string(first) != "payload" || string(second) != "payload" || err != nil {
 		t.Fatalf("reads %q then %q (%v), want payload twice", first, second, err)
+	}
+}
+
+// landThen500 is a fault-injecting middleware for the first conditional PUT
+// it sees: it lets the request land on the real server, throws the answer
+// away and sends 500 InternalError instead, as a proxy or a dropped
+// connection would. Later conditional PUTs pass through untouched, so a
+// resent copy of the first would get the server's 412. It counts
+// conditional PUTs on the wire.
+type landThen500 struct {
+	next http.Handler
+
+	mu       sync.Mutex
+	condPuts int
+}
+
+func (h *landThen500) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	conditional := r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
+	if !conditional {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	h.mu.Lock()
+	h.condPuts++
+	first := h.condPuts == 1
+	h.mu.Unlock()
+	if !first {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	h.next.ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		panic(fmt.Sprintf("landThen500: the real server answered %d, want the put to land", rec.Code))
+	}
+	s3Error(w, http.StatusInternalServerError, "InternalError")
+}
+
+func (h *landThen500) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.condPuts
+}
+
+// TestConditionalPutSentOnce is issue 8's reproduction on the wire: a
+// conditional PUT lands but its answer is a 500. The SDK would resend the
+// (seekable) body, the resend would get 412, and the landed write would be
+// reported as a lost compare-and-swap. It must go out once and be reported
+// as an unknown outcome (docs/adr/0006-write-outcomes.md).
+func TestConditionalPutSentOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		put  func(s *Store, base objstore.Info) error
+	}{
+		{"if-match", func(s *Store, base objstore.Info) error {
+			_, err := s.PutIfMatch(ctx, "repos/r/index", strings.NewReader("new"), 3, base.ETag)
+			return err
+		}},
+		{"if-none-match", func(s *Store, _ objstore.Info) error {
+			_, err := s.PutIfAbsent(ctx, "repos/r/other", strings.NewReader("new"), 3)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fault := &landThen500{}
+			endpoint := startFake(t, func(next http.Handler) http.Handler { fault.next = next; return fault })
+			createBucket(t, endpoint, "once")
+			s := newTestStore(t, endpoint, Config{Bucket: "once"})
+			base := mustPut(t, s, "repos/r/index", "old")
+			err := c.put(s, base)
+			if n := fault.count(); n != 1 {
+				t.Errorf("%d conditional PUTs on the wire, want 1: the SDK retried", n)
+			}
+			if errors.Is(err, objstore.ErrPreconditionFailed) {
+				t.Fatalf("err = %v: a write that landed is reported as a lost compare-and-swap", err)
+			}
+			if !errors.Is(err, objstore.ErrOutcomeUnknown) {
+				t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
+			}
+		})
 	}
 }
