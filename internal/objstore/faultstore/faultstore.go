@@ -57,7 +57,7 @@ func (o Op) Conditional() bool { return o == OpPutIfMatch || o == OpPutIfAbsent 
 // The three failures differ in two things only: whether the wrapped store
 // applied the operation, and whether the error the caller gets says so.
 //
-//	outcome          applied   caller's error
+//	outcome          applied   caller's error (writes)
 //	Lost             no        ambiguous (wraps objstore.ErrOutcomeUnknown)
 //	LandedThenError  yes       ambiguous (wraps objstore.ErrOutcomeUnknown)
 //	Refused          no        definite  (ErrInjected only)
@@ -66,8 +66,10 @@ func (o Op) Conditional() bool { return o == OpPutIfMatch || o == OpPutIfAbsent 
 // on its way and an answer lost on its way back do on a real network; a
 // correct caller handles both without knowing which it got. Refused is a
 // store that answered "no" (a 4xx, say): nothing changed and the caller is
-// told so. For reads "applied" means only that the wrapped store served the
-// read (its answer is discarded).
+// told so. Reads (Get, GetRange, List) change nothing, so all three are a
+// plain injected error for them ("applied" means only that the wrapped
+// store served the read, whose answer is discarded); ambiguity is a
+// property of writes.
 type Outcome int
 
 const (
@@ -180,7 +182,7 @@ func (s *Store) decide(op Op, key, etag string) (Fault, error) {
 		return f, f.Err
 	}
 	what := fmt.Sprintf("%s %s (call %d): %s", op, key, c.N, f.Outcome)
-	if f.Outcome == Refused {
+	if f.Outcome == Refused || op == OpGet || op == OpGetRange || op == OpList {
 		return f, fmt.Errorf("%w: %s", ErrInjected, what)
 	}
 	return f, fmt.Errorf("%w: %s: %w", ErrInjected, what, objstore.ErrOutcomeUnknown)
