@@ -432,7 +432,9 @@ const settleTimeout = 30 * time.Second
 // state, so at most one copy can apply, and it is ours either way) until
 // the outcome is known or MaxAttempts more tries are spent. It does not
 // resend once ctx has ended, and reads on a context detached from ctx, so
-// a cancelled caller still learns what happened.
+// a cancelled caller still learns what happened. If that read fails after
+// any write was sent, the outcome is unknown even when every write was
+// refused: the read is the check against a store that broke its promise.
 func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, error)) (Result, commitState, error) {
 	rctx := ctx
 	if ctx.Err() != nil {
@@ -625,7 +627,8 @@ func (l *Log) createIndex(ctx context.Context, repo string, x *Index) error {
 // Delete writes a tombstone (empty index, Deleted, seq+1) with the same CAS
 // loop as a push, so a racing push loses, then purges the entries. The
 // tombstone is never removed. Deleting a tombstoned repository reports
-// ErrRepoDeleted.
+// ErrRepoDeleted (and purges again), which is also what a delete whose own
+// tombstone landed unseen reports.
 func (l *Log) Delete(ctx context.Context, repo string) error {
 	if err := CheckRepoID(repo); err != nil {
 		return err
