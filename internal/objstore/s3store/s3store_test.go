@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/storetest"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // childEnv makes the test binary a gofakes3 server instead of running tests;
@@ -793,5 +795,36 @@ func TestConditionalPutSentOnce(t *testing.T) {
 				t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
 			}
 		})
+	}
+}
+
+// TestCommitOverLandThen500 runs the write-ahead log on the store behind
+// landThen500: the push's first index CAS lands and is answered 500. The
+// commit must find its own layer on the next read and report success, with
+// its entry kept and the index written once.
+func TestCommitOverLandThen500(t *testing.T) {
+	ctx := context.Background()
+	fault := &landThen500{}
+	endpoint := startFake(t, func(next http.Handler) http.Handler { fault.next = next; return fault })
+	createBucket(t, endpoint, "wal")
+	s := newTestStore(t, endpoint, Config{Bucket: "wal"})
+	l := wal.New(s, wal.Options{Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	res, err := l.Commit(ctx, "r", wal.Push{
+		Transitions: []wal.Transition{{Ref: "refs/heads/main", Old: wal.ZeroID, New: strings.Repeat("1", 40)}},
+		Pack:        strings.NewReader("pack"),
+		PackSize:    4,
+	})
+	if err != nil {
+		t.Fatalf("Commit whose CAS landed behind a 500: %v", err)
+	}
+	x, err := l.Head(ctx, "r")
+	if err != nil || len(x.Layers) != 1 || x.Layers[0].ULID != res.ULID {
+		t.Fatalf("index %+v, %v: want exactly our layer", x, err)
+	}
+	if _, err := l.ReadEntryHeader(ctx, "r", res.ULID); err != nil {
+		t.Fatalf("entry: %v", err)
+	}
+	if n := fault.count(); n != 1 {
+		t.Fatalf("%d conditional PUTs, want 1: the landed write was found by reading", n)
 	}
 }
