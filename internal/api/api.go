@@ -1,7 +1,7 @@
 // Package api is ghost's JSON REST API for tenants, tokens and
 // repositories, served under /api/ next to the git smart-HTTP endpoints.
 //
-// Authentication is the same as for git (DESIGN.md §3): HTTP Basic with the
+// Authentication is the same as for git (docs/design.md §7.6): HTTP Basic with the
 // access token as the password (the username is ignored, so git credential
 // helpers work unchanged), or "Authorization: Bearer <token>". A request
 // without credentials is anonymous; bad credentials are always 401, never
@@ -9,19 +9,23 @@
 //
 // Errors are {"error": "..."} with one status per error kind: 400 invalid
 // input, 401 missing or bad credentials (with WWW-Authenticate), 403
-// authenticated but not allowed, 404 absent, 409 exists. A private
+// authenticated but not allowed, 404 absent, 409 exists (or a tenant to
+// delete still owns repositories), 503 storage unavailable. Messages are
+// in plain words: never Go type names or internal error chains. A private
 // repository the caller may not read is 404, exactly like an absent one,
 // so the API never confirms that a private name exists.
 package api
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -50,7 +54,9 @@ func NewHandler(s *meta.Store, logger *slog.Logger) http.Handler {
 	h := &handler{store: s, log: logger, mux: http.NewServeMux()}
 	h.route("POST /api/tenants", h.createTenant)
 	h.route("GET /api/tenants", h.listTenants)
+	h.route("DELETE /api/tenants/{tenant}", h.deleteTenant)
 	h.route("POST /api/tenants/{tenant}/members", h.addMember)
+	h.route("DELETE /api/tenants/{tenant}/members/{user}", h.removeMember)
 	h.route("POST /api/tenants/{tenant}/tokens", h.createToken)
 	h.route("GET /api/tenants/{tenant}/tokens", h.listTokens)
 	h.route("DELETE /api/tenants/{tenant}/tokens/{id}", h.revokeToken)
@@ -171,7 +177,12 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	msg := err.Error()
 	if code >= 500 {
 		h.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
-		if code != http.StatusServiceUnavailable && code != http.StatusNotImplemented {
+		switch {
+		case errors.Is(err, meta.ErrUnavailable):
+			// The chain names object keys and the store's own error: for
+			// the log, not for clients.
+			msg = "storage is temporarily unavailable; try again later"
+		case code != http.StatusServiceUnavailable && code != http.StatusNotImplemented:
 			msg = "internal error"
 		}
 	}
@@ -194,24 +205,90 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 
 // decode reads exactly one JSON object into v: bounded in size, no unknown
 // fields (a typo such as "publc" must fail, not silently do nothing), no
-// trailing data.
+// trailing data. Its errors are in plain words (see jsonProblem): never
+// encoding/json's, which name Go types and struct fields.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("request body larger than %d bytes: %w", MaxBodyBytes, err)
+			return tooLargeError{err}
 		}
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: empty request body, want a JSON object", meta.ErrInvalidArgument)
 		}
-		return fmt.Errorf("%w: request body: %v", meta.ErrInvalidArgument, err)
+		return fmt.Errorf("%w: request body: %s", meta.ErrInvalidArgument, jsonProblem(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: request body: data after the JSON object", meta.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// tooLargeError reports a body over MaxBodyBytes in plain words; it wraps
+// the *http.MaxBytesError (for status) without showing its text.
+type tooLargeError struct{ err error }
+
+func (e tooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)
+}
+
+func (e tooLargeError) Unwrap() error { return e.err }
+
+// jsonProblem describes a decoding error for the client who sent the
+// body. encoding/json's own messages ("json: cannot unmarshal string into
+// Go struct field .public of type bool") name Go types and are not for
+// API users, so they never leave the server; the error is deliberately
+// not wrapped.
+func jsonProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return "must be a JSON object"
+		}
+		return fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type))
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("not valid JSON (at byte %d)", syntaxErr.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "not valid JSON (it ends too early)"
+	}
+	// DisallowUnknownFields reports an unknown field with an untyped
+	// error whose text is the only way to tell it apart.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + name
+	}
+	return "not a valid JSON object"
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a different kind of value"
+	}
+	if t.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a different kind of value"
 }
 
 // Wire forms. They are separate from the meta types so the API's JSON is

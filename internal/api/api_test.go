@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -25,8 +27,14 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureOn(t, memstore.New(), nil)
+}
+
+// newFixtureOn builds the fixture's tenants and tokens on objects, with
+// the handler logging to logger (nil discards).
+func newFixtureOn(t *testing.T, objects objstore.Store, logger *slog.Logger) *fixture {
+	t.Helper()
 	ctx := context.Background()
-	objects := memstore.New()
 	s := meta.New(objects, wal.New(objects, wal.Options{}))
 	for _, tn := range []struct{ name, kind string }{
 		{"root", meta.KindUser}, {"alice", meta.KindUser}, {"bob", meta.KindUser},
@@ -46,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return plain
 	}
-	srv := httptest.NewServer(NewHandler(s, nil)) // listens on 127.0.0.1
+	srv := httptest.NewServer(NewHandler(s, logger)) // listens on 127.0.0.1
 	t.Cleanup(srv.Close)
 	return &fixture{
 		t: t, srv: srv, s: s,

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -85,10 +86,44 @@ func (h *handler) addMember(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	return http.StatusNoContent, nil, nil
 }
 
+// removeMember takes a user's membership of an org away.
+func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAdmin(p); err != nil {
+		return 0, nil, err
+	}
+	org, user := r.PathValue("tenant"), r.PathValue("user")
+	if err := h.store.RemoveMember(r.Context(), org, user); err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "member removed", "org", org, "user", user, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusNoContent, nil, nil
+}
+
+// deleteTenant deletes a tenant; "?force=true" also deletes the
+// repositories it owns, which are otherwise a 409.
+func (h *handler) deleteTenant(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAdmin(p); err != nil {
+		return 0, nil, err
+	}
+	force := false
+	if v := r.URL.Query().Get("force"); v != "" {
+		var err error
+		if force, err = strconv.ParseBool(v); err != nil {
+			return 0, nil, fmt.Errorf("%w: force=%q: want true or false", meta.ErrInvalidArgument, v)
+		}
+	}
+	tenant := r.PathValue("tenant")
+	if err := h.store.DeleteTenant(r.Context(), tenant, force); err != nil {
+		return 0, nil, err
+	}
+	h.log.InfoContext(r.Context(), "tenant deleted", "tenant", tenant, "force", force, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusNoContent, nil, nil
+}
+
 // createToken mints a token. Admin scope is required: it is installation-
 // wide authority, so "an admin" and "the tenant itself with admin scope"
-// (the brief's two cases) are the same check. Ordinary tenants get tokens
-// from an operator; see the ADR on why self-service waits for a per-tenant
+// (the two cases ADR 0021 names) are the same check. Ordinary tenants get tokens
+// from an operator; docs/adr/0021 says why self-service waits for a per-tenant
 // admin role.
 func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if err := requireAdmin(p); err != nil {
@@ -167,7 +202,10 @@ func (h *handler) listRepos(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	}
 	// Whether p sees owner's private repositories is one decision per
 	// owner, not per repository.
-	private := h.store.CanRead(r.Context(), p, meta.Repo{Owner: owner})
+	private, err := h.store.CanRead(r.Context(), p, meta.Repo{Owner: owner})
+	if err != nil {
+		return 0, nil, err
+	}
 	out := make([]repoJSON, 0, len(repos))
 	for _, repo := range repos {
 		if repo.Public || private {
@@ -192,7 +230,9 @@ func (h *handler) createRepo(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	if _, err := h.store.Tenant(r.Context(), owner); err != nil {
 		return 0, nil, err
 	}
-	if !h.store.CanWriteOwner(r.Context(), p, owner) {
+	if ok, err := h.store.CanWriteOwner(r.Context(), p, owner); err != nil {
+		return 0, nil, err
+	} else if !ok {
 		return 0, nil, fmt.Errorf("%w: creating repositories under %s needs a write token of %s or of a member", meta.ErrForbidden, owner, owner)
 	}
 	repo, err := h.store.CreateRepo(r.Context(), owner, req.Name, req.Public)
@@ -211,7 +251,9 @@ func (h *handler) readable(r *http.Request, p *meta.Principal) (meta.Repo, error
 	if err != nil {
 		return meta.Repo{}, err
 	}
-	if !h.store.CanRead(r.Context(), p, repo) {
+	if ok, err := h.store.CanRead(r.Context(), p, repo); err != nil {
+		return meta.Repo{}, err
+	} else if !ok {
 		return meta.Repo{}, repoNotFound(owner, name)
 	}
 	return repo, nil
@@ -227,7 +269,9 @@ func (h *handler) writable(r *http.Request, p *meta.Principal) (meta.Repo, error
 	if err != nil {
 		return meta.Repo{}, err
 	}
-	if !h.store.CanWrite(r.Context(), p, repo) {
+	if ok, err := h.store.CanWrite(r.Context(), p, repo); err != nil {
+		return meta.Repo{}, err
+	} else if !ok {
 		return meta.Repo{}, fmt.Errorf("%w: %s needs a write token of its owner or an owning-org member", meta.ErrForbidden, repo.FullName())
 	}
 	return repo, nil
@@ -304,7 +348,9 @@ func (h *handler) forkRepo(w http.ResponseWriter, r *http.Request, p *meta.Princ
 	if _, err := h.store.Tenant(r.Context(), req.Owner); err != nil {
 		return 0, nil, err
 	}
-	if !h.store.CanWriteOwner(r.Context(), p, req.Owner) {
+	if ok, err := h.store.CanWriteOwner(r.Context(), p, req.Owner); err != nil {
+		return 0, nil, err
+	} else if !ok {
 		return 0, nil, fmt.Errorf("%w: forking into %s needs a write token of %s or of a member", meta.ErrForbidden, req.Owner, req.Owner)
 	}
 	repo, err := h.store.ForkRepo(r.Context(), src.Owner, src.Name, req.Owner, req.Name)

@@ -30,9 +30,11 @@ type subcommand struct {
 
 func runTenant(ctx context.Context, env *Env, args []string) error {
 	return dispatch(ctx, env, "tenant", map[string]subcommand{
-		"create":     {"tenant create <name> [--org]", "create a user (or, with --org, an organization)", tenantCreate},
-		"list":       {"tenant list", "list tenants", tenantList},
-		"add-member": {"tenant add-member <org> <user>", "let a user act on an org's repositories", tenantAddMember},
+		"create":        {"tenant create <name> [--org]", "create a user (or, with --org, an organization)", tenantCreate},
+		"list":          {"tenant list", "list tenants", tenantList},
+		"add-member":    {"tenant add-member <org> <user>", "let a user act on an org's repositories", tenantAddMember},
+		"remove-member": {"tenant remove-member <org> <user>", "take a user's access to an org's repositories away", tenantRemoveMember},
+		"delete":        {"tenant delete <name> [--force]", "delete a tenant and its tokens; --force also deletes its repositories", tenantDelete},
 	}, args)
 }
 
@@ -209,6 +211,44 @@ func tenantAddMember(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "%s is a member of %s\n", pos[1], pos[0])
+	return nil
+}
+
+func tenantRemoveMember(ctx context.Context, env *Env, args []string) error {
+	l := newLeaf(env, "tenant remove-member <org> <user>")
+	pos, err := l.parse(args, 2, 2)
+	if err != nil {
+		return err
+	}
+	s, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.RemoveMember(ctx, pos[0], pos[1]); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "%s is no longer a member of %s\n", pos[1], pos[0])
+	return nil
+}
+
+func tenantDelete(ctx context.Context, env *Env, args []string) error {
+	l := newLeaf(env, "tenant delete <name> [--force]")
+	force := l.fs.Bool("force", false, "also delete the tenant's repositories (otherwise a tenant that owns any is refused)")
+	pos, err := l.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.DeleteTenant(ctx, pos[0], *force); err != nil {
+		if errors.Is(err, meta.ErrNotEmpty) {
+			return fmt.Errorf("%w\nrerun with --force to delete its repositories too", err)
+		}
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "deleted tenant %s\n", pos[0])
 	return nil
 }
 

@@ -126,14 +126,14 @@ func TestAdminTenantsAndRepos(t *testing.T) {
 	if c, err := s.Repo(ctx, "acme", "copy"); err != nil || c.Public {
 		t.Errorf("acme/copy %+v, %v", c, err)
 	}
-	if s.CanWrite(ctx, &meta.Principal{Tenant: "bob", Scope: meta.ScopeWrite}, orig) {
+	if ok, err := s.CanWrite(ctx, &meta.Principal{Tenant: "bob", Scope: meta.ScopeWrite}, orig); ok || err != nil {
 		t.Error("bob may write alice/proj")
 	}
 	secret, err := s.Repo(ctx, "acme", "secret")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.CanWrite(ctx, &meta.Principal{Tenant: "bob", Scope: meta.ScopeWrite}, secret) {
+	if ok, err := s.CanWrite(ctx, &meta.Principal{Tenant: "bob", Scope: meta.ScopeWrite}, secret); !ok || err != nil {
 		t.Error("add-member did not let bob write acme/secret")
 	}
 

@@ -16,7 +16,7 @@ import (
 // coordination is a serving node's link to the coordination store: the
 // embedded etcd (the zero-setup default) or a client to --etcd-endpoints.
 // It starts in the background and never holds up or fails the git path:
-// DESIGN.md §3 requires pushes and clones to work while etcd is down.
+// docs/design.md §6.5 requires pushes and clones to work while etcd is down.
 type coordination struct {
 	done   chan struct{}
 	mu     sync.Mutex

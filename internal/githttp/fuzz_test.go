@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/githttp/pktline"
+	"github.com/ghost-scm/ghost/internal/meta"
 )
 
 func fuzzOID(n int) string { return fmt.Sprintf("%040x", n) }
@@ -119,7 +120,7 @@ func FuzzParseRoute(f *testing.F) {
 			return
 		}
 		for _, seg := range []string{rt.owner, rt.name} {
-			if !namePart.MatchString(seg) || seg[0] == '.' || strings.Contains(seg, "/") {
+			if meta.ValidateName(seg) != nil || strings.Contains(seg, "/") {
 				t.Fatalf("%q: bad segment %q accepted", path, seg)
 			}
 		}

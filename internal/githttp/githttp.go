@@ -1,6 +1,6 @@
 // Package githttp serves git's smart HTTP protocol from the repository
 // cache, with the write-ahead log as the commit point of every push
-// (DESIGN.md §3).
+// (docs/design.md §6).
 //
 // Fetches run git upload-pack --stateless-rpc against the freshly
 // materialized cache. Pushes are handled by ghost itself rather than by
@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -48,10 +49,13 @@ type Authorizer interface {
 	Authorize(ctx context.Context, token, owner, name string) (Access, error)
 }
 
-// Errors an Authorizer reports.
+// Errors an Authorizer reports. ErrUnavailable means the rights could
+// not be decided (a storage outage): the request is refused with 503 and
+// logged, never answered as if the repository did not exist.
 var (
 	ErrNotFound        = errors.New("repository not found")
 	ErrUnauthenticated = errors.New("invalid credentials")
+	ErrUnavailable     = errors.New("authorization unavailable")
 )
 
 // Options configure a Handler.
@@ -108,15 +112,15 @@ type route struct {
 	action      string // "info/refs", svcUpload, svcReceive, or "dumb"
 }
 
-var namePart = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
-
+// parseRoute accepts an owner and repository only if meta.ValidateName
+// does: one rule, so every repository that can be created can be reached.
 func parseRoute(path string) (route, bool) {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if len(segs) < 3 {
 		return route{}, false
 	}
 	rt := route{owner: segs[0], name: strings.TrimSuffix(segs[1], ".git")}
-	if !namePart.MatchString(rt.owner) || !namePart.MatchString(rt.name) || rt.owner[0] == '.' || rt.name[0] == '.' {
+	if meta.ValidateName(rt.owner) != nil || meta.ValidateName(rt.name) != nil {
 		return route{}, false
 	}
 	rest := strings.Join(segs[2:], "/")
@@ -217,7 +221,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorize applies DESIGN.md §3 and writes the refusal itself when the
+// authorize applies docs/design.md §7.4 and writes the refusal itself when the
 // caller may not go on.
 //
 //   - A token that does not authenticate: 401.
@@ -241,6 +245,10 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, rt route, se
 		return Access{}, false
 	case errors.Is(err, ErrNotFound):
 		acc = Access{}
+	case errors.Is(err, ErrUnavailable):
+		h.logger.Error("git request failed", "what", "authorize", "path", r.URL.Path, "err", err)
+		httpError(w, http.StatusServiceUnavailable, "storage is temporarily unavailable; try again later")
+		return Access{}, false
 	case err != nil:
 		h.internalError(w, r, "authorize", err)
 		return Access{}, false

@@ -174,7 +174,7 @@ type pushError struct {
 func (e *pushError) Error() string { return e.msg + ": " + e.err.Error() }
 func (e *pushError) Unwrap() error { return e.err }
 
-// receivePack handles POST git-receive-pack (DESIGN.md §2, the commit
+// receivePack handles POST git-receive-pack (docs/design.md §4, the commit
 // point of a push): spool, parse, validate in a quarantine, commit through
 // the log, bring the cache forward, report.
 func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access) {

@@ -4,7 +4,7 @@
 //
 // Every record is a small JSON object in the same object store as the
 // repository logs, so the git path (authenticate, resolve a name, check
-// access) depends on object storage alone (DESIGN.md §3): no database, no
+// access) depends on object storage alone (docs/design.md §6.5): no database, no
 // etcd. Creates are PutIfAbsent, updates are PutIfMatch, so racing writers on
 // different nodes resolve without locks: one wins, the others see ErrExists
 // or retry on the fresh record.
@@ -53,6 +53,18 @@ var ErrForbidden = errors.New("forbidden")
 
 // ErrInvalidName reports a tenant or repository name ValidateName refuses.
 var ErrInvalidName = errors.New("invalid name")
+
+// ErrUnavailable reports that the object store failed (not "not found")
+// while metadata was being read for authentication or authorization. It
+// is a separate kind so that callers can answer 503 and log it, rather
+// than either granting access or reporting a repository the caller may
+// see as absent (docs/adr/0021-meta-tokens-and-authorization.md). It
+// wraps the store's own error.
+var ErrUnavailable = errors.New("metadata storage unavailable")
+
+// ErrNotEmpty reports a tenant that cannot be deleted because it still
+// owns repositories and the delete was not forced.
+var ErrNotEmpty = errors.New("tenant owns repositories")
 
 // ErrInvalidArgument reports any other malformed input (tenant kind, scope,
 // description), so an API can answer 400 without string matching.
@@ -149,9 +161,10 @@ func (s *Store) Log() *wal.Log { return s.log }
 const releaseTimeout = 30 * time.Second
 
 // HTTPStatus maps a metadata error to the one HTTP status that reports it
-// (DESIGN.md §6), so the git server and the REST API answer alike: 400
+// (docs/design.md §9), so the git server and the REST API answer alike: 400
 // invalid name or argument, 401 unauthenticated, 403 forbidden, 404 not
-// found, 409 exists. Anything else is 500; callers with their own errors
+// found, 409 exists or not empty, 503 storage unavailable. Anything else
+// is 500; callers with their own errors
 // (the log's, say) check those first.
 func HTTPStatus(err error) int {
 	switch {
@@ -165,8 +178,10 @@ func HTTPStatus(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrExists):
+	case errors.Is(err, ErrExists), errors.Is(err, ErrNotEmpty):
 		return http.StatusConflict
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -64,7 +64,8 @@ func TestValidateName(t *testing.T) {
 	}{
 		{"alice", true},
 		{"Alice-Repo_1.x", true},
-		{".github", true},
+		{".github", false}, // the git router refuses a leading '.'
+		{".x", false},
 		{"a..b", true},
 		{"git", true},
 		{"x.gitx", true},
@@ -450,15 +451,18 @@ func TestAuthorizationMatrix(t *testing.T) {
 		for _, tt := range tests {
 			for name, w := range tt.want {
 				r := repos[name]
-				if got := s.CanRead(ctx, tt.p, r); got != w.read {
-					t.Errorf("%s CanRead(%s) = %v, want %v", tt.who, name, got, w.read)
+				if got, err := s.CanRead(ctx, tt.p, r); got != w.read || err != nil {
+					t.Errorf("%s CanRead(%s) = %v, %v; want %v", tt.who, name, got, err, w.read)
 				}
-				if got := s.CanWrite(ctx, tt.p, r); got != w.write {
-					t.Errorf("%s CanWrite(%s) = %v, want %v", tt.who, name, got, w.write)
+				if got, err := s.CanWrite(ctx, tt.p, r); got != w.write || err != nil {
+					t.Errorf("%s CanWrite(%s) = %v, %v; want %v", tt.who, name, got, err, w.write)
 				}
 			}
 		}
-		if s.CanWriteOwner(ctx, carolWrite, "acme") || !s.CanWriteOwner(ctx, bobWrite, "acme") || s.CanWriteOwner(ctx, bobRead, "acme") {
+		carolOK, _ := s.CanWriteOwner(ctx, carolWrite, "acme")
+		bobOK, _ := s.CanWriteOwner(ctx, bobWrite, "acme")
+		bobReadOK, _ := s.CanWriteOwner(ctx, bobRead, "acme")
+		if carolOK || !bobOK || bobReadOK {
 			t.Error("CanWriteOwner disagrees with CanWrite")
 		}
 	})

@@ -15,14 +15,18 @@ const MaxNameLen = 100
 //     backslashes, spaces, control bytes, non-ASCII such as homoglyphs or
 //     full-width dots) is refused, so no name can traverse or look like
 //     another;
-//   - not "." or "..", which are path traversal;
-//   - not starting with "-", so a name can never be taken for a command-line
-//     flag by git or the admin CLI;
+//   - not starting with "." (so never "." or "..", which are path
+//     traversal, nor a hidden file or directory name in a cache or a
+//     store), and not with "-", so a name can never be taken for a
+//     command-line flag by git or the admin CLI;
 //   - not ending in ".git" (any case): "owner/x.git" in a URL means the
 //     repository "x", so a repository literally named "x.git" would be
 //     unreachable. Lookups strip one ".git" suffix instead (see Store.Repo).
 //
 // Names are case-insensitive; ValidateName does not change case.
+//
+// The git router (githttp) accepts a path segment only if ValidateName
+// does, so every name that can be created can also be reached over git.
 func ValidateName(name string) error {
 	if name == "" || len(name) > MaxNameLen {
 		return fmt.Errorf("%w: %q: must be 1..%d characters", ErrInvalidName, name, MaxNameLen)
@@ -34,11 +38,8 @@ func ValidateName(name string) error {
 			return fmt.Errorf("%w: %q: only ASCII letters, digits, '.', '_' and '-' are allowed", ErrInvalidName, name)
 		}
 	}
-	if name == "." || name == ".." {
-		return fmt.Errorf("%w: %q is reserved", ErrInvalidName, name)
-	}
-	if name[0] == '-' {
-		return fmt.Errorf("%w: %q: must not start with '-'", ErrInvalidName, name)
+	if name[0] == '.' || name[0] == '-' {
+		return fmt.Errorf("%w: %q: must not start with %q", ErrInvalidName, name, name[0])
 	}
 	if hasGitSuffix(name) {
 		return fmt.Errorf("%w: %q: must not end in \".git\"", ErrInvalidName, name)

@@ -75,6 +75,11 @@ type tokenRecord struct {
 	Scope       Scope     `json:"scope"`
 	CreatedAt   time.Time `json:"created_at"`
 	Description string    `json:"description,omitempty"`
+	// TenantCreated is the creation time of the tenant the token was
+	// minted for: a tenant deleted and created again under the same name
+	// is a different tenant, and Authenticate refuses the old one's
+	// tokens. Zero in tokens minted before it was recorded.
+	TenantCreated time.Time `json:"tenant_created,omitzero"`
 }
 
 // tokenIDRecord indexes a token by tenant and id. It carries the hash (not

@@ -91,7 +91,7 @@ func (s *Store) CreateToken(ctx context.Context, tenant string, scope Scope, des
 	}
 	plaintext := TokenPrefix + tokenEncoding().EncodeToString(raw[:])
 	hash := hashToken(plaintext)
-	rec := tokenRecord{V: recordVersion, ID: s.newID(), Tenant: t.Name, Scope: scope, CreatedAt: s.now(), Description: description}
+	rec := tokenRecord{V: recordVersion, ID: s.newID(), Tenant: t.Name, Scope: scope, CreatedAt: s.now(), Description: description, TenantCreated: t.CreatedAt}
 
 	// The id record first: a crash between the two writes then leaves a
 	// token that cannot authenticate, never one that cannot be revoked.
@@ -106,10 +106,13 @@ func (s *Store) CreateToken(ctx context.Context, tenant string, scope Scope, des
 	return plaintext, rec.token(), nil
 }
 
-// Authenticate resolves a presented plaintext token with one GET keyed by
-// its hash. Malformed, unknown and revoked tokens all report
-// ErrUnauthenticated; a storage failure is returned as such, so the server
-// can answer 500 rather than wrongly telling a client its token is bad.
+// Authenticate resolves a presented plaintext token: one GET keyed by its
+// hash, and one of its tenant's record, so that deleting a tenant stops
+// its tokens on every node at once, whatever became of the token records
+// (see DeleteTenant). Malformed, unknown and revoked tokens, and tokens of
+// a deleted tenant, all report ErrUnauthenticated; a storage failure is
+// returned wrapping ErrUnavailable, so the server answers 503 rather than
+// wrongly telling a client its token is bad.
 func (s *Store) Authenticate(ctx context.Context, plaintext string) (Principal, error) {
 	if !wellFormed(plaintext) {
 		return Principal{}, fmt.Errorf("%w: malformed token", ErrUnauthenticated)
@@ -119,10 +122,24 @@ func (s *Store) Authenticate(ctx context.Context, plaintext string) (Principal, 
 		if errors.Is(err, objstore.ErrNotFound) {
 			return Principal{}, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
 		}
-		return Principal{}, fmt.Errorf("authenticate: %w", err)
+		return Principal{}, fmt.Errorf("authenticate: %w", unavailable(err))
 	}
 	if !rec.Scope.Valid() {
 		return Principal{}, fmt.Errorf("%w: token has no valid scope", ErrUnauthenticated)
+	}
+	tk, err := canon(rec.Tenant)
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: token names no valid tenant", ErrUnauthenticated)
+	}
+	var t tenantRecord
+	if _, err := s.getRecord(ctx, tenantKey(tk), &t); err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return Principal{}, fmt.Errorf("%w: the token's tenant was deleted", ErrUnauthenticated)
+		}
+		return Principal{}, fmt.Errorf("authenticate: %w", unavailable(err))
+	}
+	if !rec.TenantCreated.IsZero() && !rec.TenantCreated.Equal(t.CreatedAt) {
+		return Principal{}, fmt.Errorf("%w: the token's tenant was deleted", ErrUnauthenticated)
 	}
 	return Principal{Tenant: rec.Tenant, TokenID: rec.ID, Scope: rec.Scope}, nil
 }

@@ -1,5 +1,5 @@
 // Package repocache materializes repositories from the write-ahead log
-// into bare git repositories on local disk (DESIGN.md §2, "Reading").
+// into bare git repositories on local disk (docs/design.md §5, "The node cache").
 //
 // The cache is only ever a function of the log: before serving a read or
 // validating a push, a caller asks Materialize to bring a repository

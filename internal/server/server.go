@@ -218,6 +218,16 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	})
 }
 
+// gitAuthError translates a metadata failure for githttp: a storage
+// outage becomes githttp.ErrUnavailable (503), anything else stays a
+// server error.
+func gitAuthError(what string, err error) error {
+	if errors.Is(err, meta.ErrUnavailable) {
+		return fmt.Errorf("%s: %w: %w", what, githttp.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // metaAuth adapts the metadata store to what the git transport needs.
 type metaAuth struct{ m *meta.Store }
 
@@ -229,7 +239,7 @@ func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (git
 			return githttp.Access{}, githttp.ErrUnauthenticated
 		}
 		if err != nil {
-			return githttp.Access{}, fmt.Errorf("authenticate: %w", err)
+			return githttp.Access{}, gitAuthError("authenticate", err)
 		}
 		p = &pr
 	}
@@ -240,7 +250,15 @@ func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (git
 	if err != nil {
 		return githttp.Access{}, fmt.Errorf("resolve %s/%s: %w", owner, name, err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: a.m.CanRead(ctx, p, r), Write: a.m.CanWrite(ctx, p, r)}
+	read, err := a.m.CanRead(ctx, p, r)
+	if err != nil {
+		return githttp.Access{}, gitAuthError("authorize read", err)
+	}
+	write, err := a.m.CanWrite(ctx, p, r)
+	if err != nil {
+		return githttp.Access{}, gitAuthError("authorize write", err)
+	}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write}
 	if p != nil {
 		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
 	}

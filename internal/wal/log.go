@@ -6,7 +6,7 @@
 // becomes real at exactly one point: the compare-and-swap of the index that
 // appends its entry as a layer. There is no lock service; concurrent
 // pushers race the CAS and the losers re-validate and retry. See
-// DESIGN.md §2 for the protocol this package implements.
+// docs/design.md §3 (the log) and §4 (the commit point) for what this package implements.
 package wal
 
 import (
@@ -43,7 +43,7 @@ type Log struct {
 }
 
 // Options tune the commit loop. The zero value means the defaults of
-// DESIGN.md §2.
+// docs/design.md §4.2.
 type Options struct {
 	// MaxAttempts bounds index CAS attempts per commit (default 8).
 	MaxAttempts int
@@ -212,7 +212,7 @@ type Result struct {
 }
 
 // Commit appends a push to the repository's log: PUT the entry, then
-// CAS it into the index (DESIGN.md §2, "The commit point of a push").
+// CAS it into the index (docs/design.md §4, "The commit point").
 //
 // Errors: *NonFastForwardError or *RefConflictError when a transition no
 // longer applies (final), ErrContention after MaxAttempts lost CASes,

@@ -135,21 +135,10 @@ func newTestStore(t *testing.T, endpoint string, cfg Config) *Store {
 }
 
 // TestConformance runs the shared objstore suite against gofakes3, one fresh
-// bucket per subtest.
-//
-// Two subtests are expected to fail here, through no fault of this backend;
-// see docs/adr/0004-s3-store.md:
-//
-//   - Conditional, at "PutIfMatch after rewrite of equal bytes". S3's ETag
-//     for a single-part PUT is the MD5 of the bytes, so rewriting equal
-//     bytes keeps the ETag and a later If-Match on it succeeds. AWS S3,
-//     MinIO, R2 and gofakes3 all behave so; no client can change it.
-//     TestConditionalAfterDelete covers the checks after that point.
-//   - Linearizable, when porcupine's 20 s budget runs out (result Unknown,
-//     not Illegal) on 32 fully overlapping clients of a networked store.
-//
-// No fault-injecting wrapper hides either: both are properties of S3 or of
-// the checker, and a wrapper would test the wrapper.
+// bucket per subtest. The whole suite passes. S3's ETag for a single-part PUT
+// is the MD5 of the bytes, so rewriting equal bytes keeps it; the suite's
+// Conditional test therefore rewrites different bytes (see
+// docs/adr/0004-s3-store.md).
 func TestConformance(t *testing.T) {
 	endpoint := startChildFake(t)
 	var n atomic.Int64
@@ -346,9 +335,8 @@ func TestPutIfMatchEmptyETag(t *testing.T) {
 	}
 }
 
-// TestConditionalAfterDelete covers the tail of the suite's Conditional test,
-// which never runs against gofakes3 because the suite stops earlier, at its
-// equal-bytes rewrite check (see TestConformance).
+// TestConditionalAfterDelete checks conditional puts after a delete (as the
+// tail of the suite's Conditional test does) against an in-process gofakes3.
 func TestConditionalAfterDelete(t *testing.T) {
 	ctx := context.Background()
 	endpoint := startFake(t, nil)
