@@ -46,7 +46,7 @@ func waitBlockedIn(t *testing.T, fn string) {
 // repository is in flight (it has read the index and is indexing a
 // layer), a commit lands and returns, and then a read starts. That read
 // must see the commit: it may not join the flight in progress, whose
-// index is older than the commit (DESIGN.md §2, "Reading"; the slot
+// index is older than the commit (docs/design.md §5.4; the slot
 // comment in repocache.go).
 func TestMaterializeFreshDuringFlight(t *testing.T) {
 	const repo = "fresh"
