@@ -116,6 +116,9 @@ type Report struct {
 	// than the grace period or their tombstone is within retention, or
 	// because their log has no index and no name.
 	Kept int
+	// NamesUnknown reports that Live found no names at all, so orphan
+	// logs were not collected (see ErrNoNames).
+	NamesUnknown bool
 }
 
 // Collector runs garbage collection on one object store.
@@ -170,7 +173,12 @@ func (c *Collector) Run(ctx context.Context) (Report, error) {
 		// Names are read before the listing: a log named later is either
 		// younger than the grace period or was named long before.
 		var err error
-		if live, err = c.opts.Live(ctx); err != nil {
+		live, err = c.opts.Live(ctx)
+		switch {
+		case errors.Is(err, ErrNoNames):
+			live = nil // collect as if names were unknown
+			rep.NamesUnknown = true
+		case err != nil:
 			return rep, fmt.Errorf("gc: read repository names: %w", err)
 		}
 	}
