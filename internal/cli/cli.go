@@ -33,6 +33,7 @@ func commands() map[string]command {
 		"token":  {"manage access tokens: create, list, revoke", runToken},
 		"repo":   {"manage repositories: create, list, delete, fork, visibility", runRepo},
 		"coord":  {"coordination store admin: repair-counters, gc", runCoord},
+		"gc":     {"delete log objects nothing references: gc [--dry-run] [--grace 24h]", runGC},
 	}
 }
 
