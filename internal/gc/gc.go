@@ -197,7 +197,6 @@ func (c *Collector) Run(ctx context.Context) (Report, error) {
 			return nil
 		}
 		err := c.collectLog(ctx, cur, group, live, markers, &rep)
-		delete(markers, cur)
 		group = group[:0]
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -344,6 +343,10 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 	if len(ents) == 0 {
 		return nil // nothing to reclaim: an index alone is never collected
 	}
+	// A marker outlives its log's leftovers only until the end of the
+	// run (Run deletes the ones left in the map).
+	seen, marked := markers[repo]
+	delete(markers, repo)
 	x, etag, err := c.log.ReadIndex(ctx, repo)
 	if err != nil {
 		return fmt.Errorf("gc: %s: %w", repo, err)
@@ -358,7 +361,7 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 		rep.Skipped++
 		return nil
 	case x.Deleted:
-		return c.collectTombstoned(ctx, repo, ents, markers, now, rep)
+		return c.collectTombstoned(ctx, repo, ents, seen, marked, now, rep)
 	case live != nil && !live[repo]:
 		if age, ok := idAge(repo, now); ok && age > c.opts.Grace {
 			return c.collectOrphanLog(ctx, repo, ents, rep)
@@ -420,12 +423,12 @@ func (c *Collector) collectOrphanLog(ctx context.Context, repo string, ents []en
 }
 
 // collectTombstoned removes what is left under a tombstoned log once GC
-// has known about the tombstone for the retention period. A tombstone
+// has known about the tombstone for the retention period (seen is when
+// it first did, if marked). A tombstone
 // references nothing and never changes, so nothing under it can become
 // referenced again.
-func (c *Collector) collectTombstoned(ctx context.Context, repo string, ents []entry, markers map[string]time.Time, now time.Time, rep *Report) error {
-	seen, ok := markers[repo]
-	if !ok {
+func (c *Collector) collectTombstoned(ctx context.Context, repo string, ents []entry, seen time.Time, marked bool, now time.Time, rep *Report) error {
+	if !marked {
 		rep.Kept += len(ents)
 		if c.opts.DryRun {
 			return nil

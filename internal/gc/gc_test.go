@@ -726,3 +726,74 @@ func TestCompactedLogIsLeftAlone(t *testing.T) {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
 }
+
+// TestRetentionMarker: GC starts a tombstone's retention when it first
+// sees leftovers, deletes them only after it, and drops a marker whose
+// leftovers went some other way, so a later leftover gets a full
+// retention again.
+func TestRetentionMarker(t *testing.T) {
+	ctx := context.Background()
+	h := newHistory(t, memstore.New(), 5)
+	id := h.newID()
+	h.named[id] = true
+	h.push(ctx, id, false)
+	h.push(ctx, id, false)
+	h.store.arm(func(op, key string) bool { return op == "delete" })
+	if err := h.log.Delete(ctx, id); err == nil {
+		t.Fatal("purge did not die")
+	}
+	h.store.arm(nil)
+	delete(h.named, id)
+	run := func() gc.Report {
+		t.Helper()
+		rep, err := gc.New(h.store, gc.Options{Now: h.clk.Now, Retention: retention, Live: h.live}).Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	left := func() int { return len(entriesOf(t, h.store, id)) }
+	n := left()
+	if n < 2 {
+		t.Fatalf("%d leftovers", n)
+	}
+	if rep := run(); rep.Objects != 0 || left() != n {
+		t.Fatalf("first sighting deleted: %+v", rep)
+	}
+	h.clk.Advance(retention - time.Minute)
+	if rep := run(); rep.Objects != 0 || left() != n {
+		t.Fatalf("deleted within retention: %+v", rep)
+	}
+	h.clk.Advance(2 * time.Minute)
+	if rep := run(); rep.Objects != n || left() != 0 {
+		t.Fatalf("kept past retention: %+v", rep)
+	}
+	if _, ok := listAll(t, h.store)[gc.MarkerKey(id)]; ok {
+		t.Fatal("marker kept after its leftovers went")
+	}
+
+	// A marker whose leftovers someone else removed is dropped.
+	if _, err := h.store.Put(ctx, wal.EntryKey(id, ulid.MustNew(ulid.Timestamp(h.clk.Now()), h.ids)), strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	for _, k := range entriesOf(t, h.store, id) {
+		if err := h.store.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if _, ok := listAll(t, h.store)[gc.MarkerKey(id)]; ok {
+		t.Fatal("stale marker kept")
+	}
+}
+
+func entriesOf(t *testing.T, s objstore.Store, id string) []string {
+	var out []string
+	for k := range listAll(t, s) {
+		if strings.HasPrefix(k, "repos/"+id+"/entries/") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
