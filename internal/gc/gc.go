@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,9 @@ type Options struct {
 	DryRun bool
 	// Concurrency bounds parallel deletes (default DefaultConcurrency).
 	Concurrency int
+	// BatchSize is how many unreferenced objects of one log are deleted
+	// between two reads of its index (default 1000).
+	BatchSize int
 	// PageSize is the List page size (default objstore.ListPageSize);
 	// tests lower it to exercise pagination.
 	PageSize int
@@ -141,6 +145,9 @@ func New(store objstore.Store, opts Options) *Collector {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1000
 	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = objstore.ListPageSize
@@ -395,7 +402,41 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 		}
 		doomed = append(doomed, Object{Key: e.Key, Size: e.Size, Reason: Unreferenced})
 	}
-	return c.remove(ctx, doomed, rep)
+	return c.removeUnreferenced(ctx, repo, doomed, rep)
+}
+
+// removeUnreferenced deletes doomed in batches of BatchSize. Before every
+// batch after the first it reads the index again and spares anything it
+// now references, so a log with many orphans is never judged from an
+// index read long before the delete.
+func (c *Collector) removeUnreferenced(ctx context.Context, repo string, doomed []Object, rep *Report) error {
+	for start := 0; start < len(doomed); start += c.opts.BatchSize {
+		batch := doomed[start:min(start+c.opts.BatchSize, len(doomed))]
+		if start > 0 {
+			x, _, err := c.log.ReadIndex(ctx, repo)
+			if err != nil {
+				return fmt.Errorf("gc: %s: %w", repo, err)
+			}
+			if x.Deleted || x.CompactedThroughSeq > 0 {
+				return nil // changed under us: the next run decides
+			}
+			referenced := make(map[string]bool, 2*len(x.Layers))
+			for _, k := range x.ReferencedKeys(repo) {
+				referenced[k] = true
+			}
+			batch = slices.DeleteFunc(slices.Clone(batch), func(o Object) bool {
+				if referenced[o.Key] {
+					rep.Kept++
+					return true
+				}
+				return false
+			})
+		}
+		if err := c.remove(ctx, batch, rep); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // collectOrphanLog tombstones a log no name points at and purges it. The

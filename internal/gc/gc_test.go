@@ -362,7 +362,7 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 	var deleted []string
 	rep, err := gc.New(h.store, gc.Options{
 		Grace: grace, Retention: retention, Now: h.clk.Now, PageSize: pageSize,
-		Concurrency: 3, Live: h.live,
+		Concurrency: 3, BatchSize: 2, Live: h.live,
 		OnObject: func(o gc.Object) {
 			deleted = append(deleted, o.Key)
 			h.reasons[o.Reason]++
@@ -796,4 +796,78 @@ func entriesOf(t *testing.T, s objstore.Store, id string) []string {
 		}
 	}
 	return out
+}
+
+// deleteHookStore runs a hook once, before the first Delete.
+type deleteHookStore struct {
+	objstore.Store
+	once sync.Once
+	hook func(key string)
+}
+
+func (s *deleteHookStore) Delete(ctx context.Context, key string) error {
+	s.once.Do(func() { s.hook(key) })
+	return s.Store.Delete(ctx, key)
+}
+
+// TestBatchesRereadIndex: between two batches of deletes GC reads the
+// index again, and spares an orphan that a CAS referenced meanwhile.
+func TestBatchesRereadIndex(t *testing.T) {
+	ctx := context.Background()
+	h := newHistory(t, memstore.New(), 3)
+	const repo = "r1"
+	h.named[repo] = true
+	h.push(ctx, repo, false)
+	packs := map[string]string{}
+	for i := 0; i < 2; i++ {
+		x, _, err := h.log.ReadIndex(ctx, repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pack := fmt.Sprintf("orphan %d", i)
+		h.store.arm(func(op, key string) bool { return op == "cas" })
+		res, err := h.log.Commit(ctx, repo, wal.Push{
+			Transitions: []wal.Transition{{Ref: "refs/heads/b9", Old: wal.ZeroID, New: x.Refs[0].ID}},
+			Pack:        strings.NewReader(pack), PackSize: int64(len(pack)),
+		})
+		h.store.arm(nil)
+		if err == nil {
+			t.Fatal("crashed commit landed")
+		}
+		packs[wal.EntryKey(repo, res.ULID)] = pack
+	}
+	h.clk.Advance(2 * grace)
+	var rescued string
+	ds := &deleteHookStore{Store: h.store, hook: func(first string) {
+		// A writer references the other orphan while GC deletes the first.
+		for k, pack := range packs {
+			if k == first {
+				continue
+			}
+			rescued = k
+			x, etag, err := h.log.ReadIndex(ctx, repo)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			id := ulid.MustParse(strings.TrimSuffix(strings.TrimPrefix(k, "repos/"+repo+"/entries/"), ".pack"))
+			x.Seq++
+			x.Layers = append(x.Layers, wal.Layer{ULID: id, SHA256: sha256.Sum256([]byte(pack)), Size: int64(len(pack))})
+			b, err := x.MarshalBinary()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := h.store.PutIfMatch(ctx, wal.IndexKey(repo), bytes.NewReader(b), int64(len(b)), etag); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	rep, err := gc.New(ds, gc.Options{Now: h.clk.Now, Live: h.live, BatchSize: 1, Concurrency: 1}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listAll(t, h.store)[rescued]; !ok || rep.Objects != 1 {
+		t.Fatalf("orphan referenced between batches was deleted (report %+v)", rep)
+	}
 }
