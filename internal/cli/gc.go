@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -71,6 +72,14 @@ func runGC(ctx context.Context, env *Env, args []string) error {
 			}
 		},
 	}).Run(ctx)
+	if l.cfg.S3.Bucket == "" {
+		// The filesystem store's interrupted writes (docs/adr/0040).
+		n, size, terr := gc.SweepTemps(filepath.Join(l.cfg.DataDir, "objects", "tmp"), *grace, time.Now(), *dry,
+			func(path string, size int64) { fmt.Fprintf(env.Stdout, "%s temporary %s %d bytes\n", verb, path, size) })
+		rep.Objects += n
+		rep.Bytes += size
+		err = errors.Join(err, terr)
+	}
 	if rep.NamesUnknown {
 		fmt.Fprintln(env.Stdout, "note: the store holds no repository names, so no log was taken for an orphan")
 	}

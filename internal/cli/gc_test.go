@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +64,14 @@ func TestGCDryRun(t *testing.T) {
 	if err := old.Fork(ctx, id, orphan); err != nil {
 		t.Fatal(err)
 	}
+	// A write the filesystem store never finished, two days ago.
+	tmp := filepath.Join(dir, "objects", "tmp", "put-123")
+	if err := os.WriteFile(tmp, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, past, past); err != nil {
+		t.Fatal(err)
+	}
 	before := listKeys(t, objects)
 
 	r := ghost(t, dir, "gc", "--dry-run")
@@ -101,16 +110,21 @@ func TestGCDryRun(t *testing.T) {
 		total += n
 		want = append(want, fmt.Sprintf("would delete %s %d bytes (%s)", l.key, n, l.reason))
 	}
-	want = append(want, fmt.Sprintf("would delete 3 objects, %d bytes; 1 orphan logs; 2 logs listed; kept 1 unreferenced objects within grace or retention", total))
+	want = append(want, fmt.Sprintf("would delete temporary %s 4 bytes", tmp))
+	total += 4
+	want = append(want, fmt.Sprintf("would delete 4 objects, %d bytes; 1 orphan logs; 2 logs listed; kept 1 unreferenced objects within grace or retention", total))
 	if got := strings.TrimSpace(r.stdout); got != strings.Join(want, "\n") {
 		t.Fatalf("dry run printed\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 	}
 	if after := listKeys(t, objects); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("dry run changed the store:\n%v\n%v", before, after)
 	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("dry run removed the temporary: %v", err)
+	}
 
 	out = mustGhost(t, dir, "gc")
-	if !strings.Contains(out, fmt.Sprintf("deleted 3 objects, %d bytes", total)) {
+	if !strings.Contains(out, fmt.Sprintf("deleted 4 objects, %d bytes", total)) {
 		t.Fatalf("gc printed\n%s", out)
 	}
 	if out := mustGhost(t, dir, "gc", "--dry-run"); !strings.Contains(out, "would delete 0 objects, 0 bytes; 0 orphan logs") {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math/rand"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -869,5 +871,44 @@ func TestBatchesRereadIndex(t *testing.T) {
 	}
 	if _, ok := listAll(t, h.store)[rescued]; !ok || rep.Objects != 1 {
 		t.Fatalf("orphan referenced between batches was deleted (report %+v)", rep)
+	}
+}
+
+// TestSweepTemps: leftover temporaries of the filesystem store older than
+// the grace period go; recent ones and other files stay.
+func TestSweepTemps(t *testing.T) {
+	root := t.TempDir()
+	s, err := fsstore.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(context.Background(), "repos/r/index", strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "tmp")
+	now := time.Now()
+	for name, age := range map[string]time.Duration{"put-old": 48 * time.Hour, "put-new": time.Minute, "other": 48 * time.Hour} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, _, err := gc.SweepTemps(dir, grace, now, true, nil)
+	if err != nil || n != 1 {
+		t.Fatalf("dry run: %d, %v", n, err)
+	}
+	n, size, err := gc.SweepTemps(dir, grace, now, false, nil)
+	if err != nil || n != 1 || size != int64(len("partial")) {
+		t.Fatalf("sweep: %d %d, %v", n, size, err)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 2 {
+		t.Fatalf("left %v", left)
+	}
+	if _, ok := listAll(t, s)["repos/r/index"]; !ok {
+		t.Fatal("an object went")
 	}
 }
