@@ -46,6 +46,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newTokenCmd(env),
 		newRepoCmd(env),
 		newCoordCmd(env),
+		newGCCmd(env),
 		newVersionCmd(env),
 	)
 	root.Long = `ghost is a git server whose repositories live in object storage.

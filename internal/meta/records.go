@@ -3,6 +3,8 @@ package meta
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +32,27 @@ func tokenKey(hashHex string) string    { return tokensPrefix + hashHex }
 func tokenIDKey(t, id string) string    { return tokenIDsPrefix + t + "/" + strings.ToLower(id) }
 func repoKey(owner, name string) string { return reposPrefix + owner + "/" + name }
 
+// stamp is embedded in every record. Nonce is a random value the record's
+// creator writes and nothing else reads: after a PutIfAbsent whose outcome
+// is unknown (or a store that broke its promise and reported a lost race
+// for a write that landed), the creator reads the record back and knows it
+// as its own by the nonce, rather than telling itself "already exists"
+// (docs/adr/0006-write-outcomes.md). Records written before it have none.
+type stamp struct {
+	Nonce string `json:"nonce,omitempty"`
+}
+
+func (s *stamp) setNonce(n string) { s.Nonce = n }
+func (s *stamp) nonce() string     { return s.Nonce }
+
+// stamped is a record createRecord can write: one that embeds stamp.
+type stamped interface {
+	setNonce(string)
+	nonce() string
+}
+
 type tenantRecord struct {
+	stamp
 	V         int       `json:"v"`
 	Name      string    `json:"name"`
 	Kind      string    `json:"kind"`
@@ -38,6 +60,7 @@ type tenantRecord struct {
 }
 
 type memberRecord struct {
+	stamp
 	V       int       `json:"v"`
 	Org     string    `json:"org"`
 	User    string    `json:"user"`
@@ -45,6 +68,7 @@ type memberRecord struct {
 }
 
 type tokenRecord struct {
+	stamp
 	V           int       `json:"v"`
 	ID          string    `json:"id"`
 	Tenant      string    `json:"tenant"`
@@ -66,6 +90,7 @@ type tokenIDRecord struct {
 }
 
 type repoRecord struct {
+	stamp
 	V          int       `json:"v"`
 	ID         string    `json:"id"`
 	Owner      string    `json:"owner"`
@@ -128,19 +153,51 @@ func encodeRecord(v any) ([]byte, error) {
 
 // createRecord writes v at key only if the key is absent: ErrExists when
 // it is not. It returns the new ETag.
-func (s *Store) createRecord(ctx context.Context, key string, v any) (string, error) {
+//
+// v gets a fresh nonce first. When the PutIfAbsent fails, by a lost race
+// or with an unknown outcome, the record at key is read back: our nonce
+// means the write applied (success), another means a rival's record
+// (ErrExists), and no record means ours has not applied, so the same bytes
+// are sent again; of those copies at most one can apply, being
+// conditional on absence. If the outcome cannot be learned the error
+// matches objstore.ErrOutcomeUnknown, never ErrExists.
+func (s *Store) createRecord(ctx context.Context, key string, v stamped) (string, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("write %s: nonce: %w", key, err)
+	}
+	v.setNonce(hex.EncodeToString(raw[:]))
 	b, err := encodeRecord(v)
 	if err != nil {
 		return "", err
 	}
-	info, err := s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-	if errors.Is(err, objstore.ErrPreconditionFailed) {
-		return "", fmt.Errorf("%s: %w", key, ErrExists)
+	var lastErr error
+	for attempt := 0; attempt < maxCASAttempts; attempt++ {
+		info, err := s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+		if err == nil {
+			return info.ETag, nil
+		}
+		lastErr = err
+		var cur stamp
+		etag, rerr := s.getRecord(ctx, key, &cur)
+		switch {
+		case rerr == nil && cur.Nonce == v.nonce():
+			return etag, nil
+		case rerr == nil:
+			return "", fmt.Errorf("%s: %w", key, ErrExists)
+		case !errors.Is(rerr, objstore.ErrNotFound):
+			lastErr = fmt.Errorf("%w (and reading it back: %v)", err, rerr)
+		}
+		// Absent: our write has not applied (or a rival's was deleted
+		// again). Try again, unless the caller gave up.
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if err != nil {
-		return "", fmt.Errorf("write %s: %w", key, err)
+	if errors.Is(lastErr, objstore.ErrOutcomeUnknown) {
+		return "", fmt.Errorf("write %s: %w", key, lastErr)
 	}
-	return info.ETag, nil
+	return "", fmt.Errorf("write %s: %w: %w", key, objstore.ErrOutcomeUnknown, lastErr)
 }
 
 // replaceRecord writes v at key only if its ETag is still etag. A lost

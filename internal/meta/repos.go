@@ -67,11 +67,30 @@ func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (str
 	if !cur.Deleted {
 		return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
 	}
-	etag, err = s.replaceRecord(ctx, key, rec, curTag)
-	if errors.Is(err, objstore.ErrPreconditionFailed) {
-		return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
+	// Replace the tombstone. If that fails, the record tells what
+	// happened, as in createRecord: our nonce means it applied; the same
+	// tombstone means it did not, and the same conditional write is sent
+	// again (at most one copy can apply); anything else is a rival's.
+	for attempt := 0; ; attempt++ {
+		etag, err := s.replaceRecord(ctx, key, rec, curTag)
+		if err == nil {
+			return etag, nil
+		}
+		var now repoRecord
+		nowTag, rerr := s.getRecord(ctx, key, &now)
+		switch {
+		case rerr == nil && now.Nonce == rec.Nonce:
+			return nowTag, nil
+		case rerr == nil && nowTag == curTag && attempt+1 < maxCASAttempts && ctx.Err() == nil:
+			continue
+		case rerr == nil && nowTag != curTag, errors.Is(rerr, objstore.ErrNotFound):
+			return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
+		}
+		if errors.Is(err, objstore.ErrOutcomeUnknown) {
+			return "", err
+		}
+		return "", fmt.Errorf("%w: %w", objstore.ErrOutcomeUnknown, err)
 	}
-	return etag, err
 }
 
 // CreateRepo creates an empty repository under an existing tenant, with a

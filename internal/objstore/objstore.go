@@ -26,7 +26,27 @@ var ErrNotFound = errors.New("object not found")
 // key present. S3 says this three ways (412, 409 ConditionalRequestConflict,
 // 404 on If-Match against a missing key); every backend reports all of them
 // as this one error so the log's retry loop has a single thing to branch on.
+//
+// It is a promise, like database/sql/driver.ErrBadConn: a backend returns it
+// only when the write certainly did not apply and never will. A backend that
+// retries a conditional put on its own cannot keep that promise (the first
+// try may have landed and the retry then fails its own precondition), so
+// conditional puts are sent exactly once. See docs/adr/0006-write-outcomes.md.
 var ErrPreconditionFailed = errors.New("precondition failed")
+
+// ErrOutcomeUnknown reports a write that may or may not have applied: the
+// request failed in a way (a transport error, a timeout, a 5xx answer, a
+// cancelled context after the request went out) that does not say whether
+// the store acted on it. Backends wrap it together with the cause, so
+// callers test with errors.Is.
+//
+// A caller that must know the outcome re-reads the object; one that cannot
+// must not act as if the write failed (for example, delete what the write
+// would have referenced). Callers should treat every write error other than
+// ErrPreconditionFailed, ErrInvalidKey and a size mismatch as possibly
+// applied, whether or not it is marked with this error: backends mark what
+// they know, and a misconfigured or unusual server may surprise them.
+var ErrOutcomeUnknown = errors.New("write outcome unknown: it may have applied")
 
 // ErrInvalidKey reports a key that no backend may store: empty, absolute,
 // containing "." or ".." segments, empty segments, or control bytes.
@@ -44,6 +64,14 @@ type Info struct {
 // concurrent use, and their conditional puts must be linearizable: of any
 // set of racing PutIfMatch/PutIfAbsent calls presenting the same ETag (or
 // absence), at most one succeeds.
+//
+// Write outcomes (docs/adr/0006-write-outcomes.md): a nil error means the
+// write applied. ErrPreconditionFailed from a conditional put means it
+// certainly did not apply, and no copy of the request will apply later;
+// so a conditional put is never retried below this interface, because a
+// retry of a put that landed fails its own precondition. Any other write
+// error may hide an applied write; backends mark the cases they cannot
+// rule out with ErrOutcomeUnknown.
 type Store interface {
 	// Get opens the whole object. The caller closes the reader.
 	Get(ctx context.Context, key string) (io.ReadCloser, Info, error)
@@ -55,8 +83,10 @@ type Store interface {
 	// r is streamed, never buffered whole.
 	Put(ctx context.Context, key string, r io.Reader, size int64) (Info, error)
 	// PutIfMatch replaces the object only if its current ETag is etag.
+	// ErrPreconditionFailed means it certainly did not; see Store.
 	PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (Info, error)
 	// PutIfAbsent creates the object only if the key does not exist.
+	// ErrPreconditionFailed means it certainly did not; see Store.
 	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (Info, error)
 	// Delete removes the object. Deleting a missing key is not an error,
 	// matching S3.

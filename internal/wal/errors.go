@@ -10,6 +10,15 @@ import (
 // Nothing was committed; the client should retry the push.
 var ErrContention = errors.New("repository is busy: too many concurrent pushes, retry")
 
+// ErrOutcomeUnknown means an index write was sent but its outcome could
+// not be learned: the store stopped answering, or the context ended, while
+// the write may still apply. The push may or may not be committed; its
+// entry is kept (deleting it could corrupt the log), and re-reading the
+// refs tells. It is distinct from objstore.ErrOutcomeUnknown, which is
+// about one object's write: a commit whose entry PUT was ambiguous
+// certainly did not commit. See docs/adr/0006-write-outcomes.md.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the push may have been committed")
+
 // ErrRepoDeleted means the repository carries a tombstone. It reads as
 // absent, and no push can land on it.
 var ErrRepoDeleted = errors.New("repository deleted")

@@ -217,10 +217,13 @@ type Result struct {
 // Errors: *NonFastForwardError or *RefConflictError when a transition no
 // longer applies (final), ErrContention after MaxAttempts lost CASes,
 // ErrRepoDeleted for a tombstoned repository, *InvalidError for a bad
-// request. On those definite rejections the entry is deleted. Any other
-// error leaves the outcome unknown only if the index PUT itself failed
-// ambiguously on the last attempt; the entry is then left for garbage
-// collection.
+// request, or a storage error. On all of those the push certainly did not
+// commit and its entry is deleted. ErrOutcomeUnknown means Commit could
+// not learn whether its index write applied (the store stopped answering,
+// or the context ended while a write was unanswered); the entry is then
+// kept, because the log may reference it, and left for garbage collection
+// if it does not. A nil error means the index references the entry. See
+// docs/adr/0006-write-outcomes.md.
 func (l *Log) Commit(ctx context.Context, repo string, p Push) (Result, error) {
 	if err := CheckRepoID(repo); err != nil {
 		return Result{}, err
@@ -258,15 +261,19 @@ func (l *Log) Commit(ctx context.Context, repo string, p Push) (Result, error) {
 		}
 	}
 
-	res, err := l.casLoop(ctx, repo, func(cur *Index) (*Index, error) {
+	res, state, err := l.casLoop(ctx, repo, func(cur *Index) (*Index, error) {
 		return apply(cur, ts, layer)
 	}, id)
 	res.ULID = id
-	if err != nil && definite(err) {
+	if state == notCommitted {
 		l.discard(key, PackIndexKey(repo, id))
 	}
 	return res, err
 }
+
+// discardAttempts bounds the deletes of one discarded object: a single
+// failed delete should not leave an orphan behind.
+const discardAttempts = 3
 
 // discard deletes objects of an entry that will never be referenced. It
 // runs on a fresh context: the caller's may be the reason we are
@@ -275,63 +282,218 @@ func (l *Log) discard(keys ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, k := range keys {
-		_ = l.store.Delete(ctx, k) // best effort: an orphan is garbage, not corruption
+		for try := 0; try < discardAttempts; try++ {
+			// Best effort: an orphan is garbage, not corruption.
+			if l.store.Delete(ctx, k) == nil {
+				break
+			}
+		}
 	}
 }
 
-// definite reports whether err means the push certainly did not commit.
-func definite(err error) bool {
-	var nff *NonFastForwardError
-	var rc *RefConflictError
-	return errors.As(err, &nff) || errors.As(err, &rc) || errors.Is(err, ErrContention) ||
-		errors.Is(err, ErrRepoDeleted) || errors.Is(err, ErrInvalid)
+// commitState is what a writer of the index knows about its own write
+// when the loop returns.
+type commitState int
+
+const (
+	// notCommitted: the index does not reference the write, and no
+	// request of ours can still make it do so.
+	notCommitted commitState = iota
+	// committed: the index references the write.
+	committed
+	// unknown: a write of ours may have applied, or may still apply.
+	unknown
+)
+
+// loop is the state of one casLoop: what it sent and what it learned.
+type loop struct {
+	repo   string
+	mine   ulid.ULID // the layer being committed; zero for tombstones
+	writes int       // index writes sent
+	// pending is set while an index write of ours has an unknown outcome
+	// (docs/adr/0006-write-outcomes.md). It was sent over the index at
+	// pendingSeq, so it can still land only while the index stays there:
+	// every write raises the seq, so once a read shows a higher seq without
+	// our layer, the pending write is dead.
+	pending    bool
+	pendingSeq uint64
+	contended  bool  // a write lost the CAS, or a pending one was overtaken
+	lastErr    error // the last failure, for the report
+}
+
+// observe folds a successfully read index into the loop state and reports
+// whether it already holds our layer.
+func (st *loop) observe(cur *Index) bool {
+	if st.mine != (ulid.ULID{}) && cur.HasLayer(st.mine) {
+		return true
+	}
+	if st.pending && cur.Seq > st.pendingSeq {
+		st.pending = false
+		st.contended = true
+	}
+	return false
+}
+
+// state reports what is known when the loop stops without having seen
+// its layer in a read that followed every answer.
+func (st *loop) state() commitState {
+	if st.pending {
+		return unknown
+	}
+	return notCommitted
+}
+
+// sent records the answer to an index write sent over cur.
+func (st *loop) sent(cur *Index, err error) {
+	st.writes++
+	st.lastErr = err
+	switch {
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		st.contended = true
+	default:
+		// Not a definite refusal: the write may have applied. Any error
+		// but a lost CAS is treated so, marked or not (objstore.Store).
+		st.pending, st.pendingSeq = true, cur.Seq
+	}
 }
 
 // casLoop runs the bounded optimistic loop shared by every index writer.
-// next builds the new index from the current one, or returns a final error.
-// When mine is non-zero, an index already holding that layer means an
-// earlier attempt landed, and the commit is reported as done.
-func (l *Log) casLoop(ctx context.Context, repo string, next func(*Index) (*Index, error), mine ulid.ULID) (Result, error) {
-	var lastErr error
+// next builds the new index from the current one, or returns a final error;
+// it must be deterministic, because a write with an unknown outcome is
+// resent as is. When mine is non-zero, an index already holding that layer
+// means an earlier attempt landed, and the commit is reported as done.
+//
+// The loop never writes without first reading the index and checking for
+// its own layer, so a write that landed unseen is found rather than
+// appended twice. When attempts run out, or the context ends, settle reads
+// the index once more before anything is reported.
+func (l *Log) casLoop(ctx context.Context, repo string, next func(*Index) (*Index, error), mine ulid.ULID) (Result, commitState, error) {
+	st := &loop{repo: repo, mine: mine}
 	for attempt := 0; attempt < l.opts.MaxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := l.opts.Sleep(ctx, l.backoff(attempt-1)); err != nil {
-				return Result{Attempts: attempt}, err
+				st.lastErr = err
+				break
 			}
 		}
 		cur, etag, err := l.ReadIndex(ctx, repo)
 		if err != nil {
-			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrInvalid) || ctx.Err() != nil {
-				return Result{Attempts: attempt}, err
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrInvalid) {
+				return Result{Attempts: st.writes}, unknownIfWritten(st), err
 			}
-			lastErr = err
+			st.lastErr = err
+			if ctx.Err() != nil {
+				break
+			}
 			continue
 		}
-		if mine != (ulid.ULID{}) && cur.HasLayer(mine) {
-			return Result{Seq: seqOf(cur, mine), Attempts: attempt}, nil
+		if st.observe(cur) {
+			return Result{Seq: seqOf(cur, mine), Attempts: st.writes}, committed, nil
 		}
 		if cur.Deleted {
-			return Result{Attempts: attempt}, fmt.Errorf("%s: %w", repo, ErrRepoDeleted)
+			return Result{Attempts: st.writes}, st.state(), fmt.Errorf("%s: %w", repo, ErrRepoDeleted)
 		}
 		nx, err := next(cur)
 		if err != nil {
-			return Result{Attempts: attempt + 1}, err
+			return Result{Attempts: st.writes}, st.state(), err
 		}
 		err = l.writeIndex(ctx, repo, nx, etag)
 		if err == nil {
-			return Result{Seq: nx.Seq, Attempts: attempt + 1}, nil
+			return Result{Seq: nx.Seq, Attempts: st.writes + 1}, committed, nil
 		}
-		if errors.Is(err, ErrInvalid) || ctx.Err() != nil {
-			return Result{Attempts: attempt + 1}, err
+		if errors.Is(err, ErrInvalid) { // refused before anything was sent
+			return Result{Attempts: st.writes}, st.state(), err
 		}
-		// A lost CAS, or an ambiguous failure (the PUT may have landed:
-		// the next read tells).
-		lastErr = err
+		st.sent(cur, err)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if lastErr == nil || errors.Is(lastErr, objstore.ErrPreconditionFailed) {
-		return Result{Attempts: l.opts.MaxAttempts}, fmt.Errorf("%s after %d attempts: %w", repo, l.opts.MaxAttempts, ErrContention)
+	return l.settle(ctx, st, next)
+}
+
+// unknownIfWritten is the state after a read that cannot be trusted: the
+// write is certainly absent only if none was ever sent.
+func unknownIfWritten(st *loop) commitState {
+	if st.writes == 0 {
+		return notCommitted
 	}
-	return Result{Attempts: l.opts.MaxAttempts}, fmt.Errorf("commit to %s: %w", repo, lastErr)
+	return unknown
+}
+
+// settleTimeout bounds the final reads of a loop whose context has ended.
+const settleTimeout = 30 * time.Second
+
+// settle decides a loop that ran out of attempts (or context) without an
+// answer. It reads the index once more: our layer there means the write
+// landed after all, even if a store broke its promise and reported a lost
+// CAS for it. If a write of ours is still pending on an index nobody else
+// has moved, settle resends that same write (conditional on the same
+// state, so at most one copy can apply, and it is ours either way) until
+// the outcome is known or MaxAttempts more tries are spent. It does not
+// resend once ctx has ended, and reads on a context detached from ctx, so
+// a cancelled caller still learns what happened. If that read fails after
+// any write was sent, the outcome is unknown even when every write was
+// refused: the read is the check against a store that broke its promise.
+func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, error)) (Result, commitState, error) {
+	rctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+	}
+	for try := 0; ; try++ {
+		if try > 0 {
+			// Errors are ignored: the detached read below still reports.
+			_ = l.opts.Sleep(ctx, l.backoff(try-1))
+		}
+		cur, etag, err := l.ReadIndex(rctx, st.repo)
+		if err != nil {
+			if st.writes == 0 {
+				return Result{}, notCommitted, st.report(ctx)
+			}
+			return Result{Attempts: st.writes}, unknown, st.unknown(err)
+		}
+		if st.observe(cur) {
+			return Result{Seq: seqOf(cur, st.mine), Attempts: st.writes}, committed, nil
+		}
+		if cur.Deleted {
+			return Result{Attempts: st.writes}, st.state(), fmt.Errorf("%s: %w", st.repo, ErrRepoDeleted)
+		}
+		if !st.pending {
+			return Result{Attempts: st.writes}, notCommitted, st.report(ctx)
+		}
+		// Our write may still land on cur: resend it.
+		if ctx.Err() != nil || try >= l.opts.MaxAttempts {
+			return Result{Attempts: st.writes}, unknown, st.unknown(st.lastErr)
+		}
+		nx, err := next(cur)
+		if err != nil { // next is deterministic; it accepted cur before
+			return Result{Attempts: st.writes}, unknown, st.unknown(err)
+		}
+		err = l.writeIndex(ctx, st.repo, nx, etag)
+		if err == nil {
+			return Result{Seq: nx.Seq, Attempts: st.writes + 1}, committed, nil
+		}
+		st.sent(cur, err)
+	}
+}
+
+// report is the error of a loop that certainly did not commit.
+func (st *loop) report(ctx context.Context) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("commit to %s: %w", st.repo, ctx.Err())
+	case st.contended || st.lastErr == nil:
+		return fmt.Errorf("%s after %d attempts: %w", st.repo, st.writes, ErrContention)
+	default:
+		return fmt.Errorf("commit to %s: %w", st.repo, st.lastErr)
+	}
+}
+
+// unknown is the error of a loop whose write may or may not have applied.
+func (st *loop) unknown(cause error) error {
+	return fmt.Errorf("commit to %s: %w: %w", st.repo, ErrOutcomeUnknown, cause)
 }
 
 func seqOf(x *Index, id ulid.ULID) uint64 {
@@ -414,27 +576,75 @@ func (l *Log) Init(ctx context.Context, repo string) error {
 	if err := CheckRepoID(repo); err != nil {
 		return err
 	}
-	err := l.writeIndex(ctx, repo, &Index{}, "")
-	if errors.Is(err, objstore.ErrPreconditionFailed) {
-		return fmt.Errorf("%s: %w", repo, ErrRepoExists)
+	return l.createIndex(ctx, repo, &Index{})
+}
+
+// createIndex writes x as repo's first index, If-None-Match: ErrRepoExists
+// when there is one. After a write whose outcome is unknown it reads the
+// index back (docs/adr/0006-write-outcomes.md): the very bytes it sent mean
+// the write applied; an absent index means it has not, and the same write
+// is resent, which can apply at most once; anything else is another
+// writer's index. ErrOutcomeUnknown if the outcome cannot be learned.
+func (l *Log) createIndex(ctx context.Context, repo string, x *Index) error {
+	b, err := x.MarshalBinary()
+	if err != nil {
+		return err
 	}
-	return err
+	key := IndexKey(repo)
+	pending := false // a write of ours has an unknown outcome
+	var lastErr error
+	for attempt := 0; attempt < l.opts.MaxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := l.opts.Sleep(ctx, l.backoff(attempt-1)); err != nil {
+				lastErr = err
+				break
+			}
+		}
+		_, err := l.store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, objstore.ErrPreconditionFailed) && !pending {
+			return fmt.Errorf("%s: %w", repo, ErrRepoExists)
+		}
+		pending, lastErr = true, err
+		got, _, rerr := objstore.ReadAll(ctx, l.store, key, MaxIndexSize)
+		switch {
+		case rerr == nil && bytes.Equal(got, b):
+			return nil
+		case rerr == nil:
+			return fmt.Errorf("%s: %w", repo, ErrRepoExists)
+		case !errors.Is(rerr, objstore.ErrNotFound):
+			lastErr = rerr
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("create index of %s: %w: %w", repo, ErrOutcomeUnknown, lastErr)
 }
 
 // Delete writes a tombstone (empty index, Deleted, seq+1) with the same CAS
 // loop as a push, so a racing push loses, then purges the entries. The
 // tombstone is never removed. Deleting a tombstoned repository reports
-// ErrRepoDeleted.
+// ErrRepoDeleted (and purges again), which is also what a delete whose own
+// tombstone landed unseen reports.
 func (l *Log) Delete(ctx context.Context, repo string) error {
 	if err := CheckRepoID(repo); err != nil {
 		return err
 	}
-	if _, err := l.casLoop(ctx, repo, func(cur *Index) (*Index, error) {
+	_, _, err := l.casLoop(ctx, repo, func(cur *Index) (*Index, error) {
 		return &Index{Seq: cur.Seq + 1, CompactedThroughSeq: cur.Seq + 1, Deleted: true}, nil
-	}, ulid.ULID{}); err != nil {
+	}, ulid.ULID{})
+	if err != nil && !errors.Is(err, ErrRepoDeleted) {
 		return err
 	}
-	return l.purge(ctx, repo)
+	// Purge on ErrRepoDeleted too: it finishes a delete that was
+	// interrupted, or whose tombstone write landed unseen.
+	if perr := l.purge(ctx, repo); perr != nil {
+		return perr
+	}
+	return err
 }
 
 func (l *Log) purge(ctx context.Context, repo string) error {
@@ -481,11 +691,7 @@ func (l *Log) Fork(ctx context.Context, src, dst string) error {
 			return fmt.Errorf("fork %s to %s: copy pack index %s: %w", src, dst, layer.ULID, err)
 		}
 	}
-	err = l.writeIndex(ctx, dst, x, "")
-	if errors.Is(err, objstore.ErrPreconditionFailed) {
-		return fmt.Errorf("%s: %w", dst, ErrRepoExists)
-	}
-	return err
+	return l.createIndex(ctx, dst, x)
 }
 
 // OpenPackIndex opens the derived pack index stored beside a layer's

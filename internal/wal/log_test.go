@@ -287,21 +287,18 @@ func TestDeleteAndFork(t *testing.T) {
 	}
 }
 
-// The fault-injection tests below wrap the store in faultstore, a test
-// double that intercepts conditional puts.
+// The fault-injection tests below wrap the store in faultstore, a
+// fault-injection fake whose plan decides the fate of every call.
 
 func TestCommitTimeoutAfterLanding(t *testing.T) {
 	ctx := context.Background()
 	fs := faultstore.New(memstore.New())
 	l := newLog(fs)
-	fs.SetHook(func(c faultstore.Call) (objstore.Info, error) {
-		if c.N == 1 {
-			if _, err := c.Do(); err != nil {
-				t.Errorf("real put: %v", err)
-			}
-			return objstore.Info{}, context.DeadlineExceeded // landed, but the caller saw a timeout
+	fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.CAS == 1 { // landed, but the caller saw a timeout
+			return faultstore.Fault{Outcome: faultstore.LandedThenError, Err: context.DeadlineExceeded}
 		}
-		return c.Do()
+		return faultstore.Fault{}
 	})
 	res, err := l.Commit(ctx, "r", push("refs/heads/main", wal.ZeroID, oid(1), "pack"))
 	if err != nil {
@@ -316,14 +313,21 @@ func TestCommitTimeoutAfterLanding(t *testing.T) {
 	}
 }
 
+// refuseCAS answers every conditional put with a definite lost
+// compare-and-swap, as if another writer always got there first.
+func refuseCAS(c faultstore.Call) faultstore.Fault {
+	if c.Op.Conditional() {
+		return faultstore.Fault{Outcome: faultstore.Refused, Err: objstore.ErrPreconditionFailed}
+	}
+	return faultstore.Fault{}
+}
+
 func TestCommitContention(t *testing.T) {
 	ctx := context.Background()
 	inner := memstore.New()
 	fs := faultstore.New(inner)
 	l := newLog(fs)
-	fs.SetHook(func(c faultstore.Call) (objstore.Info, error) {
-		return objstore.Info{}, objstore.ErrPreconditionFailed
-	})
+	fs.SetPlan(refuseCAS)
 	res, err := l.Commit(ctx, "r", push("refs/heads/main", wal.ZeroID, oid(1), "pack"))
 	if !errors.Is(err, wal.ErrContention) || wal.HTTPStatus(err) != 503 {
 		t.Fatalf("err = %v, want contention (503)", err)
@@ -339,7 +343,7 @@ func TestCommitContention(t *testing.T) {
 func TestBackoffIsJitteredExponential(t *testing.T) {
 	var waits []time.Duration
 	fs := faultstore.New(memstore.New())
-	fs.SetHook(func(c faultstore.Call) (objstore.Info, error) { return objstore.Info{}, objstore.ErrPreconditionFailed })
+	fs.SetPlan(refuseCAS)
 	l := wal.New(fs, wal.Options{Sleep: func(ctx context.Context, d time.Duration) error {
 		waits = append(waits, d)
 		return nil
@@ -419,13 +423,13 @@ func TestSameRefOneWins(t *testing.T) {
 	arrived.Add(2)
 	var once sync.Once
 	release := make(chan struct{})
-	fs.SetHook(func(c faultstore.Call) (objstore.Info, error) {
-		if c.N <= 3 { // the two racing first attempts
+	fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.Op.Conditional() && c.CAS <= 3 { // the two racing first attempts
 			arrived.Done()
 			once.Do(func() { go func() { arrived.Wait(); close(release) }() })
 			<-release
 		}
-		return c.Do()
+		return faultstore.Fault{}
 	})
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -470,12 +474,12 @@ func TestTombstoneRacesCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var deleteErr error
-	fs.SetHook(func(c faultstore.Call) (objstore.Info, error) {
-		if c.N == 2 { // the commit's first CAS: a delete lands just before it
-			fs.SetHook(nil)
+	fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.CAS == 2 { // the commit's first CAS: a delete lands just before it
+			fs.SetPlan(nil)
 			deleteErr = l.Delete(ctx, "r")
 		}
-		return c.Do()
+		return faultstore.Fault{}
 	})
 	_, err := l.Commit(ctx, "r", push("refs/heads/main", oid(1), oid(2), "new"))
 	if deleteErr != nil {

@@ -220,7 +220,9 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 		return objstore.Info{}, fmt.Errorf("fsstore: put %s: %w", key, err)
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {
-		return objstore.Info{}, err
+		// The rename happened: readers see the new object, but a crash
+		// may still undo it (docs/adr/0006-write-outcomes.md).
+		return objstore.Info{}, fmt.Errorf("put %s: %w: %w", key, objstore.ErrOutcomeUnknown, err)
 	}
 	return objstore.Info{Key: key, Size: size, ETag: tag}, nil
 }

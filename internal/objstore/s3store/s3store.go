@@ -6,7 +6,10 @@
 // write), so this package's most important job is to turn S3's three ways of
 // saying "you lost the compare-and-swap" into objstore.ErrPreconditionFailed,
 // and its ways of saying "no such key" into objstore.ErrNotFound, without
-// confusing either with a missing bucket or a transport failure.
+// confusing either with a missing bucket or a transport failure. A
+// conditional put is sent exactly once (the SDK's retries are off for it),
+// and one that fails without a 4xx answer is objstore.ErrOutcomeUnknown:
+// see docs/adr/0006-write-outcomes.md.
 //
 // Bodies are streamed: an unconditional put below the multipart threshold
 // and every conditional put is one PutObject whose body is the caller's
@@ -185,6 +188,16 @@ func (s *Store) fullKey(key string) (string, error) {
 	return s.prefix + key, nil
 }
 
+// sendOnce turns off the SDK's retries for one operation. Conditional puts
+// use it: their bodies are seekable, so the SDK would otherwise resend one
+// whose answer was lost, and if the first try had landed the resend fails
+// its own precondition, which would be reported as a lost compare-and-swap
+// for a write that applied (docs/adr/0006-write-outcomes.md). The log's
+// commit loop is the retry, and it re-reads before it tries again.
+func sendOnce(o *s3.Options) {
+	o.Retryer = aws.NopRetryer{}
+}
+
 // unsignedPayload keeps the SDK from reading a request body ahead to hash
 // it, which would need a seekable body or a full copy in memory.
 func unsignedPayload(o *s3.Options) {
@@ -294,6 +307,10 @@ func (s *Store) putObject(ctx context.Context, key, full string, r io.Reader, si
 		return objstore.Info{}, fmt.Errorf("s3store: %s %s: negative size %d", kind, key, size)
 	}
 	body := newSizedBody(r, size)
+	optFns := []func(*s3.Options){unsignedPayload}
+	if kind == opPutIfMatch || kind == opPutIfAbsent {
+		optFns = append(optFns, sendOnce)
+	}
 	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           &full,
@@ -301,7 +318,7 @@ func (s *Store) putObject(ctx context.Context, key, full string, r io.Reader, si
 		ContentLength: aws.Int64(size),
 		IfMatch:       ifMatch,
 		IfNoneMatch:   ifNoneMatch,
-	}, unsignedPayload)
+	}, optFns...)
 	if berr := body.failure(); berr != nil {
 		// The body was short or long: the request was cut off before the
 		// declared length went out, so nothing was stored.
@@ -540,6 +557,12 @@ func mapError(err error, what, key string, kind opKind) error {
 			// If-Match against a key that no longer exists.
 			sentinel = objstore.ErrPreconditionFailed
 		}
+	}
+	if sentinel == nil && (kind == opPutIfMatch || kind == opPutIfAbsent) && (status == 0 || status >= 500) {
+		// No answer (transport error, timeout, cancelled context) or a
+		// server error: the write may have applied. A 4xx answer other
+		// than the ones above is a refusal, so it certainly did not.
+		sentinel = objstore.ErrOutcomeUnknown
 	}
 	if sentinel != nil {
 		return fmt.Errorf("s3store: %s %s: %w: %w", what, key, sentinel, err)

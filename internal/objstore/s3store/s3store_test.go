@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/storetest"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // childEnv makes the test binary a gofakes3 server instead of running tests;
@@ -443,6 +445,8 @@ func TestErrorMapping(t *testing.T) {
 		{"if-none-match 409 conflict", ifAbsent, reply{409, "ConditionalRequestConflict"}, objstore.ErrPreconditionFailed},
 		{"if-match 404 missing bucket", ifMatch, reply{404, "NoSuchBucket"}, nil},
 		{"if-match 403", ifMatch, reply{403, "AccessDenied"}, nil},
+		{"if-match 500", ifMatch, reply{500, "InternalError"}, objstore.ErrOutcomeUnknown},
+		{"if-none-match 503", ifAbsent, reply{503, "SlowDown"}, objstore.ErrOutcomeUnknown},
 		{"unconditional put 409", plainPut, reply{409, "OperationAborted"}, nil},
 		{"get 404 NoSuchKey", get, reply{404, "NoSuchKey"}, objstore.ErrNotFound},
 		{"get 404 NoSuchBucket", get, reply{404, "NoSuchBucket"}, nil},
@@ -461,8 +465,8 @@ func TestErrorMapping(t *testing.T) {
 			if c.want != nil && !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
-			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound)) {
-				t.Fatalf("err = %v, want neither ErrPreconditionFailed nor ErrNotFound", err)
+			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutcomeUnknown)) {
+				t.Fatalf("err = %v, want none of ErrPreconditionFailed, ErrNotFound, ErrOutcomeUnknown", err)
 			}
 			if !strings.Contains(err.Error(), key) {
 				t.Errorf("err %q does not name the key", err)
@@ -698,5 +702,117 @@ func TestSizedBody(t *testing.T) {
 	second, err := io.ReadAll(b)
 	if string(first) != "payload" || string(second) != "payload" || err != nil {
 		t.Fatalf("reads %q then %q (%v), want payload twice", first, second, err)
+	}
+}
+
+// landThen500 is a fault-injecting middleware for the first conditional PUT
+// it sees: it lets the request land on the real server, throws the answer
+// away and sends 500 InternalError instead, as a proxy or a dropped
+// connection would. Later conditional PUTs pass through untouched, so a
+// resent copy of the first would get the server's 412. It counts
+// conditional PUTs on the wire.
+type landThen500 struct {
+	next http.Handler
+
+	mu       sync.Mutex
+	condPuts int
+}
+
+func (h *landThen500) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	conditional := r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
+	if !conditional {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	h.mu.Lock()
+	h.condPuts++
+	first := h.condPuts == 1
+	h.mu.Unlock()
+	if !first {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	h.next.ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		panic(fmt.Sprintf("landThen500: the real server answered %d, want the put to land", rec.Code))
+	}
+	s3Error(w, http.StatusInternalServerError, "InternalError")
+}
+
+func (h *landThen500) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.condPuts
+}
+
+// TestConditionalPutSentOnce is issue 8's reproduction on the wire: a
+// conditional PUT lands but its answer is a 500. The SDK would resend the
+// (seekable) body, the resend would get 412, and the landed write would be
+// reported as a lost compare-and-swap. It must go out once and be reported
+// as an unknown outcome (docs/adr/0006-write-outcomes.md).
+func TestConditionalPutSentOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		put  func(s *Store, base objstore.Info) error
+	}{
+		{"if-match", func(s *Store, base objstore.Info) error {
+			_, err := s.PutIfMatch(ctx, "repos/r/index", strings.NewReader("new"), 3, base.ETag)
+			return err
+		}},
+		{"if-none-match", func(s *Store, _ objstore.Info) error {
+			_, err := s.PutIfAbsent(ctx, "repos/r/other", strings.NewReader("new"), 3)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fault := &landThen500{}
+			endpoint := startFake(t, func(next http.Handler) http.Handler { fault.next = next; return fault })
+			createBucket(t, endpoint, "once")
+			s := newTestStore(t, endpoint, Config{Bucket: "once"})
+			base := mustPut(t, s, "repos/r/index", "old")
+			err := c.put(s, base)
+			if n := fault.count(); n != 1 {
+				t.Errorf("%d conditional PUTs on the wire, want 1: the SDK retried", n)
+			}
+			if errors.Is(err, objstore.ErrPreconditionFailed) {
+				t.Fatalf("err = %v: a write that landed is reported as a lost compare-and-swap", err)
+			}
+			if !errors.Is(err, objstore.ErrOutcomeUnknown) {
+				t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
+			}
+		})
+	}
+}
+
+// TestCommitOverLandThen500 runs the write-ahead log on the store behind
+// landThen500: the push's first index CAS lands and is answered 500. The
+// commit must find its own layer on the next read and report success, with
+// its entry kept and the index written once.
+func TestCommitOverLandThen500(t *testing.T) {
+	ctx := context.Background()
+	fault := &landThen500{}
+	endpoint := startFake(t, func(next http.Handler) http.Handler { fault.next = next; return fault })
+	createBucket(t, endpoint, "wal")
+	s := newTestStore(t, endpoint, Config{Bucket: "wal"})
+	l := wal.New(s, wal.Options{Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	res, err := l.Commit(ctx, "r", wal.Push{
+		Transitions: []wal.Transition{{Ref: "refs/heads/main", Old: wal.ZeroID, New: strings.Repeat("1", 40)}},
+		Pack:        strings.NewReader("pack"),
+		PackSize:    4,
+	})
+	if err != nil {
+		t.Fatalf("Commit whose CAS landed behind a 500: %v", err)
+	}
+	x, err := l.Head(ctx, "r")
+	if err != nil || len(x.Layers) != 1 || x.Layers[0].ULID != res.ULID {
+		t.Fatalf("index %+v, %v: want exactly our layer", x, err)
+	}
+	if _, err := l.ReadEntryHeader(ctx, "r", res.ULID); err != nil {
+		t.Fatalf("entry: %v", err)
+	}
+	if n := fault.count(); n != 1 {
+		t.Fatalf("%d conditional PUTs, want 1: the landed write was found by reading", n)
 	}
 }

@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store, opts ...Optio
 	t.Run("List", func(t *testing.T) { testList(t, newStore(t)) })
 	t.Run("Copy", func(t *testing.T) { testCopy(t, newStore(t)) })
 	t.Run("CASRace", func(t *testing.T) { testCASRace(t, newStore(t), cfg.casRounds, cfg.casWriters) })
+	t.Run("CreateRace", func(t *testing.T) { testCreateRace(t, newStore(t), cfg.casRounds, cfg.casWriters) })
 	t.Run("Linearizable", func(t *testing.T) { testLinearizable(t, newStore(t)) })
 	if cfg.largeSize > 0 {
 		t.Run("LargeStream", func(t *testing.T) { testLarge(t, newStore(t), cfg.largeSize, cfg.maxHeapGrowth) })
@@ -342,6 +343,49 @@ func testCASRace(t *testing.T, s objstore.Store, rounds, writers int) {
 		}
 		if got, _ := get(t, s, k); !strings.HasPrefix(got, fmt.Sprintf("r%d-", round)) {
 			t.Fatalf("round %d: value %q is not this round's winner", round, got)
+		}
+	}
+}
+
+// testCreateRace runs rounds in which every writer races a PutIfAbsent on
+// a fresh key: exactly one may win each round, the rest must see
+// ErrPreconditionFailed, and the stored value must be the winner's. Record
+// creation (repository names, tenants, first index writes) rests on this.
+func testCreateRace(t *testing.T, s objstore.Store, rounds, writers int) {
+	ctx := context.Background()
+	for round := range rounds {
+		k := fmt.Sprintf("meta/race/%d", round)
+		var wins atomic.Int32
+		var winner atomic.Value
+		var other atomic.Value
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				v := fmt.Sprintf("r%d-w%d", round, w)
+				_, err := s.PutIfAbsent(ctx, k, strings.NewReader(v), int64(len(v)))
+				switch {
+				case err == nil:
+					wins.Add(1)
+					winner.Store(v)
+				case !errors.Is(err, objstore.ErrPreconditionFailed):
+					other.Store(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if e := other.Load(); e != nil {
+			t.Fatalf("round %d: unexpected error %v", round, e)
+		}
+		if n := wins.Load(); n != 1 {
+			t.Fatalf("round %d: %d writers won PutIfAbsent, want exactly 1", round, n)
+		}
+		if got, _ := get(t, s, k); got != winner.Load() {
+			t.Fatalf("round %d: value %q, but %q won", round, got, winner.Load())
 		}
 	}
 }
