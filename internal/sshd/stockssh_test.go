@@ -22,10 +22,10 @@ import (
 // known_hosts file.
 
 type stockClient struct {
-	t       *testing.T
-	dir     string
-	port    string
-	known   string
+	t     *testing.T
+	dir   string
+	port  string
+	known string
 }
 
 func newStockClient(t *testing.T, f *fixture) *stockClient {
