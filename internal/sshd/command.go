@@ -36,10 +36,11 @@ const maxCommand = 4096
 
 // ParseCommand parses the command line of an SSH exec request as git
 // sends it: the service, a space, and the repository path quoted for a
-// POSIX shell. git quotes with single quotes, writing a quote inside as
-// '\” and "!" as '\!' (sq_quote_buf in git's quote.c); a bare path is
-// accepted too, for people typing by hand. "git upload-pack" (with a
-// space) is accepted as "git-upload-pack", as other servers do.
+// POSIX shell. git quotes with single quotes, and closes the quote around
+// a quote or "!" in the path, writing it backslash-escaped
+// (sq_quote_buf in git's quote.c); a bare path is accepted too, for
+// people typing by hand. "git upload-pack" (with a space) is accepted as
+// "git-upload-pack", as other servers do.
 //
 // The path is "owner/name" with an optional ".git" suffix, a leading "/"
 // (ssh://host/owner/name.git sends "/owner/name.git"; the scp-like
