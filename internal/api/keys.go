@@ -9,7 +9,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/meta"
 )
 
-// SSH key endpoints (docs/design.md §10.5):
+// SSH key endpoints (docs/design.md §7.7):
 //
 //	POST   /api/tenants/{tenant}/keys                {"key": "ssh-ed25519 AAAA...", "title": "..."}
 //	GET    /api/tenants/{tenant}/keys

@@ -11,7 +11,7 @@ import (
 )
 
 // newKeyCmd returns "ghost key" and its subcommands: the SSH public keys
-// that let a tenant use git over SSH (docs/design.md §10.5).
+// that let a tenant use git over SSH (docs/design.md §7.7).
 func newKeyCmd(env *Env) *cobra.Command {
 	return newGroupCmd("key", "manage SSH public keys: add, list, remove",
 		newKeyAddCmd(env),

@@ -17,8 +17,9 @@ import (
 	"github.com/ghost-scm/ghost/internal/objstore"
 )
 
-// SSH public keys let a tenant use git over SSH (docs/design.md §10.5,
-// issue 14). A key is stored twice, like a token (docs/adr/0021):
+// SSH public keys let a tenant use git over SSH (docs/design.md §7.7,
+// docs/adr/0061-ssh-keys-and-host-key.md). A key is stored twice, like a
+// token (docs/adr/0021-meta-tokens-and-authorization.md):
 //
 //	meta/sshkeys/<sha256hex>              the lookup record: one GET finds a
 //	                                      presented key's tenant

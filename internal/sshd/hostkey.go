@@ -18,8 +18,9 @@ import (
 // key, an OpenSSH-format Ed25519 private key in PEM. It sits in the same
 // store as everything else, so every node behind a load balancer presents
 // the same key and clients never see "REMOTE HOST IDENTIFICATION HAS
-// CHANGED" (docs/adr/0060-ssh-server.md). Whoever can read the bucket can
-// impersonate the server; they can already read every repository.
+// CHANGED" (docs/adr/0061-ssh-keys-and-host-key.md). Whoever can read the
+// bucket can impersonate the server; they can already read every
+// repository.
 const HostKeyObject = "meta/ssh/host_ed25519"
 
 // maxHostKey bounds the stored key read: an Ed25519 key is ~400 bytes.
