@@ -111,16 +111,18 @@ func New(opts Options) (*Server, error) {
 	return &Server{opts: opts, log: log}, nil
 }
 
-// Serve accepts connections on ln until ctx ends or ln fails. When ctx
-// ends it closes ln and every connection, waits for their sessions to
-// return, and returns nil; otherwise it returns the Accept error.
+// Serve accepts connections on ln until ctx ends or ln fails. Either way
+// it closes ln and every connection and waits for their sessions to
+// return; then it returns nil if ctx ended, or else the Accept error.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Deferred in this order so that, whatever ends Serve, the connections
+	// are told to stop (cancel) before Serve waits for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for {
 		c, err := ln.Accept()
 		if err != nil {

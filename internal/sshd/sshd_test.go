@@ -388,3 +388,72 @@ func TestNewRequiresOptions(t *testing.T) {
 		t.Fatal("New without a host key, keys and git service succeeded")
 	}
 }
+
+// failingListener accepts one connection, then fails once fail is closed.
+type failingListener struct {
+	net.Listener
+	fail     chan struct{}
+	accepted bool
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if !l.accepted {
+		l.accepted = true
+		return l.Listener.Accept()
+	}
+	<-l.fail
+	return nil, errors.New("injected accept failure")
+}
+
+// TestServeAcceptErrorStopsSessions: when Accept fails, Serve ends the
+// running sessions and returns the error, rather than waiting forever
+// for sessions nobody will stop.
+func TestServeAcceptErrorStopsSessions(t *testing.T) {
+	f := newFixture(t, Options{})
+	hk, err := HostKey(context.Background(), memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{HostKey: hk, Keys: f.store, Git: f.git})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	ln := &failingListener{Listener: inner, fail: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), ln) }()
+
+	c, err := ssh.Dial("tcp", inner.Addr().String(), &ssh.ClientConfig{
+		User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(f.alice)},
+		HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := sess.StdinPipe() // never closed: the fake copies forever
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := sess.Start("git-upload-pack '/alice/x.git'"); err != nil {
+		t.Fatal(err)
+	}
+	close(ln.fail)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "injected") {
+			t.Fatalf("Serve = %v, want the accept error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after Accept failed")
+	}
+}
