@@ -232,8 +232,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 var gitProtocolValue = regexp.MustCompile(`^[A-Za-z0-9=:.,_-]{1,200}$`)
 
 // session serves one channel: env requests until an exec or shell
-// request, which starts the one thing the channel does. It returns when
-// the channel is closed by either side.
+// request, which starts the one thing the channel does (an env request
+// after it changes nothing: the command has its GIT_PROTOCOL). It returns
+// when the channel is closed by either side.
 func (s *Server) session(ctx context.Context, res authResult, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -246,7 +247,7 @@ func (s *Server) session(ctx context.Context, res authResult, ch ssh.Channel, re
 		switch req.Type {
 		case "env":
 			var kv struct{ Name, Value string }
-			if !started && ssh.Unmarshal(req.Payload, &kv) == nil && kv.Name == "GIT_PROTOCOL" && gitProtocolValue.MatchString(kv.Value) {
+			if ssh.Unmarshal(req.Payload, &kv) == nil && kv.Name == "GIT_PROTOCOL" && gitProtocolValue.MatchString(kv.Value) {
 				gitProtocol, ok = kv.Value, true
 			}
 		case "exec", "shell":

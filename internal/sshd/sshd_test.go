@@ -457,3 +457,75 @@ func TestServeAcceptErrorStopsSessions(t *testing.T) {
 		t.Fatal("Serve did not return after Accept failed")
 	}
 }
+
+// TestSessionRefusals: one command per session, no pty, no channels but
+// sessions.
+func TestSessionRefusals(t *testing.T) {
+	f := newFixture(t, Options{})
+	c := f.mustDial(t, ssh.PublicKeys(f.alice))
+
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.RequestPty("xterm", 24, 80, ssh.TerminalModes{}); err == nil {
+		t.Error("pty-req was granted")
+	}
+	if ok, err := sess.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"})); ok || err != nil {
+		t.Errorf("subsystem sftp = %v, %v; want refused", ok, err)
+	}
+	stdin, err := sess.StdinPipe() // never closed: the fake copies forever
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := sess.Start("git-upload-pack '/alice/x.git'"); err != nil {
+		t.Fatal(err)
+	}
+	second := ssh.Marshal(struct{ Command string }{"git-receive-pack '/alice/y.git'"})
+	if ok, err := sess.SendRequest("exec", true, second); ok || err != nil {
+		t.Errorf("a second exec on one session = %v, %v; want refused", ok, err)
+	}
+	if _, _, err := c.OpenChannel("direct-tcpip", ssh.Marshal(struct {
+		Host     string
+		Port     uint32
+		OrigHost string
+		OrigPort uint32
+	}{"127.0.0.1", 22, "127.0.0.1", 1})); err == nil {
+		t.Error("a direct-tcpip channel was opened")
+	}
+	stdin.Close()
+	if err := sess.Wait(); err != nil {
+		t.Fatalf("the first command: %v", err)
+	}
+	for _, r := range f.git.requests() {
+		if r.Repo == "y" {
+			t.Fatal("the second exec ran")
+		}
+	}
+}
+
+// slowKeys is a KeyAuthenticator that answers only when its context ends,
+// as meta does when the store hangs.
+type slowKeys struct{}
+
+func (slowKeys) AuthenticateKey(ctx context.Context, _ ssh.PublicKey) (meta.Principal, error) {
+	<-ctx.Done()
+	return meta.Principal{}, fmt.Errorf("authenticate ssh key: %w: %w", meta.ErrUnavailable, ctx.Err())
+}
+
+// TestAuthTimeout: a key lookup that hangs is cut off after AuthTimeout
+// and told as an outage, well before the handshake deadline.
+func TestAuthTimeout(t *testing.T) {
+	f := newFixture(t, Options{Keys: slowKeys{}, AuthTimeout: 100 * time.Millisecond, HandshakeTimeout: time.Minute})
+	start := time.Now()
+	c := f.mustDial(t, ssh.PublicKeys(f.alice))
+	r := runCmd(t, c, "git-upload-pack '/alice/x.git'", nil, "")
+	if r.exit != 1 || r.stderr != "ERROR: storage is temporarily unavailable; try again later\n" {
+		t.Fatalf("upload-pack after a hung lookup = %+v", r)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
