@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 )
 
@@ -364,5 +365,34 @@ func TestParseFingerprint(t *testing.T) {
 		if _, err := ParseFingerprint(in); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("ParseFingerprint(%q) = %v, want ErrInvalidArgument", in, err)
 		}
+	}
+}
+
+// TestAddSSHKeyUnknownOutcomeKeepsListing: when the lookup record's
+// create ends with an unknown outcome, it may still apply, so the listing
+// record stays and the key can be found and removed through its tenant.
+func TestAddSSHKeyUnknownOutcomeKeepsListing(t *testing.T) {
+	ctx := context.Background()
+	fs := faultstore.New(memstore.New())
+	s := newStore(fs)
+	mustTenant(t, s, "alice", KindUser)
+	pub, line := newSSHKey(t, "")
+	fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.Op == faultstore.OpPutIfAbsent && strings.HasPrefix(c.Key, sshKeysPrefix) {
+			return faultstore.Fault{Outcome: faultstore.Lost}
+		}
+		return faultstore.Fault{}
+	})
+	_, err := s.AddSSHKey(ctx, "alice", "k", line)
+	fs.SetPlan(nil)
+	if !errors.Is(err, objstore.ErrOutcomeUnknown) {
+		t.Fatalf("AddSSHKey = %v, want ErrOutcomeUnknown", err)
+	}
+	keys, err := s.ListSSHKeys(ctx, "alice")
+	if err != nil || len(keys) != 1 || keys[0].Fingerprint != ssh.FingerprintSHA256(pub) {
+		t.Fatalf("after an unknown outcome alice lists %+v, %v; want the key", keys, err)
+	}
+	if err := s.RemoveSSHKey(ctx, "alice", keys[0].Fingerprint); err != nil {
+		t.Fatal(err)
 	}
 }
