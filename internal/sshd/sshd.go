@@ -206,7 +206,13 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		return
 	}
-	res, _ := conn.Permissions.ExtraData[authKey{}].(authResult)
+	res, ok := conn.Permissions.ExtraData[authKey{}].(authResult)
+	if !ok {
+		// Both auth callbacks set it, so this cannot happen; if it ever
+		// did, the zero authResult would mean anonymous: fail closed.
+		s.log.ErrorContext(ctx, "ssh connection authenticated without an auth result", "remote", c.RemoteAddr().String())
+		return
+	}
 	go ssh.DiscardRequests(reqs)
 	var wg sync.WaitGroup
 	defer wg.Wait()
