@@ -22,7 +22,7 @@ type alertFixture struct {
 	a       *alerts.Store
 	objects *failGet // under both the metadata and the alerts
 	logs    *logBuffer
-	ids  map[string]string // "owner/name" -> the planted secret's alert id
+	ids     map[string]string // "owner/name" -> the planted secret's alert id
 }
 
 func newAlertFixture(t *testing.T) *alertFixture {
