@@ -15,10 +15,11 @@ import (
 const (
 	DefaultPageSize = 50
 	MaxPageSize     = 500
-	// maxExamined bounds the records one List call reads, so that a
-	// filter that matches little cannot make one request read every alert
-	// of a tenant: the page comes back short, with a Next token.
-	maxExamined = 2000
+	// defaultMaxExamined bounds the records one List call reads, so
+	// that a filter that matches little cannot make one request read
+	// every alert of a tenant: the page comes back short, with a Next
+	// token.
+	defaultMaxExamined = 2000
 )
 
 // List returns a page of the alerts f selects, in key order (repository
@@ -93,7 +94,7 @@ func (s *Store) List(ctx context.Context, f Filter, token string, limit int) (Pa
 			if !more {
 				return Page{Alerts: out}, nil
 			}
-			if len(out) == limit || examined >= maxExamined {
+			if len(out) == limit || examined >= s.maxExamined {
 				return Page{Alerts: out, Next: encodeToken(strings.TrimPrefix(after, prefix))}, nil
 			}
 		}

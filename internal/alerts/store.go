@@ -36,6 +36,9 @@ type Store struct {
 	objects objstore.Store
 	now     func() time.Time
 	newID   func() string
+	// maxExamined bounds the records one List call reads (see List);
+	// a field so tests can make it small.
+	maxExamined int
 
 	mu   sync.Mutex
 	keys map[string][]byte // tenant -> fingerprint key
@@ -52,7 +55,8 @@ func New(objects objstore.Store) *Store {
 			_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 			return hex.EncodeToString(b[:])
 		},
-		keys: make(map[string][]byte),
+		keys:        make(map[string][]byte),
+		maxExamined: defaultMaxExamined,
 	}
 }
 
