@@ -118,8 +118,13 @@ func mustFS(t *testing.T) objstore.Store {
 // TestConcurrentRecord: 16 recorders of overlapping findings leave exactly
 // one alert per secret, holding the union of the locations.
 func TestConcurrentRecord(t *testing.T) {
+	for name, objects := range map[string]objstore.Store{"mem": memstore.New(), "fs": mustFS(t)} {
+		t.Run(name, func(t *testing.T) { testConcurrentRecord(t, objects) })
+	}
+}
+
+func testConcurrentRecord(t *testing.T, objects objstore.Store) {
 	ctx := context.Background()
-	objects := memstore.New()
 	const workers, secrets = 16, 3
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)

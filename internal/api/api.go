@@ -1,5 +1,6 @@
-// Package api is ghost's JSON REST API for tenants, tokens and
-// repositories, served under /api/ next to the git smart-HTTP endpoints.
+// Package api is ghost's JSON REST API for tenants, tokens, repositories
+// and their secret-scanning alerts (alerts.go), served under /api/ next to
+// the git smart-HTTP endpoints.
 //
 // Authentication is the same as for git (docs/design.md §7.6): HTTP Basic with the
 // access token as the password (the username is ignored, so git credential
