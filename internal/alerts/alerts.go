@@ -132,7 +132,11 @@ const (
 
 // Finding is one secret at one place, the input of Record. It is this
 // package's own type; the scan engine's findings are converted by an
-// adapter (see the package comment).
+// adapter (see the package comment). For secretscan.Finding the mapping
+// is field for field (StartLine to Line, StartColumn to Column), and its
+// Fingerprint is made under FingerprintKey; that engine hands out no
+// clear-text secret today, so its alerts have nothing to reveal until it
+// does (Secret below).
 type Finding struct {
 	RuleID      string
 	Description string // of the rule

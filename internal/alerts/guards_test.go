@@ -168,3 +168,15 @@ func TestFingerprintKeyWrongSize(t *testing.T) {
 	}
 	var _ objstore.Store = objects
 }
+
+// TestRecordNothingWritesNothing: an empty batch (a scan that found
+// nothing) neither writes alerts nor creates the tenant's key.
+func TestRecordNothingWritesNothing(t *testing.T) {
+	fst := faultstore.New(memstore.New())
+	if err := New(fst).Record(context.Background(), "acme", repo, nil, RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := fst.Count(faultstore.OpGet) + fst.CASCount(); n != 0 {
+		t.Errorf("%d store calls for no findings", n)
+	}
+}

@@ -123,7 +123,12 @@ func (s *Store) FingerprintKey(ctx context.Context, tenant string) ([]byte, erro
 	var fresh [32]byte
 	_, _ = crand.Read(fresh[:])
 	var lastErr error
-	for attempt := 0; attempt < maxAttempts && ctx.Err() == nil; attempt++ {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				break
+			}
+		}
 		b, _, err := objstore.ReadAll(ctx, s.objects, key, 1<<10)
 		if err == nil {
 			if len(b) != len(fresh) {
@@ -337,6 +342,9 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 	}
 	if err := checkRepoID(repoID); err != nil {
 		return err
+	}
+	if len(findings) == 0 {
+		return nil
 	}
 	k, err := s.FingerprintKey(ctx, t)
 	if err != nil {

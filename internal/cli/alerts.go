@@ -143,7 +143,15 @@ type alertOut struct {
 	UpdatedAt          time.Time         `json:"updated_at"`
 	Locations          []locationOut     `json:"locations"`
 	LocationsTruncated bool              `json:"locations_truncated,omitempty"`
-	Bypasses           int               `json:"push_protection_bypasses,omitempty"`
+	Bypasses           []bypassOut       `json:"push_protection_bypasses,omitempty"`
+}
+
+type bypassOut struct {
+	By     string              `json:"by"`
+	Reason alerts.BypassReason `json:"reason"`
+	At     time.Time           `json:"at"`
+	Path   string              `json:"path,omitempty"`
+	Line   int                 `json:"line,omitempty"`
 }
 
 type locationOut struct {
@@ -165,7 +173,9 @@ func writeAlertJSON(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
 			Rules: a.Rules, SecretRedacted: a.Redacted, State: a.State, Resolution: a.Resolution,
 			ResolvedBy: a.ResolvedBy, ResolutionComment: a.Comment, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
 			Locations: make([]locationOut, 0, len(a.Locations)), LocationsTruncated: a.LocationsTruncated,
-			Bypasses: len(a.Bypasses),
+		}
+		for _, b := range a.Bypasses {
+			o.Bypasses = append(o.Bypasses, bypassOut{b.By, b.Reason, b.At, b.Path, b.Line})
 		}
 		for _, l := range a.Locations {
 			o.Locations = append(o.Locations, locationOut{l.Commit, l.Path, l.Line, l.Column, l.BlobID, l.RuleID, l.Match, l.Seq})

@@ -44,6 +44,9 @@ func plantAlerts(t *testing.T, dir string) {
 	if _, err := as.SetState(ctx, "acme", repo.ID, fp, alerts.Change{State: alerts.StateResolved, Resolution: alerts.ResolutionRevoked, By: "ops"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := as.RecordBypass(ctx, "acme", repo.ID, fs[0], "dev", alerts.BypassWillFixLater); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRepoAlerts(t *testing.T) {
@@ -68,7 +71,8 @@ func TestRepoAlerts(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--state", "open")), &js); err != nil {
 		t.Fatal(err)
 	}
-	if len(js) != 1 || js[0].RuleID != "aws-access-token" || len(js[0].Locations) != 3 || len(js[0].Rules) != 2 || js[0].Repository != "acme/app" {
+	if len(js) != 1 || js[0].RuleID != "aws-access-token" || len(js[0].Locations) != 3 || len(js[0].Rules) != 2 || js[0].Repository != "acme/app" ||
+		len(js[0].Bypasses) != 1 || js[0].Bypasses[0].Reason != alerts.BypassWillFixLater {
 		t.Errorf("open alerts: %+v", js)
 	}
 	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--rule", "slack-token")), &js); err != nil || len(js) != 1 || js[0].State != alerts.StateResolved {
