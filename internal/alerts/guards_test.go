@@ -180,3 +180,19 @@ func TestRecordNothingWritesNothing(t *testing.T) {
 		t.Errorf("%d store calls for no findings", n)
 	}
 }
+
+// TestFingerprintKeyIsACopy: a caller that scribbles on its key (an
+// engine clearing it after use, say) does not change the store's.
+func TestFingerprintKeyIsACopy(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New())
+	before := fpOf(t, s, "acme", "x")
+	k, err := s.FingerprintKey(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(k)
+	if after := fpOf(t, s, "acme", "x"); after != before {
+		t.Error("the caller's copy is the store's key")
+	}
+}

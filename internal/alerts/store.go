@@ -107,12 +107,20 @@ func newRef(tenant, repoID, fp string) (ref, error) {
 // scan worker hands it to the engine.
 //
 // The key is created with PutIfAbsent; after any failure the stored key is
-// read back and used, whoever wrote it, so racing creators agree.
+// read back and used, whoever wrote it, so racing creators agree. The
+// caller gets its own copy.
 func (s *Store) FingerprintKey(ctx context.Context, tenant string) ([]byte, error) {
 	t, err := tenantKey(tenant)
 	if err != nil {
 		return nil, err
 	}
+	k, err := s.fingerprintKey(ctx, t)
+	return bytes.Clone(k), err
+}
+
+// fingerprintKey is FingerprintKey for a checked, lowercase tenant,
+// without the copy.
+func (s *Store) fingerprintKey(ctx context.Context, t string) ([]byte, error) {
 	s.mu.Lock()
 	k, ok := s.keys[t]
 	s.mu.Unlock()
@@ -145,9 +153,14 @@ func (s *Store) FingerprintKey(ctx context.Context, tenant string) ([]byte, erro
 		}
 		// Absent: write ours. Whatever the outcome, the next read says
 		// which key is the tenant's.
-		if _, err := s.objects.PutIfAbsent(ctx, key, bytes.NewReader(fresh[:]), int64(len(fresh))); err != nil {
-			lastErr = err
+		_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(fresh[:]), int64(len(fresh)))
+		if err == nil {
+			s.mu.Lock()
+			s.keys[t] = fresh[:]
+			s.mu.Unlock()
+			return fresh[:], nil
 		}
+		lastErr = err
 	}
 	if lastErr == nil {
 		lastErr = ctx.Err()
@@ -158,7 +171,11 @@ func (s *Store) FingerprintKey(ctx context.Context, tenant string) ([]byte, erro
 // Fingerprint returns the hex HMAC-SHA256 of secret under the tenant's
 // key: the id of its alerts.
 func (s *Store) Fingerprint(ctx context.Context, tenant, secret string) (string, error) {
-	k, err := s.FingerprintKey(ctx, tenant)
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return "", err
+	}
+	k, err := s.fingerprintKey(ctx, t)
 	if err != nil {
 		return "", err
 	}
@@ -346,7 +363,7 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 	if len(findings) == 0 {
 		return nil
 	}
-	k, err := s.FingerprintKey(ctx, t)
+	k, err := s.fingerprintKey(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -491,7 +508,7 @@ func (s *Store) RecordBypass(ctx context.Context, tenant, repoID string, f Findi
 	if err := checkRepoID(repoID); err != nil {
 		return Alert{}, err
 	}
-	k, err := s.FingerprintKey(ctx, t)
+	k, err := s.fingerprintKey(ctx, t)
 	if err != nil {
 		return Alert{}, err
 	}
