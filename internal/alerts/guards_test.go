@@ -3,6 +3,7 @@ package alerts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -194,5 +195,46 @@ func TestFingerprintKeyIsACopy(t *testing.T) {
 	clear(k)
 	if after := fpOf(t, s, "acme", "x"); after != before {
 		t.Error("the caller's copy is the store's key")
+	}
+}
+
+// TestSetStateFaults runs SetState against faultstore's matrix: a state
+// change is applied once or not at all, and a nil answer means once.
+func TestSetStateFaults(t *testing.T) {
+	ctx := context.Background()
+	for _, op := range []faultstore.Op{faultstore.OpPutIfMatch, faultstore.OpGet} {
+		for _, out := range faultstore.Faults() {
+			for _, every := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/every=%v", op, out, every), func(t *testing.T) {
+					inner := memstore.New()
+					fst := faultstore.New(inner)
+					s := New(fst)
+					if err := s.Record(ctx, "acme", repo, []Finding{finding(1, 1)}, RunRef{}); err != nil {
+						t.Fatal(err)
+					}
+					fp := fpOf(t, s, "acme", "s3cr3t-1")
+					base := fst.Count(op)
+					fst.SetPlan(func(c faultstore.Call) faultstore.Fault {
+						if c.Op == op && (every || c.N-base == 1) {
+							return faultstore.Fault{Outcome: out}
+						}
+						return faultstore.Fault{}
+					})
+					_, err := s.SetState(ctx, "acme", repo, fp, Change{State: StateResolved, Resolution: ResolutionWontFix, By: "bob"})
+					fst.SetPlan(nil)
+					a := mustAlert(t, New(inner), "acme", fp)
+					switch {
+					case len(a.History) > 1:
+						t.Fatalf("the change applied %d times", len(a.History))
+					case err == nil && (len(a.History) != 1 || a.State != StateResolved):
+						t.Fatalf("SetState succeeded but the alert is %s with %d events", a.State, len(a.History))
+					case err != nil && !errors.Is(err, objstore.ErrOutcomeUnknown) && !errors.Is(err, faultstore.ErrInjected):
+						t.Fatalf("SetState: %v", err)
+					case err != nil && len(a.History) == 1 && !errors.Is(err, objstore.ErrOutcomeUnknown):
+						t.Fatalf("SetState applied but answered %v, not an unknown outcome", err)
+					}
+				})
+			}
+		}
 	}
 }

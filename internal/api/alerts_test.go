@@ -220,6 +220,17 @@ func TestAlertsAPIListFiltersAndPages(t *testing.T) {
 			t.Errorf("outsider %q sees %+v", auth, p.Alerts)
 		}
 	}
+	// An org member sees the org's private alerts; a non-member does not.
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{{f.bobW, 1}, {f.aliceW, 0}, {f.admin, 1}} {
+		var p alertPageJSON
+		f.do("GET", "/api/tenants/acme/alerts", tc.auth, "").json(t, &p)
+		if len(p.Alerts) != tc.want {
+			t.Errorf("acme's alerts: %d, want %d", len(p.Alerts), tc.want)
+		}
+	}
 	f.do("GET", "/api/tenants/alice/alerts?repo=PRIV", f.aliceW, "").json(t, &page)
 	if len(page.Alerts) != 2 {
 		t.Errorf("repo filter: %d alerts", len(page.Alerts))
