@@ -17,6 +17,7 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoDeleteCmd(env),
 		newRepoForkCmd(env),
 		newRepoVisibilityCmd(env),
+		newRepoAlertsCmd(env),
 	)
 }
 
