@@ -50,6 +50,7 @@ func RunConformance(t *testing.T, f Factory) {
 		{"ClaimNextSkipsExhausted", testClaimNextSkipsExhausted},
 		{"ConcurrentWorkers", testConcurrentWorkers},
 		{"ContextCancelled", testContextCancelled},
+		{"ClockSkew", testClockSkew},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
