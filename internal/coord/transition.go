@@ -590,12 +590,14 @@ func (r Run) ApplyRegisterShards(req RegisterShardsRequest, now Time, lim Limits
 	return n, shards, true, nil
 }
 
-// ApplyCompleteRun marks an Active run Done. unfinished is the number of its
-// shards that are Active or Parked; it must be zero. Once it is zero it stays
-// zero (new shards only come from splits of Active shards, and only Parked
-// shards can be unparked), so an etcd backend need not guard the shard
-// records it counted.
-func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, unfinished int) (Run, bool, error) {
+// ApplyCompleteRun marks an Active run Done. sum counts the run's shards;
+// none may be Active or Parked. Once that holds it keeps holding (new
+// shards only come from splits of Active shards, and only Parked shards can
+// be unparked), so an etcd backend need not guard the shard records it
+// counted. Like every terminal transition it records sum as the run's
+// Summary: the backend deletes the shard records and releases them from the
+// caps in the same atomic write (docs/adr/0023-atomic-shard-caps.md).
+func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, sum RunSummary) (Run, bool, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
 		return r, false, err
@@ -603,16 +605,17 @@ func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, unfinished int) 
 	if r.State != RunActive {
 		return r, false, fmt.Errorf("%w: run %d is %v", ErrRunNotActive, r.ID, r.State)
 	}
-	if unfinished > 0 {
+	if unfinished := sum.Active + sum.Parked; unfinished > 0 {
 		return r, false, fmt.Errorf("%w: run %d has %d", ErrRunIncomplete, r.ID, unfinished)
 	}
 	n := r.next(now, req.Op, h)
-	n.State, n.CompletedAt = RunDone, n.UpdatedAt
+	n.State, n.CompletedAt, n.Summary = RunDone, n.UpdatedAt, sum
 	return n, true, nil
 }
 
-// ApplyFailRun marks an Active run Failed.
-func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits) (Run, bool, error) {
+// ApplyFailRun marks an Active run Failed, recording sum as its Summary
+// (see ApplyCompleteRun).
+func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits, sum RunSummary) (Run, bool, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
 		return r, false, err
@@ -627,17 +630,19 @@ func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits) (Run, bool, 
 		return r, false, err
 	}
 	n := r.next(now, req.Op, h)
-	n.State, n.CompletedAt, n.FailReason = RunFailed, n.UpdatedAt, req.Reason
+	n.State, n.CompletedAt, n.FailReason, n.Summary = RunFailed, n.UpdatedAt, req.Reason, sum
 	return n, true, nil
 }
 
-// ApplyCancelRun marks an Initializing or Active run Cancelled.
-func (r Run) ApplyCancelRun(req CancelRunRequest, now Time) (Run, bool, error) {
+// ApplyCancelRun marks an Initializing or Active run Cancelled, recording
+// sum as its Summary (see ApplyCompleteRun). An Initializing run may hold
+// the shards of a registration in progress (see RegisterShards in etcd).
+func (r Run) ApplyCancelRun(req CancelRunRequest, now Time, sum RunSummary) (Run, bool, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
 		return r, false, err
 	}
 	n := r.next(now, req.Op, h)
-	n.State, n.CompletedAt = RunCancelled, n.UpdatedAt
+	n.State, n.CompletedAt, n.Summary = RunCancelled, n.UpdatedAt, sum
 	return n, true, nil
 }

@@ -265,13 +265,19 @@ func (b *Backend) commit(ctx context.Context, t *txn, orElse ...clientv3.Op) (*c
 
 // read fetches keys at one revision.
 func (b *Backend) read(ctx context.Context, keys ...string) ([]rec, error) {
+	rs, _, err := b.readRev(ctx, keys...)
+	return rs, err
+}
+
+// readRev fetches keys at one revision and returns that revision.
+func (b *Backend) readRev(ctx context.Context, keys ...string) ([]rec, int64, error) {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = clientv3.OpGet(k)
 	}
 	resp, err := b.c.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, b.etcdErr(err, nil)
+		return nil, 0, b.etcdErr(err, nil)
 	}
 	out := make([]rec, len(keys))
 	for i, r := range resp.Responses {
@@ -280,7 +286,7 @@ func (b *Backend) read(ctx context.Context, keys ...string) ([]rec, error) {
 			out[i].rev, out[i].val = kvs[0].ModRevision, kvs[0].Value
 		}
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
 }
 
 // scan calls fn for every key in [from, end) in key order, in pages, all at

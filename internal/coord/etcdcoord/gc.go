@@ -69,18 +69,24 @@ func (b *Backend) removeRun(ctx context.Context, id coord.RunID, cutoff coord.Ti
 		if !run.State.Terminal() || run.CompletedAt >= cutoff {
 			return nil, fmt.Errorf("%w: gc index lists run %d (%v, completed at %d)", coord.ErrCorrupt, id, run.State, run.CompletedAt)
 		}
-		ctrs, err := b.read(ctx, b.counterKeys(run.Tenant)...)
-		if err != nil {
-			return nil, err
-		}
 		p := b.k.shardPrefix(id)
 		resp, err := b.c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return nil, b.etcdErr(err, nil)
 		}
 		t := &txn{}
-		if err := b.release(t, ctrs, resp.Count); err != nil {
-			return nil, err
+		// Runs that ended since docs/adr/0023 released their shards when
+		// they ended: removing their summary must not rewrite the counters,
+		// which would only add contention. Runs that ended before still
+		// hold shards and release them here.
+		if resp.Count > 0 {
+			ctrs, err := b.read(ctx, b.counterKeys(run.Tenant)...)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.release(t, ctrs, resp.Count); err != nil {
+				return nil, err
+			}
 		}
 		// A terminal run's shards never change (every shard write compares
 		// the run record, and the transitions refuse terminal runs), so the
@@ -93,6 +99,7 @@ func (b *Backend) removeRun(ctx context.Context, id coord.RunID, cutoff coord.Ti
 		t.delPrefix(b.k.claimPrefix(id))
 		t.del(b.k.tenantRun(run.Tenant, id))
 		t.del(b.k.gc(run.CompletedAt, id))
+		t.del(b.k.registration(id))
 		removed = true
 		return t, nil
 	})

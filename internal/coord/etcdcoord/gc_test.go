@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
@@ -92,19 +95,22 @@ func TestRepairCountersAndUnderflow(t *testing.T) {
 	ctx := context.Background()
 	tenant := coord.TenantID{7}
 	mustRun(t, b, tenant, 1, 5)
-	if _, err := b.CancelRun(ctx, 20, coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 3}); err != nil {
-		t.Fatal(err)
-	}
-	// Someone damaged the tenant counter: GC must refuse rather than wrap.
+	// Someone damaged the tenant counter: ending the run, which releases
+	// its shards, must refuse rather than wrap.
 	tkey := fmt.Sprintf("%s/tenants/07%062d/shard_count", ns, 0)
 	if _, err := client.Put(ctx, tkey, string(binary.LittleEndian.AppendUint64(nil, 2))); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.GC(ctx, 100, 0); !errors.Is(err, etcdcoord.ErrCounterUnderflow) || !errors.Is(err, coord.ErrCorrupt) || n != 0 {
-		t.Fatalf("GC with a low counter: %d, %v", n, err)
+	cancel := coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 3}
+	if _, err := b.CancelRun(ctx, 20, cancel); !errors.Is(err, etcdcoord.ErrCounterUnderflow) || !errors.Is(err, coord.ErrCorrupt) ||
+		!strings.Contains(err.Error(), "repair-counters") {
+		t.Fatalf("CancelRun with a low counter: %v", err)
+	}
+	if r, err := b.GetRun(ctx, tenant, 1); err != nil || r.State != coord.RunActive {
+		t.Fatalf("refused CancelRun changed the run: %+v, %v", r, err)
 	}
 	if _, err := b.GetShard(ctx, tenant, 1, 1); err != nil {
-		t.Fatalf("refused GC removed records: %v", err)
+		t.Fatalf("refused CancelRun removed records: %v", err)
 	}
 	counts, err := b.RepairCounters(ctx)
 	if err != nil {
@@ -113,8 +119,25 @@ func TestRepairCountersAndUnderflow(t *testing.T) {
 	if counts.Fixed[tkey] != 2 || counts.Tenants[tenant] != 5 || counts.Global != 5 || len(counts.Fixed) != 1 {
 		t.Fatalf("repair: %+v", counts)
 	}
+	if _, err := b.CancelRun(ctx, 20, cancel); err != nil {
+		t.Fatalf("CancelRun after repair: %v", err)
+	}
+	// GC of a run whose shards were released leaves the counters alone.
+	before, err := client.Get(ctx, ns+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n, err := b.GC(ctx, 100, 0); err != nil || n != 1 {
-		t.Fatalf("GC after repair: %d, %v", n, err)
+		t.Fatalf("GC: %d, %v", n, err)
+	}
+	for _, kv := range before.Kvs {
+		if !strings.HasSuffix(string(kv.Key), "shard_count") {
+			continue
+		}
+		after, err := client.Get(ctx, string(kv.Key))
+		if err != nil || len(after.Kvs) != 1 || after.Kvs[0].ModRevision != kv.ModRevision {
+			t.Fatalf("GC of a run without shards rewrote %s: %v %v", kv.Key, after, err)
+		}
 	}
 	if counts, err := b.RepairCounters(ctx); err != nil || len(counts.Fixed) != 0 || counts.Global != 0 {
 		t.Fatalf("after GC: %+v, %v", counts, err)

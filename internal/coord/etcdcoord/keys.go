@@ -22,6 +22,7 @@ import (
 //	<ns>/claims/<run>/<op>              ClaimNext op id -> shard it claimed (u64 BE)
 //	<ns>/tenant-runs/<tenant>/<run>     index: run is not terminal (empty value)
 //	<ns>/gc/<completed_at>/<run>        index: terminal run by completion time
+//	<ns>/registrations/<run>            chunked RegisterShards in progress (registration)
 //	<ns>/tenants/<tenant>/shard_count   shard records of the tenant (u64 LE)
 //	<ns>/global/shard_count             shard records in the namespace (u64 LE)
 //
@@ -102,6 +103,10 @@ func (k keys) tenantRunPrefix(t coord.TenantID) string {
 }
 func (k keys) tenantRun(t coord.TenantID, run coord.RunID) string {
 	return k.tenantRunPrefix(t) + hex16(uint64(run))
+}
+
+func (k keys) registration(run coord.RunID) string {
+	return k.ns + "/registrations/" + hex16(uint64(run))
 }
 
 func (k keys) gcPrefix() string { return k.ns + "/gc/" }

@@ -481,34 +481,104 @@ func (b *Backend) runOp(ctx context.Context, what string, tenant coord.TenantID,
 	return out, nil
 }
 
-// CompleteRun implements coord.Backend. The unfinished shards are counted
-// from the open index without guarding it: see coord.Run.ApplyCompleteRun
-// for why a count of zero cannot go stale.
-func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, "complete run", req.Tenant, req.Run, func(ctx context.Context, run coord.Run) (coord.Run, bool, error) {
-		unfinished := 0
-		if run.State == coord.RunActive {
-			resp, err := b.c.Get(ctx, b.k.openPrefix(req.Run), clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return run, false, b.etcdErr(err, nil)
-			}
-			unfinished = int(resp.Count)
+// endRun runs a transition that makes a run terminal. It counts the run's
+// shards at the revision it read the run and counters at, and commits in
+// one transaction the terminal run with that summary, the deletion of its
+// shard records, open index entries, claim keys and any registration in
+// progress (four prefix or key deletes, whatever the size of the run), and
+// the release of the shards from the tenant and global counters
+// (docs/adr/0023-atomic-shard-caps.md).
+//
+// The count stays exact until the commit because every creation of a shard
+// rewrites the tenant counter, which the transaction compares even when it
+// releases nothing; the states counted may lag a concurrent Complete or
+// Park, which the summary documents.
+func (b *Backend) endRun(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
+	apply func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error)) (coord.Run, error) {
+	var out coord.Run
+	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
+		rs, rev, err := b.readRev(ctx, append([]string{b.k.run(id)}, b.counterKeys(tenant)...)...)
+		if err != nil {
+			return nil, err
 		}
-		return run.ApplyCompleteRun(req, now, unfinished)
+		run, err := decodeRun(rs[0], tenant, id)
+		if err != nil {
+			return nil, err
+		}
+		var sum coord.RunSummary
+		if !run.State.Terminal() {
+			if sum, err = b.summarize(ctx, &run, rev); err != nil {
+				return nil, err
+			}
+		}
+		n, changed, err := apply(run, sum)
+		out = n
+		if err != nil || !changed {
+			return nil, err
+		}
+		t := &txn{}
+		if err := b.putRun(t, rs[0], &run, &n); err != nil {
+			return nil, err
+		}
+		ctrs := rs[1:]
+		if sum.Total > 0 {
+			if err := b.release(t, ctrs, int64(sum.Total)); err != nil {
+				return nil, err
+			}
+		} else {
+			for _, c := range ctrs {
+				t.guard(c)
+			}
+		}
+		t.delPrefix(b.k.shardPrefix(id))
+		t.delPrefix(b.k.openPrefix(id))
+		t.delPrefix(b.k.claimPrefix(id))
+		t.del(b.k.registration(id))
+		return t, nil
+	})
+	if err != nil {
+		return coord.Run{}, err
+	}
+	return out, nil
+}
+
+// summarize counts the run's shards by state at revision rev.
+func (b *Backend) summarize(ctx context.Context, run *coord.Run, rev int64) (coord.RunSummary, error) {
+	var sum coord.RunSummary
+	p := b.k.shardPrefix(run.ID)
+	_, err := b.scan(ctx, rev, p, prefixEnd(p), nil, func(key string, val []byte) error {
+		_, sid, err := b.k.parseShardKey(key)
+		if err != nil {
+			return err
+		}
+		s, err := decodeShard(rec{key: key, rev: 1, val: val}, run, sid)
+		if err != nil {
+			return err
+		}
+		sum.Add(&s)
+		return nil
+	})
+	return sum, err
+}
+
+// CompleteRun implements coord.Backend. See endRun.
+func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
+	return b.endRun(ctx, "complete run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+		return run.ApplyCompleteRun(req, now, sum)
 	})
 }
 
-// FailRun implements coord.Backend.
+// FailRun implements coord.Backend. See endRun.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, "fail run", req.Tenant, req.Run, func(_ context.Context, run coord.Run) (coord.Run, bool, error) {
-		return run.ApplyFailRun(req, now, b.lim)
+	return b.endRun(ctx, "fail run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+		return run.ApplyFailRun(req, now, b.lim, sum)
 	})
 }
 
-// CancelRun implements coord.Backend.
+// CancelRun implements coord.Backend. See endRun.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, "cancel run", req.Tenant, req.Run, func(_ context.Context, run coord.Run) (coord.Run, bool, error) {
-		return run.ApplyCancelRun(req, now)
+	return b.endRun(ctx, "cancel run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+		return run.ApplyCancelRun(req, now, sum)
 	})
 }
 
@@ -532,6 +602,9 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	r, err := b.GetRun(ctx, tenant, run)
 	if err != nil {
 		return coord.Progress{}, err
+	}
+	if r.State.Terminal() {
+		return r.Progress(), nil
 	}
 	p := coord.Progress{State: r.State}
 	err = b.scanShards(ctx, &r, 0, func(s *coord.Shard) bool {
