@@ -146,38 +146,47 @@ func TestRepairCountersAndUnderflow(t *testing.T) {
 
 func TestTxnSizeLimits(t *testing.T) {
 	ctx := context.Background()
-	// With etcd's default --max-txn-ops, a registration carries at most 62
-	// shards; more is a typed resource error and writes nothing.
+	// With etcd's default --max-txn-ops, one transaction carries at most 61
+	// root shards: 63 are registered in two chunks.
 	b := newBackend(t, etcdcoord.Config{})
-	if _, err := b.CreateRun(ctx, 10, coord.CreateRunRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 1, Config: cfg}); err != nil {
+	tenant := coord.TenantID{1}
+	mustRun(t, b, tenant, 1, 63)
+	if p, err := b.Progress(ctx, 10, tenant, 1); err != nil || p.Total != 63 || p.State != coord.RunActive {
+		t.Fatalf("63 shards with 128 ops: %+v %v", p, err)
+	}
+	// A split is one transaction: more children than it can carry is a
+	// typed resource error that writes nothing.
+	l, err := b.Acquire(ctx, 10, coord.AcquireRequest{Tenant: tenant, Run: 1, Shard: 1, Worker: 1, Op: 3})
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 2, Shards: manifest(63)})
+	kids := make([]coord.ChildSpec, 70)
+	for i := range kids {
+		kids[i] = coord.ChildSpec{Start: []byte{0, 0, 0, 0, byte(i)}, End: []byte{0, 0, 0, 0, byte(i + 1)}}
+	}
+	kids[0].Start, kids[69].End = []byte{0, 0, 0, 0}, []byte{0, 0, 0, 1}
+	_, _, err = b.SplitReplace(ctx, 10, coord.SplitReplaceRequest{Lease: l, Op: 4, Children: kids})
 	var le *coord.LimitError
 	if !errors.As(err, &le) || le.Limit != etcdcoord.LimitTxnOps || le.Max != etcdcoord.DefaultMaxTxnOps || !errors.Is(err, coord.ErrLimitExceeded) {
-		t.Fatalf("63 shards with 128 ops: %v", err)
+		t.Fatalf("70 children with 128 ops: %v", err)
 	}
-	if r, err := b.GetRun(ctx, coord.TenantID{1}, 1); err != nil || r.State != coord.RunInitializing {
-		t.Fatalf("refused registration changed the run: %+v %v", r, err)
-	}
-	if _, err := b.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 3, Shards: manifest(62)}); err != nil {
-		t.Fatalf("62 shards with 128 ops: %v", err)
+	if s, err := b.GetShard(ctx, tenant, 1, 1); err != nil || s.State != coord.ShardActive {
+		t.Fatalf("refused split changed the shard: %+v %v", s, err)
 	}
 
-	// The embedded server's limits carry the largest manifest coord allows.
+	// The largest manifest coord allows, with the embedded server's limits:
+	// chunks of MaxRegisterChunk, never one huge transaction.
 	if testing.Short() {
 		return
 	}
 	big := newBackend(t, etcdcoord.Config{MaxTxnOps: etcdserver.MaxTxnOps, MaxTxnBytes: etcdserver.MaxRequestBytes})
-	if _, err := big.CreateRun(ctx, 10, coord.CreateRunRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 1, Config: cfg}); err != nil {
-		t.Fatal(err)
-	}
 	n := coord.DefaultMaxInitialShards
-	if _, err := big.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: coord.TenantID{1}, Run: 1, Op: 2, Shards: manifest(n)}); err != nil {
-		t.Fatalf("%d shards with the embedded limits: %v", n, err)
-	}
-	if p, err := big.Progress(ctx, 10, coord.TenantID{1}, 1); err != nil || p.Total != n || p.Active != n {
+	mustRun(t, big, tenant, 1, n)
+	if p, err := big.Progress(ctx, 10, tenant, 1); err != nil || p.Total != n || p.Active != n {
 		t.Fatalf("progress: %+v %v", p, err)
+	}
+	if c, err := big.RepairCounters(ctx); err != nil || len(c.Fixed) != 0 || c.Global != int64(n) {
+		t.Fatalf("counters: %+v %v", c, err)
 	}
 }
 

@@ -38,51 +38,6 @@ func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.Creat
 	return out, nil
 }
 
-// RegisterShards implements coord.Backend. The run, all its root shards,
-// their index entries and both counters are written in one transaction, so
-// the registration is all or nothing; its size bounds the manifest (see
-// Config.MaxTxnOps). Root shard keys need no compare: shards exist only
-// in Active runs, and the transaction compares the run, which is still
-// Initializing.
-func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.RegisterShardsRequest) (coord.Run, error) {
-	var out coord.Run
-	err := b.mutate(ctx, "register shards", func(ctx context.Context) (*txn, error) {
-		rs, err := b.read(ctx, append([]string{b.k.run(req.Run)}, b.counterKeys(req.Tenant)...)...)
-		if err != nil {
-			return nil, err
-		}
-		run, err := decodeRun(rs[0], req.Tenant, req.Run)
-		if err != nil {
-			return nil, err
-		}
-		n, shards, changed, err := run.ApplyRegisterShards(req, now, b.lim)
-		out = n
-		if err != nil || !changed {
-			return nil, err
-		}
-		t := &txn{}
-		if err := b.reserve(ctx, t, rs[1:], int64(len(shards))); err != nil {
-			return nil, err
-		}
-		if err := b.putRun(t, rs[0], &run, &n); err != nil {
-			return nil, err
-		}
-		for i := range shards {
-			v, err := shards[i].MarshalBinary()
-			if err != nil {
-				return nil, fmt.Errorf("etcdcoord: refusing to store: %w", err)
-			}
-			t.put(b.k.shard(req.Run, shards[i].ID), v)
-			t.put(b.k.open(req.Run, shards[i].ID), openValue(&shards[i]))
-		}
-		return t, nil
-	})
-	if err != nil {
-		return coord.Run{}, err
-	}
-	return out, nil
-}
-
 // readShard reads a run and one of its shards for a mutation of the shard.
 func (b *Backend) readShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, id coord.ShardID, extra ...string) (coord.Run, coord.Shard, []rec, error) {
 	rs, err := b.read(ctx, append([]string{b.k.run(run), b.k.shard(run, id)}, extra...)...)
