@@ -239,4 +239,3 @@ func (b *Backend) putRoots(t *txn, run coord.RunID, shards []coord.Shard) error 
 	}
 	return nil
 }
-
