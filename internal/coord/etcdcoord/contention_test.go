@@ -271,6 +271,12 @@ func TestShardCapsUnderContention(t *testing.T) {
 // and that every counter equals the number of shard records it counts.
 func checkCounters(t *testing.T, when, ns string, owner map[coord.RunID]coord.TenantID) {
 	t.Helper()
+	checkCountersCaps(t, when, ns, owner, contCapC, contCapG)
+}
+
+// checkCountersCaps is checkCounters with the caps capC and capG.
+func checkCountersCaps(t *testing.T, when, ns string, owner map[coord.RunID]coord.TenantID, capC, capG int64) {
+	t.Helper()
 	ctx := context.Background()
 	resp, err := client.Get(ctx, ns+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -306,8 +312,8 @@ func checkCounters(t *testing.T, when, ns string, owner map[coord.RunID]coord.Te
 		if n != uint64(records[tenant]) {
 			t.Fatalf("%s: tenant %x counter %d, records %d", when, tenant[:2], n, records[tenant])
 		}
-		if n > contCapC {
-			t.Fatalf("%s: tenant %x holds %d shards, cap %d", when, tenant[:2], n, contCapC)
+		if n > uint64(capC) {
+			t.Fatalf("%s: tenant %x holds %d shards, cap %d", when, tenant[:2], n, capC)
 		}
 		seen[tenant] = true
 	}
@@ -327,7 +333,7 @@ func checkCounters(t *testing.T, when, ns string, owner map[coord.RunID]coord.Te
 	if gn != uint64(global) {
 		t.Fatalf("%s: global counter %d, records %d", when, gn, global)
 	}
-	if global > contCapG {
-		t.Fatalf("%s: %d shards in total, cap %d", when, global, contCapG)
+	if global > capG {
+		t.Fatalf("%s: %d shards in total, cap %d", when, global, capG)
 	}
 }

@@ -45,6 +45,11 @@ var (
 	// below zero: the counter no longer matches the records. Nothing was
 	// written; RepairCounters recounts.
 	ErrCounterUnderflow = fmt.Errorf("%w: shard counter would underflow", coord.ErrCorrupt)
+	// ErrCounterLost reports a creation refused because a shard counter is
+	// missing although its marker records that it existed: someone deleted
+	// it, and reading it as zero would silently lift the cap. Nothing was
+	// written; "ghost coord repair-counters" recounts and restores it.
+	ErrCounterLost = fmt.Errorf("%w: shard counter missing", coord.ErrCorrupt)
 )
 
 // Names of the etcd resource limits reported in coord.LimitError.Limit.
@@ -327,13 +332,18 @@ type step func(ctx context.Context) (*txn, error)
 // meanwhile became a replay or a refusal reports that, and only a request
 // that still needs a write fails with ErrContention.
 func (b *Backend) mutate(ctx context.Context, what string, s step) error {
+	return b.mutateN(ctx, what, b.maxRetries, s)
+}
+
+// mutateN is mutate with maxRetries in place of Config.MaxRetries.
+func (b *Backend) mutateN(ctx context.Context, what string, maxRetries int, s step) error {
 	delay := backoffMin
 	for attempt := 0; ; attempt++ {
 		t, err := s(ctx)
 		if err != nil || t == nil {
 			return err
 		}
-		if attempt > b.maxRetries {
+		if attempt > maxRetries {
 			return fmt.Errorf("etcdcoord: %s: %w (%d attempts)", what, ErrContention, attempt)
 		}
 		resp, err := b.commit(ctx, t)
@@ -346,7 +356,7 @@ func (b *Backend) mutate(ctx context.Context, what string, s step) error {
 			}
 			return t.after
 		}
-		if attempt < b.maxRetries {
+		if attempt < maxRetries {
 			if err := sleep(ctx, jitter(delay)); err != nil {
 				return err
 			}

@@ -25,6 +25,8 @@ import (
 //	<ns>/registrations/<run>            chunked RegisterShards in progress (registration)
 //	<ns>/tenants/<tenant>/shard_count   shard records of the tenant (u64 LE)
 //	<ns>/global/shard_count             shard records in the namespace (u64 LE)
+//	<ns>/markers/tenants/<tenant>       the tenant's counter exists (empty value)
+//	<ns>/markers/global                 the global counter exists (empty value)
 //
 // Nothing but the counters lives under <ns>/tenants/, so the advisory global
 // cap can sum them with one range read.
@@ -122,6 +124,13 @@ func (k keys) tenantCount(t coord.TenantID) string {
 	return k.tenantsPrefix() + hex.EncodeToString(t[:]) + "/shard_count"
 }
 func (k keys) globalCount() string { return k.ns + "/global/shard_count" }
+
+// Markers tell a counter that was never created (zero) from one that was
+// deleted (see ErrCounterLost); RepairCounters also compares them.
+func (k keys) tenantMarker(t coord.TenantID) string {
+	return k.ns + "/markers/tenants/" + hex.EncodeToString(t[:])
+}
+func (k keys) globalMarker() string { return k.ns + "/markers/global" }
 
 // parseShardKey returns the run and shard of a key under shardsPrefix.
 func (k keys) parseShardKey(key string) (coord.RunID, coord.ShardID, error) {

@@ -432,14 +432,6 @@ func (b *Backend) release(e *runEntry) {
 	e.shards, e.ids = map[coord.ShardID]coord.Shard{}, nil
 }
 
-// Counts returns the shard records counted against the tenant's cap and
-// against the global cap, for tests.
-func (b *Backend) Counts(tenant coord.TenantID) (tenantCount, global int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tenants[tenant], b.global
-}
-
 // CompleteRun implements coord.Backend.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
