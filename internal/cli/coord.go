@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"sort"
@@ -17,6 +16,13 @@ import (
 
 // defaultCoordNamespace is where ghost keeps its coordination keys in etcd.
 const defaultCoordNamespace = "/ghost/coord"
+
+// Coordination GC defaults: runs release their shards when they end, so GC
+// only removes run summaries, kept a week for history.
+const (
+	defaultCoordGCInterval = 10 * time.Minute
+	defaultCoordRetention  = 7 * 24 * time.Hour
+)
 
 // runCoord dispatches the coordination-store admin subcommands:
 //
@@ -40,7 +46,7 @@ func runCoord(ctx context.Context, env *Env, args []string) error {
 	switch args[0] {
 	case "repair-counters":
 	case "gc":
-		retention = fs.Duration("retention", 7*24*time.Hour, "keep terminal runs this long")
+		retention = fs.Duration("retention", defaultCoordRetention, "keep the summaries of ended runs this long")
 	default:
 		return fmt.Errorf("%w: unknown subcommand %q: %s", errUsage, args[0], usage)
 	}
@@ -69,9 +75,6 @@ func runCoord(ctx context.Context, env *Env, args []string) error {
 	}
 	counts, err := b.RepairCounters(ctx)
 	if err != nil {
-		if errors.Is(err, coord.ErrLimitExceeded) {
-			return fmt.Errorf("%w (too many tenants for one transaction; raise the cluster's --max-txn-ops)", err)
-		}
 		return err
 	}
 	printCounts(env, *ns, counts)

@@ -25,11 +25,24 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	logFormat := fs.String("log-format", config.Env("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
 	maxPush := fs.Int64("max-push-bytes", 0, "largest push body accepted, 0 for no limit")
 	coordNS := fs.String("coord-namespace", config.Env("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
+	gcEvery, err := config.EnvDuration("GHOST_COORD_GC_INTERVAL", defaultCoordGCInterval)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	gcKeep, err := config.EnvDuration("GHOST_COORD_GC_RETENTION", defaultCoordRetention)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fs.DurationVar(&gcEvery, "coord-gc-interval", gcEvery, "how often to remove old run summaries from etcd, one node at a time; 0 disables (env GHOST_COORD_GC_INTERVAL)")
+	fs.DurationVar(&gcKeep, "coord-gc-retention", gcKeep, "how long to keep the summaries of ended runs (env GHOST_COORD_GC_RETENTION)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: ghost serve [flags] takes no arguments", errUsage)
+	}
+	if gcEvery < 0 || gcKeep < 0 {
+		return fmt.Errorf("%w: --coord-gc-interval and --coord-gc-retention must not be negative", errUsage)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -66,7 +79,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 	logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
-	coord := startCoordination(ctx, logger, cfg, *coordNS)
+	coord := startCoordination(ctx, logger, cfg, coordOptions{Namespace: *coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
 	defer coord.Close()
 	return srv.Serve(ctx, ln)
 }

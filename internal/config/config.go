@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
@@ -69,6 +70,21 @@ func Env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// EnvDuration is Env for a duration in time.ParseDuration syntax: def
+// when the variable is unset or empty, an error naming the variable when
+// it does not parse or is negative.
+func EnvDuration(name string, def time.Duration) (time.Duration, error) {
+	v := Env(name, "")
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q is not a duration such as 10m or 168h", name, v)
+	}
+	return d, nil
 }
 
 func splitList(s string) []string {

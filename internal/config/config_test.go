@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFlagsOverrideEnvOverrideDefaults(t *testing.T) {
@@ -60,5 +61,22 @@ func TestEmptyEnvMeansDefault(t *testing.T) {
 	}
 	if c.DataDir != "ghost-data" {
 		t.Fatalf("DataDir = %q, want the default", c.DataDir)
+	}
+}
+
+func TestEnvDuration(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want time.Duration
+		ok   bool
+	}{{"", time.Hour, true}, {"90s", 90 * time.Second, true}, {"soon", 0, false}, {"-1m", 0, false}} {
+		t.Setenv("GHOST_TEST_DURATION", tc.env)
+		d, err := EnvDuration("GHOST_TEST_DURATION", time.Hour)
+		if (err == nil) != tc.ok || d != tc.want {
+			t.Errorf("%q: %v, %v", tc.env, d, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "GHOST_TEST_DURATION") {
+			t.Errorf("%q: error does not name the variable: %v", tc.env, err)
+		}
 	}
 }

@@ -314,3 +314,40 @@ func (b *Backend) ActiveRuns(ctx context.Context, tenant coord.TenantID) ([]coor
 	})
 	return out, err
 }
+
+// TryGC runs GC unless another node of the namespace is running it. It
+// takes the lock <ns>/locks/gc, attached to an etcd lease of ttl so that
+// the lock frees itself when its node dies, and releases it when GC
+// returns; ran is false, with no error, when another node holds it. The
+// lock saves the nodes of a cluster from all scanning the gc index and
+// racing for the same runs; it is not needed for safety, since concurrent
+// GCs are safe (see GC), so a GC that outlives ttl is harmless.
+func (b *Backend) TryGC(ctx context.Context, now coord.Time, retention, ttl time.Duration) (ran bool, removed int, err error) {
+	secs := int64(ttl / time.Second)
+	if secs < 1 || retention < 0 {
+		return false, 0, fmt.Errorf("%w: gc lock ttl %v, retention %v", coord.ErrInvalidArgument, ttl, retention)
+	}
+	lease, err := b.c.Grant(ctx, secs)
+	if err != nil {
+		return false, 0, fmt.Errorf("etcdcoord: gc lock: %w", b.etcdErr(err, nil))
+	}
+	// Revoking deletes the lock with the lease, and ends a lease that took
+	// nothing; it runs on a fresh context so that it happens even when ctx
+	// ended, bounded so that a lost etcd cannot hold the caller.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = b.c.Revoke(rctx, lease.ID) // on failure the lease expires anyway
+	}()
+	key := b.k.gcLock()
+	resp, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(lease.ID))).Commit()
+	if err != nil {
+		return false, 0, fmt.Errorf("etcdcoord: gc lock: %w", b.etcdErr(err, nil))
+	}
+	if !resp.Succeeded {
+		return false, 0, nil
+	}
+	removed, err = b.GC(ctx, now, retention)
+	return true, removed, err
+}

@@ -207,3 +207,45 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Errorf("MaxRetries 64: %v", err)
 	}
 }
+
+// TestTryGCOneNodeAtATime: while one node holds the gc lock, another's
+// TryGC does nothing; once it is released, it runs.
+func TestTryGCOneNodeAtATime(t *testing.T) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("/test/gclock%d", namespaces.Add(1))
+	b := newBackend(t, etcdcoord.Config{Namespace: ns})
+	tenant := coord.TenantID{3}
+	mustRun(t, b, tenant, 1, 2)
+	if _, err := b.CancelRun(ctx, 20, coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Another node holds the lock.
+	lease, err := client.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Put(ctx, ns+"/locks/gc", "other", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	ran, n, err := b.TryGC(ctx, 100, 0, time.Minute)
+	if err != nil || ran || n != 0 {
+		t.Fatalf("TryGC while another node holds the lock: %v %d %v", ran, n, err)
+	}
+	if _, err := b.GetRun(ctx, tenant, 1); err != nil {
+		t.Fatalf("run removed while the lock was held elsewhere: %v", err)
+	}
+	if _, err := client.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	ran, n, err = b.TryGC(ctx, 100, 0, time.Minute)
+	if err != nil || !ran || n != 1 {
+		t.Fatalf("TryGC with the lock free: %v %d %v", ran, n, err)
+	}
+	// The lock is released after the run.
+	if resp, err := client.Get(ctx, ns+"/locks/gc"); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("gc lock left behind: %v %v", resp, err)
+	}
+	if _, _, err := b.TryGC(ctx, 100, 0, time.Millisecond); !errors.Is(err, coord.ErrInvalidArgument) {
+		t.Fatalf("sub-second ttl: %v", err)
+	}
+}

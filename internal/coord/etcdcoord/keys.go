@@ -27,6 +27,7 @@ import (
 //	<ns>/global/shard_count             shard records in the namespace (u64 LE)
 //	<ns>/markers/tenants/<tenant>       the tenant's counter exists (empty value)
 //	<ns>/markers/global                 the global counter exists (empty value)
+//	<ns>/locks/gc                       held by the node running GC (see TryGC)
 //
 // Nothing but the counters lives under <ns>/tenants/, so the advisory global
 // cap can sum them with one range read.
@@ -131,6 +132,8 @@ func (k keys) tenantMarker(t coord.TenantID) string {
 	return k.ns + "/markers/tenants/" + hex.EncodeToString(t[:])
 }
 func (k keys) globalMarker() string { return k.ns + "/markers/global" }
+
+func (k keys) gcLock() string { return k.ns + "/locks/gc" }
 
 // parseShardKey returns the run and shard of a key under shardsPrefix.
 func (k keys) parseShardKey(key string) (coord.RunID, coord.ShardID, error) {
