@@ -158,8 +158,8 @@ type csim struct {
 	failed atomic.Bool
 
 	mu       sync.Mutex
-	runs     []runInfo               // every run created
-	grants   map[ShardKey]uint64     // newest fence granted per shard
+	runs     []runInfo                // every run created
+	grants   map[ShardKey]uint64      // newest fence granted per shard
 	seen     map[ShardKey]coord.Shard // last snapshot's shards
 	seenRuns map[coord.RunID]coord.Run
 	stats    map[string]int
