@@ -409,33 +409,6 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 	return shard, residual, nil
 }
 
-// runOp runs a mutation of a run record.
-func (b *Backend) runOp(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
-	apply func(ctx context.Context, run coord.Run) (coord.Run, bool, error)) (coord.Run, error) {
-	var out coord.Run
-	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
-		rs, err := b.read(ctx, b.k.run(id))
-		if err != nil {
-			return nil, err
-		}
-		run, err := decodeRun(rs[0], tenant, id)
-		if err != nil {
-			return nil, err
-		}
-		n, changed, err := apply(ctx, run)
-		out = n
-		if err != nil || !changed {
-			return nil, err
-		}
-		t := &txn{}
-		return t, b.putRun(t, rs[0], &run, &n)
-	})
-	if err != nil {
-		return coord.Run{}, err
-	}
-	return out, nil
-}
-
 // endRun runs a transition that makes a run terminal. It counts the run's
 // shards at the revision it read the run and counters at, and commits in
 // one transaction the terminal run with that summary, the deletion of its
