@@ -89,7 +89,7 @@ func RunConcurrent(t *testing.T, b coord.Backend, snap SnapshotFunc, cfg Concurr
 		cfg.Tenants = 2
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	c := &csim{t: t, b: b, snap: snap, cfg: cfg, ctx: context.Background(), grants: map[ShardKey]uint64{}, stats: map[string]int{}}
+	c := &csim{t: t, b: b, snap: snap, cfg: cfg, ctx: context.Background(), grants: map[ShardKey]*grantLog{}, stats: map[string]int{}}
 	c.clock.Store(1000)
 	c.seen = map[ShardKey]coord.Shard{}
 	c.seenRuns = map[coord.RunID]coord.Run{}
@@ -159,7 +159,7 @@ type csim struct {
 
 	mu       sync.Mutex
 	runs     []runInfo                // every run created
-	grants   map[ShardKey]uint64      // newest fence granted per shard
+	grants   map[ShardKey]*grantLog   // fences granted per shard
 	seen     map[ShardKey]coord.Shard // last snapshot's shards
 	seenRuns map[coord.RunID]coord.Run
 	stats    map[string]int
@@ -249,23 +249,39 @@ func (c *csim) openRuns() []runInfo {
 	return out
 }
 
-// granted records a lease the backend granted and checks that no earlier
-// grant of the shard had this fence or a newer one.
+// granted records a lease the backend granted and checks that no other
+// grant of the shard had the same fence. (Grants are recorded when their
+// calls return, so two grants may be recorded out of fence order.)
 func (c *csim) granted(l coord.Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := ShardKey{l.Run, l.Shard}
-	if g := c.grants[k]; l.Fence <= g {
-		c.fatalf("run %d shard %v granted fence %d after fence %d", l.Run, l.Shard, l.Fence, g)
+	g := c.grants[k]
+	if g == nil {
+		g = &grantLog{fences: map[uint64]bool{}}
+		c.grants[k] = g
 	}
-	c.grants[k] = l.Fence
+	if g.fences[l.Fence] {
+		c.fatalf("run %d shard %v: fence %d granted twice", l.Run, l.Shard, l.Fence)
+	}
+	g.fences[l.Fence] = true
+	g.newest = max(g.newest, l.Fence)
 }
 
-// newest returns the newest fence granted for the shard of l.
+// newest returns the newest fence granted for the shard of l so far.
 func (c *csim) newest(l coord.Lease) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.grants[ShardKey{l.Run, l.Shard}]
+	if g := c.grants[ShardKey{l.Run, l.Shard}]; g != nil {
+		return g.newest
+	}
+	return 0
+}
+
+// grantLog is the ledger of one shard's grants.
+type grantLog struct {
+	fences map[uint64]bool
+	newest uint64
 }
 
 type actor struct {

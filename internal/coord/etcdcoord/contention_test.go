@@ -20,8 +20,8 @@ import (
 )
 
 // The contention test races 64 goroutines creating shards (RegisterShards,
-// SplitReplace, SplitResidual) and removing them (CancelRun + GC, several
-// GCs at once) under a per-tenant cap C and a global cap G, and after every
+// SplitReplace, SplitResidual) and removing them (CancelRun, which releases
+// a run's shards, then GC of the ended runs, several GCs at once) under a per-tenant cap C and a global cap G, and after every
 // round checks the stored state directly in etcd, independently of the
 // backend's own code: no tenant above C, no more than G in total, every
 // counter equal to the number of shard records, and every refusal a
@@ -176,9 +176,13 @@ func (w *contWorker) splitReplace(ctx context.Context, now coord.Time) error {
 // cancelled before now, racing the other workers' collections.
 func (w *contWorker) remove(ctx context.Context, now coord.Time, gc bool) error {
 	for _, run := range w.runs {
-		if _, err := w.b.CancelRun(ctx, now, coord.CancelRunRequest{Tenant: w.tenant, Run: run, Op: w.op()}); err != nil {
+		// Ending a run releases its shards, so it races the creators for
+		// the counters: retry contention like any caller.
+		req := coord.CancelRunRequest{Tenant: w.tenant, Run: run, Op: w.op()}
+		if err := call(func() error { _, err := w.b.CancelRun(ctx, now, req); return err }); err != nil {
 			return fmt.Errorf("worker %d: cancel: %w", w.id, err)
 		}
+		w.stats["cancel"]++
 	}
 	w.runs, w.lease = nil, nil
 	if !gc {
@@ -259,7 +263,7 @@ func TestShardCapsUnderContention(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds: %v", contRounds(), total)
-	for _, k := range []string{"register", "split replace", "split residual", "gc removed",
+	for _, k := range []string{"register", "split replace", "split residual", "cancel", "gc removed",
 		"register refused (tenant)", "register refused (global)", "split residual refused (global)", "split replace refused (global)"} {
 		if total[k] == 0 {
 			t.Errorf("no %q happened: the test did not exercise it", k)

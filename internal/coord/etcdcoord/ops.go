@@ -417,15 +417,16 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 // the release of the shards from the tenant and global counters
 // (docs/adr/0023-atomic-shard-caps.md).
 //
-// The count stays exact until the commit because every creation of a shard
-// rewrites the tenant counter, which the transaction compares even when it
-// releases nothing; the states counted may lag a concurrent Complete or
-// Park, which the summary documents.
+// The count stays exact until the commit: shards are created only by
+// splits, which compare the run record this transaction rewrites, and by
+// registration chunks, which advance the registration key it compares; a
+// run with no shards leaves the counters alone. The states counted may lag
+// a concurrent Complete or Park, which the summary documents.
 func (b *Backend) endRun(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
 	apply func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error)) (coord.Run, error) {
 	var out coord.Run
 	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
-		rs, rev, err := b.readRev(ctx, append([]string{b.k.run(id)}, b.counterKeys(tenant)...)...)
+		rs, rev, err := b.readRev(ctx, append([]string{b.k.run(id), b.k.registration(id)}, b.counterKeys(tenant)...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -448,20 +449,20 @@ func (b *Backend) endRun(ctx context.Context, what string, tenant coord.TenantID
 		if err := b.putRun(t, rs[0], &run, &n); err != nil {
 			return nil, err
 		}
-		ctrs := rs[1:]
 		if sum.Total > 0 {
-			if err := b.release(t, ctrs, int64(sum.Total)); err != nil {
+			if err := b.release(t, rs[2:], int64(sum.Total)); err != nil {
 				return nil, err
 			}
-		} else {
-			for _, c := range ctrs {
-				t.guard(c)
-			}
 		}
+		// Shards are created by splits, which compare the run record, and
+		// by registration chunks, which advance the registration key.
+		t.guard(rs[1])
 		t.delPrefix(b.k.shardPrefix(id))
 		t.delPrefix(b.k.openPrefix(id))
 		t.delPrefix(b.k.claimPrefix(id))
-		t.del(b.k.registration(id))
+		if rs[1].exists() {
+			t.del(rs[1].key)
+		}
 		return t, nil
 	})
 	if err != nil {
