@@ -24,7 +24,10 @@ import (
 //     is not applied;
 //   - every ambiguous-th write transaction that is applied still fails with
 //     that timeout, as a commit that outlives the client's wait does;
-//   - after, if set, runs after each applied write transaction.
+//   - after, if set, runs after each applied write transaction, and
+//     before, if set, before each one is sent;
+//   - once allow is set, it is how many more write transactions may be
+//     applied: the rest time out without being applied.
 //
 // Reads pass through unchanged.
 type faultKV struct {
@@ -33,6 +36,8 @@ type faultKV struct {
 	maxOps    int
 	ambiguous int64
 	after     func()
+	before    func()
+	allow     atomic.Int64 // 0: no limit; n > 0: n-1 more writes applied
 
 	writes   atomic.Int64
 	refused  atomic.Int64
@@ -73,7 +78,14 @@ func (t *faultTxn) Commit() (*clientv3.TxnResponse, error) {
 	case <-t.ctx.Done():
 		return nil, t.ctx.Err()
 	}
+	if t.f.before != nil {
+		t.f.before()
+	}
 	if t.ops > t.f.maxOps {
+		t.f.refused.Add(1)
+		return nil, rpctypes.ErrTimeout
+	}
+	if a := t.f.allow.Load(); a == 1 || a > 1 && !t.f.allow.CompareAndSwap(a, a-1) {
 		t.f.refused.Add(1)
 		return nil, rpctypes.ErrTimeout
 	}
@@ -185,7 +197,10 @@ func TestRegisterChunkRefusedRollsBack(t *testing.T) {
 		_, err := other.ClaimNext(ctx, 10, coord.ClaimRequest{Tenant: tenant, Run: 1, Worker: 1, Op: 50})
 		_, err2 := other.Acquire(ctx, 10, coord.AcquireRequest{Tenant: tenant, Run: 1, Shard: 1, Worker: 1, Op: 51})
 		_, err3 := other.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: tenant, Run: 1, Op: 52, Shards: manifest(3)})
+		_, err4 := other.RegisterShards(ctx, 10, coord.RegisterShardsRequest{Tenant: tenant, Run: 1, Op: 2, Shards: manifest(121)})
 		switch {
+		case !errors.Is(err4, coord.ErrOpConflict):
+			hookErr = fmt.Errorf("RegisterShards by the same op with another manifest: %v", err4)
 		case !errors.Is(err, coord.ErrRunNotActive):
 			hookErr = fmt.Errorf("ClaimNext during registration: %v", err)
 		case !errors.Is(err2, coord.ErrRunNotActive):
@@ -273,5 +288,50 @@ func TestCancelDuringRegistration(t *testing.T) {
 				t.Fatalf("key left: %s", k)
 			}
 		}
+	}
+}
+
+// TestCancelRacingARegistrationChunk lets a registration chunk commit
+// between CancelRun's count of the run's shards and its commit: the
+// cancellation must count again, or it would delete more shards than it
+// takes off the counters.
+func TestCancelRacingARegistrationChunk(t *testing.T) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("/test/cancelrace%d", namespaces.Add(1))
+	fr, fc := &faultKV{maxOps: 1 << 20}, &faultKV{maxOps: 1 << 20}
+	reg := faultBackend(t, fr, etcdcoord.Config{Namespace: ns})
+	canceller := faultBackend(t, fc, etcdcoord.Config{Namespace: ns})
+	tenant := coord.TenantID{6}
+	if _, err := reg.CreateRun(ctx, 10, coord.CreateRunRequest{Tenant: tenant, Run: 1, Op: 1, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	req := coord.RegisterShardsRequest{Tenant: tenant, Run: 1, Op: 2, Shards: manifest(150)} // three chunks
+	fr.allow.Store(2)                                                                        // one chunk, then etcd "times out"
+	if _, err := reg.RegisterShards(ctx, 10, req); !errors.Is(err, etcdcoord.ErrUnavailable) {
+		t.Fatalf("first chunk: %v", err)
+	}
+	var once atomic.Bool
+	var hookErr error
+	fc.before = func() {
+		if once.CompareAndSwap(false, true) {
+			fr.allow.Store(2)
+			if _, err := reg.RegisterShards(ctx, 10, req); !errors.Is(err, etcdcoord.ErrUnavailable) {
+				hookErr = fmt.Errorf("second chunk: %v", err)
+			}
+		}
+	}
+	r, err := canceller.CancelRun(ctx, 20, coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 3})
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.Total != 2*61 {
+		t.Fatalf("summary %+v, want the two chunks written", r.Summary)
+	}
+	plain := newBackend(t, etcdcoord.Config{Namespace: ns})
+	if c, err := plain.RepairCounters(ctx); err != nil || len(c.Fixed) != 0 || c.Global != 0 {
+		t.Fatalf("counters after the cancellation: %+v %v", c, err)
 	}
 }
