@@ -136,9 +136,9 @@ const maxRepairRecounts = 8
 // R moved a counter and its records by the same amount, so the error is
 // unchanged, and the correction adds records(R) - stored(R) to the current
 // value in a small compare-and-swap per counter, retried like any creation.
-// The counter's marker key is written by the same transaction and compared
-// against R, so two repairs never apply one correction twice: the later one
-// counts again. In advisory mode the global counter, which creators do not
+// The counter's marker key is written by the same transaction; a repair
+// that finds it written after R counts again, so two repairs never apply
+// one correction twice. In advisory mode the global counter, which creators do not
 // maintain, is instead rewritten with its count, guarded by its own mod
 // revision; that makes switching to strict mode safe once creators stop.
 func (b *Backend) RepairCounters(ctx context.Context) (Counts, error) {
@@ -263,8 +263,11 @@ func (b *Backend) correct(ctx context.Context, key, marker string, rev, delta in
 			stale = true
 			return nil, nil
 		}
+		// Another repair that corrected this counter after rev wrote the
+		// marker: its correction and ours are the same, so count again.
+		// (A correction committed between this read and the commit below
+		// rewrote the counter, which the commit compares.)
 		t := &txn{}
-		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(marker), "<", rev+1))
 		t.put(marker, nil)
 		if absolute {
 			// Nobody else rewrites this key: creators refuse an

@@ -168,3 +168,36 @@ func TestRepairConvergesUnderLoad(t *testing.T) {
 	defer mu.Unlock()
 	checkCountersCaps(t, "after the load", ns, owner, coord.DefaultMaxShardsPerTenant, coord.DefaultMaxShardsGlobal)
 }
+
+// TestConcurrentRepairsCorrectOnce runs a second repair between the first
+// one's count and its correction: the first must notice and count again,
+// not apply the same correction on top of the second's.
+func TestConcurrentRepairsCorrectOnce(t *testing.T) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("/test/tworepairs%d", namespaces.Add(1))
+	f := &faultKV{maxOps: 1 << 20}
+	first := faultBackend(t, f, etcdcoord.Config{Namespace: ns})
+	second := newBackend(t, etcdcoord.Config{Namespace: ns})
+	tenant := coord.TenantID{8}
+	mustRun(t, second, tenant, 1, 4)
+	tkey := fmt.Sprintf("%s/tenants/08%062d/shard_count", ns, 0)
+	if _, err := client.Put(ctx, tkey, string(binary.LittleEndian.AppendUint64(nil, 10))); err != nil {
+		t.Fatal(err)
+	}
+	var once atomic.Bool
+	var hookErr error
+	f.before = func() {
+		if once.CompareAndSwap(false, true) {
+			_, hookErr = second.RepairCounters(ctx)
+		}
+	}
+	if _, err := first.RepairCounters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	if c, err := second.RepairCounters(ctx); err != nil || len(c.Fixed) != 0 || c.Tenants[tenant] != 4 {
+		t.Fatalf("counters after two repairs: %+v %v", c, err)
+	}
+}
