@@ -249,3 +249,37 @@ func TestTryGCOneNodeAtATime(t *testing.T) {
 		t.Fatalf("sub-second ttl: %v", err)
 	}
 }
+
+// TestGCReleasesRunsEndedBeforeRelease: a run that ended before runs
+// released their shards at the end (its record terminal, its shards still
+// stored and counted) is removed by GC with its shards, off the counters.
+func TestGCReleasesRunsEndedBeforeRelease(t *testing.T) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("/test/legacy%d", namespaces.Add(1))
+	b := newBackend(t, etcdcoord.Config{Namespace: ns})
+	tenant := coord.TenantID{2}
+	mustRun(t, b, tenant, 1, 3)
+	mustRun(t, b, tenant, 2, 2)
+	// Rewrite run 1 as the old CancelRun left it: terminal, shards kept.
+	r, err := b.GetRun(ctx, tenant, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.State, r.CompletedAt, r.UpdatedAt = coord.RunCancelled, 50, 50
+	v, err := r.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runKey := ns + "/runs/0000000000000001"
+	if _, err := client.Txn(ctx).Then(clientv3.OpPut(runKey, string(v)),
+		clientv3.OpDelete(fmt.Sprintf("%s/tenant-runs/02%062d/0000000000000001", ns, 0)),
+		clientv3.OpPut(ns+"/gc/0000000000000032/0000000000000001", "")).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.GC(ctx, 100, 0); err != nil || n != 1 {
+		t.Fatalf("GC: %d %v", n, err)
+	}
+	if c, err := b.RepairCounters(ctx); err != nil || len(c.Fixed) != 0 || c.Tenants[tenant] != 2 || c.Global != 2 {
+		t.Fatalf("counters after GC: %+v %v", c, err)
+	}
+}
