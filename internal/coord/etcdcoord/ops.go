@@ -1,6 +1,7 @@
 package etcdcoord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,10 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		return coord.Lease{}, true, err
 	}
 	lost := false
+	// A candidate whose record cannot be read or written (ErrCorrupt) is
+	// skipped, so one bad record does not stop a run's other shards from
+	// being claimed; its error is reported only if nothing was claimable.
+	var skipped error
 	off := coord.ClaimOffset(req.Worker, len(candidates))
 	for i := range candidates {
 		id := candidates[(off+i)%len(candidates)]
@@ -181,6 +186,10 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 			continue
 		}
 		s, err := decodeShard(srs[0], &run, id)
+		if errors.Is(err, coord.ErrCorrupt) {
+			skipped = cmp.Or(skipped, err)
+			continue
+		}
 		if err != nil {
 			return coord.Lease{}, true, err
 		}
@@ -195,6 +204,10 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		t.guard(runRec)
 		t.guard(claimRec)
 		if perr := b.putShard(t, srs[0], &s, &n); perr != nil {
+			if errors.Is(perr, coord.ErrCorrupt) {
+				skipped = cmp.Or(skipped, perr)
+				continue
+			}
 			return coord.Lease{}, true, perr
 		}
 		if err == nil {
@@ -218,6 +231,9 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 	}
 	if lost {
 		return coord.Lease{}, false, nil
+	}
+	if skipped != nil {
+		return coord.Lease{}, true, fmt.Errorf("etcdcoord: claim next: nothing claimable but a corrupt shard: %w", skipped)
 	}
 	return coord.Lease{}, true, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
 }
