@@ -135,16 +135,17 @@ func (b *Backend) registerStep(ctx context.Context, now coord.Time, req coord.Re
 		return t, n, true, nil
 	}
 	// The caps are checked for the whole rest of the manifest first, so
-	// that a registration that cannot fit fails before writing more.
-	if err := b.checkRest(ctx, ctrs, int64(reg.written), int64(len(shards))); err != nil {
-		return b.rollback(t, runRec, regRec, ctrs, req.Run, reg.written, err)
-	}
+	// that a registration that cannot fit fails before writing more, and
+	// reports the cap for the whole manifest.
 	part := shards[reg.written : reg.written+uint64(chunk)]
-	if err := b.reserve(ctx, t, ctrs, int64(len(part))); err != nil {
-		var sle *coord.ShardLimitError
-		if errors.As(err, &sle) {
-			return b.rollback(&txn{}, runRec, regRec, ctrs, req.Run, reg.written, err)
-		}
+	err = b.checkRest(ctx, ctrs, int64(reg.written), int64(len(shards)))
+	if err == nil {
+		err = b.reserve(ctx, t, ctrs, int64(len(part)))
+	}
+	switch {
+	case errors.Is(err, coord.ErrShardLimitExceeded):
+		return b.rollback(&txn{}, runRec, regRec, ctrs, req.Run, reg.written, err)
+	case err != nil:
 		return nil, run, true, err
 	}
 	t.guard(runRec)
