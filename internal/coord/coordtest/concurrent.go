@@ -139,7 +139,7 @@ func RunConcurrent(t *testing.T, b coord.Backend, snap SnapshotFunc, cfg Concurr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t.Logf("seed=%d: %d snapshots checked during the run; %v", cfg.Seed, checks, c.stats)
-	for _, what := range []string{"claim", "Complete", "register", "SplitResidual"} {
+	for _, what := range []string{"claim", "Complete", "register", "register large", "SplitResidual"} {
 		if c.stats[what] == 0 {
 			t.Errorf("seed=%d: no %s happened: the simulation did not exercise it", cfg.Seed, what)
 		}
@@ -200,6 +200,11 @@ func (c *csim) retry(f func() error) error {
 	}
 }
 
+// largeManifest is the size from which a manifest no longer fits in one
+// transaction with etcd's default limits, so etcdcoord registers it in
+// chunks (ADR 0022).
+const largeManifest = 62
+
 // newRun creates and registers a run of n roots tiling [0x0000, +inf).
 func (c *csim) newRun(rng *rand.Rand, tenant coord.TenantID, n int) {
 	id := coord.RunID(c.runIDs.Add(1))
@@ -224,6 +229,9 @@ func (c *csim) newRun(rng *rand.Rand, tenant coord.TenantID, n int) {
 	specs[0].Start = simKey(0)
 	reg := coord.RegisterShardsRequest{Tenant: tenant, Run: id, Op: c.op(), Shards: specs}
 	err := c.retry(func() error { _, err := c.b.RegisterShards(c.ctx, now, reg); return err })
+	if n >= largeManifest {
+		c.count("register large")
+	}
 	switch {
 	case err == nil:
 		c.count("register")
@@ -483,7 +491,7 @@ func (a *actor) adminStep() {
 		// Now and then a manifest large enough to be registered in chunks.
 		size := 1 + a.rng.IntN(6)
 		if a.rng.IntN(5) == 0 {
-			size = 60 + a.rng.IntN(100)
+			size = largeManifest + a.rng.IntN(100)
 		}
 		c.newRun(a.rng, coord.TenantID{byte(1 + a.rng.IntN(c.cfg.Tenants)), 0xCC, byte(c.cfg.Seed)}, size)
 	case n < 12 && c.cfg.Maintenance != nil:
