@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +25,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		logFormat string
 		maxPush   int64
 		coordNS   string
+		gcEvery   time.Duration
+		gcKeep    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,9 +42,14 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
 	config.Int64Var(f, &maxPush, "max-push-bytes", "GHOST_MAX_PUSH_BYTES", 0, "largest push body accepted, 0 for no limit")
 	config.StringVar(f, &coordNS, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
+	config.DurationVar(f, &gcEvery, "coord-gc-interval", "GHOST_COORD_GC_INTERVAL", defaultCoordGCInterval, "how often to remove old run summaries from etcd, one node at a time; 0 disables")
+	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
+		if gcEvery < 0 || gcKeep < 0 {
+			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
+		}
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 			return usageErrorf("--log-level: %v", err)
@@ -77,7 +85,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
-		coord := startCoordination(ctx, logger, cfg, coordNS)
+		coord := startCoordination(ctx, logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
 		defer coord.Close()
 		return srv.Serve(ctx, ln)
 	}
