@@ -3,6 +3,11 @@
 // the invariants every stored record must satisfy, and the Backend interface
 // that storage implementations (memcoord, etcdcoord) provide.
 //
+// Consumers do not take a Backend but the role they play: a Worker leases
+// and processes shards, an Admin creates, registers and ends runs and
+// unparks shards, and a Reader only observes. Worker and Admin include
+// Reader; Backend is all three.
+//
 // The package is deliberately storage-free. Every state transition is a pure
 // function from the current records and a request to the next records (see
 // the Shard and Run methods named Apply*), so that an in-memory backend and an

@@ -11,7 +11,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord"
 )
 
-// CreateRun implements coord.Backend.
+// CreateRun implements coord.Admin.
 func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.CreateRunRequest) (coord.Run, error) {
 	var out coord.Run
 	err := b.mutate(ctx, "create run", func(ctx context.Context) (*txn, error) {
@@ -64,7 +64,7 @@ func (b *Backend) writeShard(rs []rec, prev, n *coord.Shard) (*txn, error) {
 	return t, b.putShard(t, rs[1], prev, n)
 }
 
-// Acquire implements coord.Backend.
+// Acquire implements coord.Worker.
 func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
 	var out coord.Lease
 	err := b.mutate(ctx, "acquire", func(ctx context.Context) (*txn, error) {
@@ -90,7 +90,7 @@ func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.Acquire
 	return out, nil
 }
 
-// ClaimNext implements coord.Backend. A replay is found through the claim
+// ClaimNext implements coord.Worker. A replay is found through the claim
 // key the original claim wrote (<ns>/claims/<run>/<op>) rather than by
 // reading every shard's op log; the shard it names still decides, through
 // Shard.ClaimReplay, whether the op is a replay, a conflict, or (evicted
@@ -278,7 +278,7 @@ func (b *Backend) shardOp(ctx context.Context, what string, tenant coord.TenantI
 	return out, nil
 }
 
-// Renew implements coord.Backend.
+// Renew implements coord.Worker.
 func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
 	var lease coord.Lease
 	l := req.Lease
@@ -293,7 +293,7 @@ func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequ
 	return lease, nil
 }
 
-// Checkpoint implements coord.Backend.
+// Checkpoint implements coord.Worker.
 func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
 	l := req.Lease
 	return b.shardOp(ctx, "checkpoint", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
@@ -301,7 +301,7 @@ func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.Chec
 	})
 }
 
-// Complete implements coord.Backend.
+// Complete implements coord.Worker.
 func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
 	l := req.Lease
 	return b.shardOp(ctx, "complete", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
@@ -309,7 +309,7 @@ func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.Comple
 	})
 }
 
-// Park implements coord.Backend.
+// Park implements coord.Worker.
 func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
 	l := req.Lease
 	return b.shardOp(ctx, "park", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
@@ -317,7 +317,7 @@ func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkReques
 	})
 }
 
-// Unpark implements coord.Backend.
+// Unpark implements coord.Admin.
 func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
 	return b.shardOp(ctx, "unpark", req.Tenant, req.Run, req.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
 		return s.ApplyUnpark(run, req, now)
@@ -349,7 +349,7 @@ func (b *Backend) addShards(ctx context.Context, rs []rec, prev, parent *coord.S
 	return t, nil
 }
 
-// SplitReplace implements coord.Backend.
+// SplitReplace implements coord.Worker.
 func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.SplitReplaceRequest) (coord.Shard, []coord.Shard, error) {
 	var parent coord.Shard
 	var children []coord.Shard
@@ -392,7 +392,7 @@ func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.Sp
 	return parent, children, nil
 }
 
-// SplitResidual implements coord.Backend.
+// SplitResidual implements coord.Worker.
 func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.SplitResidualRequest) (coord.Shard, coord.Shard, error) {
 	var shard, residual coord.Shard
 	l := req.Lease
@@ -506,28 +506,28 @@ func (b *Backend) summarize(ctx context.Context, run *coord.Run, rev int64) (coo
 	return sum, err
 }
 
-// CompleteRun implements coord.Backend. See endRun.
+// CompleteRun implements coord.Admin. See endRun.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
 	return b.endRun(ctx, "complete run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
 		return run.ApplyCompleteRun(req, now, sum)
 	})
 }
 
-// FailRun implements coord.Backend. See endRun.
+// FailRun implements coord.Admin. See endRun.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
 	return b.endRun(ctx, "fail run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
 		return run.ApplyFailRun(req, now, b.lim, sum)
 	})
 }
 
-// CancelRun implements coord.Backend. See endRun.
+// CancelRun implements coord.Admin. See endRun.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
 	return b.endRun(ctx, "cancel run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
 		return run.ApplyCancelRun(req, now, sum)
 	})
 }
 
-// GetRun implements coord.Backend.
+// GetRun implements coord.Reader.
 func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.RunID) (coord.Run, error) {
 	rs, err := b.read(ctx, b.k.run(run))
 	if err != nil {
@@ -536,13 +536,13 @@ func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.R
 	return decodeRun(rs[0], tenant, run)
 }
 
-// GetShard implements coord.Backend.
+// GetShard implements coord.Reader.
 func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, shard coord.ShardID) (coord.Shard, error) {
 	_, s, _, err := b.readShard(ctx, tenant, run, shard)
 	return s, err
 }
 
-// Progress implements coord.Backend.
+// Progress implements coord.Reader.
 func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID) (coord.Progress, error) {
 	r, err := b.GetRun(ctx, tenant, run)
 	if err != nil {
@@ -563,7 +563,7 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	return p, nil
 }
 
-// ListShards implements coord.Backend.
+// ListShards implements coord.Reader.
 func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID, filter coord.ShardFilter) ([]coord.Shard, error) {
 	r, err := b.GetRun(ctx, tenant, run)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // request timeout (issue 9; docs/adr/0022-etcd-coordination-backend.md).
 const MaxRegisterChunk = 256
 
-// RegisterShards implements coord.Backend.
+// RegisterShards implements coord.Admin.
 //
 // A manifest that fits in one bounded transaction (at most
 // MaxRegisterChunk shards within Config.MaxTxnOps and MaxTxnBytes) is

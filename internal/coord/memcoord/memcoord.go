@@ -31,7 +31,14 @@ type runEntry struct {
 	ids    []coord.ShardID // sorted ascending
 }
 
-var _ coord.Backend = (*Backend)(nil)
+// Backend plays every role of package coord; consumers hold it as the one
+// they need.
+var (
+	_ coord.Backend = (*Backend)(nil)
+	_ coord.Worker  = (*Backend)(nil)
+	_ coord.Admin   = (*Backend)(nil)
+	_ coord.Reader  = (*Backend)(nil)
+)
 
 // New returns an empty backend enforcing lim (zero fields take defaults).
 func New(lim coord.Limits) *Backend {
@@ -100,7 +107,7 @@ func (b *Backend) reserve(tenant coord.TenantID, delta int64) error {
 	return nil
 }
 
-// CreateRun implements coord.Backend.
+// CreateRun implements coord.Admin.
 func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.CreateRunRequest) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
@@ -126,7 +133,7 @@ func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.Creat
 	return r.Clone(), nil
 }
 
-// RegisterShards implements coord.Backend.
+// RegisterShards implements coord.Admin.
 func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.RegisterShardsRequest) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
@@ -163,7 +170,7 @@ func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.
 	return r.Clone(), nil
 }
 
-// Acquire implements coord.Backend.
+// Acquire implements coord.Worker.
 func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Lease{}, err
@@ -183,7 +190,7 @@ func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.Acquire
 	return lease, err
 }
 
-// ClaimNext implements coord.Backend. Candidates are scanned in id order
+// ClaimNext implements coord.Worker. Candidates are scanned in id order
 // starting at coord.ClaimOffset, so concurrent workers spread over the run.
 func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.ClaimRequest) (coord.Lease, error) {
 	if err := ctx.Err(); err != nil {
@@ -260,7 +267,7 @@ func (b *Backend) shardOp(ctx context.Context, l coord.Lease, apply func(run *co
 	return n.Clone(), nil
 }
 
-// Renew implements coord.Backend.
+// Renew implements coord.Worker.
 func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
 	var lease coord.Lease
 	_, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
@@ -274,28 +281,28 @@ func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequ
 	return lease, nil
 }
 
-// Checkpoint implements coord.Backend.
+// Checkpoint implements coord.Worker.
 func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
 	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
 		return s.ApplyCheckpoint(run, req, now, b.lim)
 	})
 }
 
-// Complete implements coord.Backend.
+// Complete implements coord.Worker.
 func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
 	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
 		return s.ApplyComplete(run, req, now)
 	})
 }
 
-// Park implements coord.Backend.
+// Park implements coord.Worker.
 func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
 	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
 		return s.ApplyPark(run, req, now, b.lim)
 	})
 }
 
-// Unpark implements coord.Backend.
+// Unpark implements coord.Admin.
 func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
 	l := coord.Lease{Tenant: req.Tenant, Run: req.Run, Shard: req.Shard}
 	return b.shardOp(ctx, l, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
@@ -303,7 +310,7 @@ func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRe
 	})
 }
 
-// SplitReplace implements coord.Backend.
+// SplitReplace implements coord.Worker.
 func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.SplitReplaceRequest) (coord.Shard, []coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Shard{}, nil, err
@@ -362,7 +369,7 @@ func (b *Backend) addShards(e *runEntry, parent coord.Shard, created []coord.Sha
 	return nil
 }
 
-// SplitResidual implements coord.Backend.
+// SplitResidual implements coord.Worker.
 func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.SplitResidualRequest) (coord.Shard, coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Shard{}, coord.Shard{}, err
@@ -432,28 +439,28 @@ func (b *Backend) release(e *runEntry) {
 	e.shards, e.ids = map[coord.ShardID]coord.Shard{}, nil
 }
 
-// CompleteRun implements coord.Backend.
+// CompleteRun implements coord.Admin.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
 		return e.run.ApplyCompleteRun(req, now, e.summary())
 	})
 }
 
-// FailRun implements coord.Backend.
+// FailRun implements coord.Admin.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
 		return e.run.ApplyFailRun(req, now, b.lim, e.summary())
 	})
 }
 
-// CancelRun implements coord.Backend.
+// CancelRun implements coord.Admin.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
 		return e.run.ApplyCancelRun(req, now, e.summary())
 	})
 }
 
-// GetRun implements coord.Backend.
+// GetRun implements coord.Reader.
 func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.RunID) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
@@ -467,7 +474,7 @@ func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.R
 	return e.run.Clone(), nil
 }
 
-// GetShard implements coord.Backend.
+// GetShard implements coord.Reader.
 func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, shard coord.ShardID) (coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Shard{}, err
@@ -481,7 +488,7 @@ func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord
 	return s.Clone(), nil
 }
 
-// Progress implements coord.Backend.
+// Progress implements coord.Reader.
 func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID) (coord.Progress, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Progress{}, err
@@ -502,7 +509,7 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	return p, nil
 }
 
-// ListShards implements coord.Backend.
+// ListShards implements coord.Reader.
 func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID, filter coord.ShardFilter) ([]coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
