@@ -90,10 +90,11 @@ func (b *Backend) registerStep(ctx context.Context, now coord.Time, req coord.Re
 	if err != nil {
 		return nil, coord.Run{}, true, err
 	}
-	n, shards, changed, err := run.ApplyRegisterShards(req, now, b.lim)
-	if err != nil || !changed {
-		return nil, n, true, err
+	tr, err := run.ApplyRegisterShards(req, now, b.lim)
+	if err != nil || !tr.Changed {
+		return nil, tr.Run, true, err
 	}
+	n, shards := tr.Run, tr.Created
 	var reg registration
 	if regRec.exists() {
 		if reg, err = decodeRegistration(regRec.key, regRec.val); err != nil {

@@ -144,30 +144,30 @@ func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.
 	if err != nil {
 		return coord.Run{}, err
 	}
-	r, shards, changed, err := e.run.ApplyRegisterShards(req, now, b.lim)
+	t, err := e.run.ApplyRegisterShards(req, now, b.lim)
 	if err != nil {
 		return coord.Run{}, err
 	}
-	if !changed {
-		return r.Clone(), nil
+	if !t.Changed {
+		return t.Run.Clone(), nil
 	}
-	for i := range shards {
-		if err := shards[i].Validate(); err != nil {
+	for i := range t.Created {
+		if err := t.Created[i].Validate(); err != nil {
 			return coord.Run{}, fmt.Errorf("memcoord: refusing to store: %w", err)
 		}
 	}
-	if err := b.reserve(req.Tenant, int64(len(shards))); err != nil {
+	if err := b.reserve(req.Tenant, int64(len(t.Created))); err != nil {
 		return coord.Run{}, err
 	}
-	if err := e.putRun(r); err != nil {
+	if err := e.putRun(t.Run); err != nil {
 		return coord.Run{}, err
 	}
-	for _, s := range shards {
+	for _, s := range t.Created {
 		e.shards[s.ID] = s
 		e.ids = append(e.ids, s.ID)
 	}
 	slices.Sort(e.ids)
-	return r.Clone(), nil
+	return t.Run.Clone(), nil
 }
 
 // Acquire implements coord.Worker.
@@ -181,13 +181,13 @@ func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.Acquire
 	if err != nil {
 		return coord.Lease{}, err
 	}
-	n, lease, changed, err := s.ApplyAcquire(&e.run, req, now)
-	if changed {
-		if perr := e.putShard(n); perr != nil {
+	t, err := s.ApplyAcquire(&e.run, req, now)
+	if t.Changed {
+		if perr := e.putShard(t.Shard); perr != nil {
 			return coord.Lease{}, perr
 		}
 	}
-	return lease, err
+	return t.Lease, err
 }
 
 // ClaimNext implements coord.Worker. Candidates are scanned in id order
@@ -225,15 +225,15 @@ func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.Claim
 	off := coord.ClaimOffset(req.Worker, len(candidates))
 	for i := range candidates {
 		s := e.shards[candidates[(off+i)%len(candidates)]]
-		n, lease, changed, err := s.ApplyClaim(&e.run, req, now)
-		if changed {
-			if perr := e.putShard(n); perr != nil {
+		t, err := s.ApplyClaim(&e.run, req, now)
+		if t.Changed {
+			if perr := e.putShard(t.Shard); perr != nil {
 				return coord.Lease{}, perr
 			}
 		}
 		switch {
 		case err == nil:
-			return lease, nil
+			return t.Lease, nil
 		case errorsIsAny(err, coord.ErrRetriesExhausted, coord.ErrLeaseHeld, coord.ErrShardParked, coord.ErrShardTerminal):
 			// This candidate went away (in etcd: raced away); try the next.
 			continue
@@ -244,70 +244,72 @@ func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.Claim
 	return coord.Lease{}, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
 }
 
-// shardOp runs a lease-presenting mutation of one shard.
-func (b *Backend) shardOp(ctx context.Context, l coord.Lease, apply func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error)) (coord.Shard, error) {
+// shardOp runs a mutation of one shard that writes only that shard.
+func (b *Backend) shardOp(ctx context.Context, l coord.Lease, apply func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error)) (coord.ShardTransition, error) {
 	if err := ctx.Err(); err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, s, err := b.lookupShard(l.Tenant, l.Run, l.Shard)
 	if err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
-	n, changed, err := apply(&e.run, s)
+	t, err := apply(&e.run, s)
 	if err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
-	if changed {
-		if err := e.putShard(n); err != nil {
-			return coord.Shard{}, err
+	if t.Changed {
+		if err := e.putShard(t.Shard); err != nil {
+			return coord.ShardTransition{}, err
 		}
 	}
-	return n.Clone(), nil
+	t.Shard = t.Shard.Clone()
+	return t, nil
 }
 
 // Renew implements coord.Worker.
 func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
-	var lease coord.Lease
-	_, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
-		n, l, changed, err := s.ApplyRenew(run, req, now)
-		lease = l
-		return n, changed, err
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
+		return s.ApplyRenew(run, req, now)
 	})
 	if err != nil {
 		return coord.Lease{}, err
 	}
-	return lease, nil
+	return t.Lease, nil
 }
 
 // Checkpoint implements coord.Worker.
 func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyCheckpoint(run, req, now, b.lim)
 	})
+	return t.Shard, err
 }
 
 // Complete implements coord.Worker.
 func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyComplete(run, req, now)
 	})
+	return t.Shard, err
 }
 
 // Park implements coord.Worker.
 func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyPark(run, req, now, b.lim)
 	})
+	return t.Shard, err
 }
 
 // Unpark implements coord.Admin.
 func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
 	l := coord.Lease{Tenant: req.Tenant, Run: req.Run, Shard: req.Shard}
-	return b.shardOp(ctx, l, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, l, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyUnpark(run, req, now)
 	})
+	return t.Shard, err
 }
 
 // SplitReplace implements coord.Worker.
@@ -322,27 +324,27 @@ func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.Sp
 	if err != nil {
 		return coord.Shard{}, nil, err
 	}
-	n, children, changed, err := s.ApplySplitReplace(&e.run, req, now, b.lim)
+	t, err := s.ApplySplitReplace(&e.run, req, now, b.lim)
 	if err != nil {
 		return coord.Shard{}, nil, err
 	}
-	if !changed {
+	if !t.Changed {
 		out := make([]coord.Shard, 0, len(req.Children))
 		for _, id := range coord.ReplaceChildIDs(req) {
 			if c, ok := e.shards[id]; ok {
 				out = append(out, c.Clone())
 			}
 		}
-		return n.Clone(), out, nil
+		return t.Shard.Clone(), out, nil
 	}
-	if err := b.addShards(e, n, children); err != nil {
+	if err := b.addShards(e, t.Shard, t.Created); err != nil {
 		return coord.Shard{}, nil, err
 	}
-	out := make([]coord.Shard, len(children))
-	for i := range children {
-		out[i] = children[i].Clone()
+	out := make([]coord.Shard, len(t.Created))
+	for i := range t.Created {
+		out[i] = t.Created[i].Clone()
 	}
-	return n.Clone(), out, nil
+	return t.Shard.Clone(), out, nil
 }
 
 // addShards stores an updated parent and new shards, all or nothing.
@@ -381,21 +383,21 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 	if err != nil {
 		return coord.Shard{}, coord.Shard{}, err
 	}
-	n, res, changed, err := s.ApplySplitResidual(&e.run, req, now, b.lim)
+	t, err := s.ApplySplitResidual(&e.run, req, now, b.lim)
 	if err != nil {
 		return coord.Shard{}, coord.Shard{}, err
 	}
-	if !changed {
-		return n.Clone(), e.shards[coord.ResidualID(req)].Clone(), nil
+	if !t.Changed {
+		return t.Shard.Clone(), e.shards[coord.ResidualID(req)].Clone(), nil
 	}
-	if err := b.addShards(e, n, []coord.Shard{res}); err != nil {
+	if err := b.addShards(e, t.Shard, t.Created); err != nil {
 		return coord.Shard{}, coord.Shard{}, err
 	}
-	return n.Clone(), res.Clone(), nil
+	return t.Shard.Clone(), t.Created[0].Clone(), nil
 }
 
 // runOp runs a mutation of a run record.
-func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.RunID, apply func(e *runEntry) (coord.Run, bool, error)) (coord.Run, error) {
+func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.RunID, apply func(e *runEntry) (coord.RunTransition, error)) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
 	}
@@ -405,19 +407,19 @@ func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.Ru
 	if err != nil {
 		return coord.Run{}, err
 	}
-	r, changed, err := apply(e)
+	t, err := apply(e)
 	if err != nil {
 		return coord.Run{}, err
 	}
-	if changed {
-		if err := e.putRun(r); err != nil {
+	if t.Changed {
+		if err := e.putRun(t.Run); err != nil {
 			return coord.Run{}, err
 		}
-		if r.State.Terminal() {
+		if t.Run.State.Terminal() {
 			b.release(e)
 		}
 	}
-	return r.Clone(), nil
+	return t.Run.Clone(), nil
 }
 
 // summary counts the run's shards by state.
@@ -441,21 +443,21 @@ func (b *Backend) release(e *runEntry) {
 
 // CompleteRun implements coord.Admin.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.RunTransition, error) {
 		return e.run.ApplyCompleteRun(req, now, e.summary())
 	})
 }
 
 // FailRun implements coord.Admin.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.RunTransition, error) {
 		return e.run.ApplyFailRun(req, now, b.lim, e.summary())
 	})
 }
 
 // CancelRun implements coord.Admin.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.RunTransition, error) {
 		return e.run.ApplyCancelRun(req, now, e.summary())
 	})
 }
