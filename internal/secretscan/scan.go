@@ -1,0 +1,267 @@
+package secretscan
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash/fnv"
+	"math"
+	"runtime"
+	"strings"
+)
+
+// DefaultMaxBlobSize is the default size above which a blob is skipped
+// (and counted). It bounds the memory a scan holds per worker
+// (docs/adr/0030-secret-scanning-engine.md, "Memory").
+const DefaultMaxBlobSize = 50 << 20
+
+// binarySniff is how much of a blob is searched for a NUL byte to call it
+// binary: git's own heuristic (xdiff's buffer_is_binary).
+const binarySniff = 8000
+
+// allowSignature in a line suppresses its findings, as in gitleaks.
+const allowSignature = "gitleaks:allow"
+
+// Options configure an Engine.
+type Options struct {
+	// Workers scanning blobs in parallel; 0 means runtime.NumCPU().
+	Workers int
+	// MaxBlobSize skips larger blobs; 0 means DefaultMaxBlobSize, <0 none.
+	MaxBlobSize int64
+	// FingerprintKey keys the HMAC-SHA256 fingerprint of each secret, so
+	// equal secrets of different tenants cannot be correlated.
+	FingerprintKey []byte
+	// Matcher overrides the default KeywordMatcher (for other backends).
+	Matcher Matcher
+	// Ignore lists gitleaks fingerprints to drop (.gitleaksignore).
+	Ignore *Ignore
+}
+
+// Engine scans content with a compiled Config. It is safe for concurrent
+// use; it holds no per-scan state.
+type Engine struct {
+	cfg     *Config
+	m       Matcher
+	opts    Options
+	pathOut []int // path-only rules (no regexp)
+}
+
+// New builds an Engine for cfg.
+func New(cfg *Config, opts Options) (*Engine, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.NumCPU()
+	}
+	if opts.MaxBlobSize == 0 {
+		opts.MaxBlobSize = DefaultMaxBlobSize
+	}
+	e := &Engine{cfg: cfg, m: opts.Matcher, opts: opts}
+	if e.m == nil {
+		km, err := NewKeywordMatcher(cfg.Rules)
+		if err != nil {
+			return nil, err
+		}
+		e.m = km
+	}
+	for i, r := range cfg.Rules {
+		if r.Regex == nil && r.Path != nil && !r.SkipReport {
+			e.pathOut = append(e.pathOut, i)
+		}
+	}
+	return e, nil
+}
+
+// Config returns the engine's rules.
+func (e *Engine) Config() *Config { return e.cfg }
+
+// candidate is a match that survived every path-independent check. What
+// still depends on where the blob sits (rule paths, allowlist paths and
+// commits, .gitleaksignore) is decided per location by attribution.
+type candidate struct {
+	rule                 int
+	startLine, endLine   int // 1-based
+	startCol, endCol     int // 1-based, inclusive end
+	secret, match        string
+	lineHash             uint64 // identifies the line for "was it added?"
+	entropy              float32
+	deferred             []*Allowlist // AND allowlists awaiting path/commit
+	pathOnly             bool
+}
+
+func isBinary(b []byte) bool {
+	return bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0
+}
+
+// lineIndex turns byte offsets into line numbers, moving forward from the
+// last answer so a blob's matches cost one pass in the common case.
+type lineIndex struct {
+	content   []byte
+	pos, line int // line (0-based) of content[pos]; pos is a line start
+}
+
+func (li *lineIndex) at(off int) (line, lineStart int) {
+	if off < li.pos {
+		li.pos, li.line = 0, 0
+	}
+	for {
+		i := bytes.IndexByte(li.content[li.pos:off], '\n')
+		if i < 0 {
+			return li.line, li.pos
+		}
+		li.pos += i + 1
+		li.line++
+	}
+}
+
+// scanContent returns the path-independent candidates of one blob.
+func (e *Engine) scanContent(content []byte) []candidate {
+	var out []candidate
+	li := &lineIndex{content: content}
+	e.m.Match(content, func(ri, start, end int) {
+		r := e.cfg.Rules[ri]
+		if r.SkipReport {
+			return
+		}
+		// As gitleaks: the secret is the match trimmed of newlines, and
+		// the location spans len(secret) bytes from the match start.
+		raw := string(content[start:end])
+		secret := strings.Trim(raw, "\n")
+		end = start + len(secret)
+		sl, sls := li.at(start)
+		el, els := li.at(max(start, end-1))
+		lineEnd := bytes.IndexByte(content[end:], '\n')
+		if lineEnd < 0 {
+			lineEnd = len(content)
+		} else {
+			lineEnd += end
+		}
+		line := content[sls:lineEnd]
+		if bytes.Contains(line, []byte(allowSignature)) {
+			return
+		}
+		c := candidate{
+			rule: ri, startLine: sl + 1, endLine: el + 1,
+			startCol: start - sls + 1, endCol: end - els,
+			match: secret, secret: secret,
+		}
+		if groups := r.Regex.FindStringSubmatch(secret); len(groups) >= 2 {
+			if r.SecretGroup > 0 {
+				if len(groups) <= r.SecretGroup {
+					return
+				}
+				c.secret = groups[r.SecretGroup]
+			} else {
+				for _, g := range groups[1:] {
+					if g != "" {
+						c.secret = g
+						break
+					}
+				}
+			}
+		}
+		ent := shannonEntropy(c.secret)
+		c.entropy = float32(ent)
+		if r.Entropy != 0 && ent <= r.Entropy {
+			return
+		}
+		lineStr := string(line)
+		for _, lists := range [][]*Allowlist{e.cfg.Allowlists, r.Allowlists} {
+			for _, a := range lists {
+				allowed, defer_ := contentAllowed(a, &c, lineStr)
+				if allowed {
+					return
+				}
+				if defer_ {
+					c.deferred = append(c.deferred, a)
+				}
+			}
+		}
+		h := fnv.New64a()
+		h.Write(line)
+		c.lineHash = h.Sum64()
+		out = append(out, c)
+	})
+	return dropGenericDuplicates(e.cfg.Rules, out)
+}
+
+// contentAllowed applies an allowlist's regexes and stopwords (gitleaks'
+// checkFindingAllowed). An AND allowlist that also needs a path or commit
+// is deferred to attribution when its content checks hold.
+func contentAllowed(a *Allowlist, c *candidate, line string) (allowed, deferred bool) {
+	target := c.secret
+	switch a.RegexTarget {
+	case "match":
+		target = c.match
+	case "line":
+		target = line
+	}
+	regexOK := a.regexAllowed(target)
+	stopOK := a.containsStopWord(c.secret)
+	if !a.MatchAnd {
+		return regexOK || stopOK, false
+	}
+	if (a.Regexes != nil && !regexOK) || (len(a.StopWords) > 0 && !stopOK) {
+		return false, false
+	}
+	if a.hasLocationChecks() {
+		return false, true
+	}
+	return a.hasContentChecks(), false
+}
+
+// dropGenericDuplicates drops a "generic" rule's candidate when a specific
+// rule found a secret containing it on the same line (gitleaks' filter).
+func dropGenericDuplicates(rules []*Rule, cs []candidate) []candidate {
+	out := cs[:0]
+	for i, c := range cs {
+		drop := false
+		if strings.Contains(strings.ToLower(rules[c.rule].ID), "generic") {
+			for j, o := range cs {
+				if i != j && o.startLine == c.startLine && o.rule != c.rule &&
+					!strings.Contains(strings.ToLower(rules[o.rule].ID), "generic") &&
+					strings.Contains(o.secret, c.secret) {
+					drop = true
+					break
+				}
+			}
+		}
+		if !drop {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// shannonEntropy is gitleaks' entropy: bits per character over runes.
+func shannonEntropy(data string) float64 {
+	if data == "" {
+		return 0
+	}
+	counts := make(map[rune]int)
+	for _, r := range data {
+		counts[r]++
+	}
+	inv := 1.0 / float64(len(data))
+	var ent float64
+	for _, n := range counts {
+		f := float64(n) * inv
+		ent -= f * math.Log2(f)
+	}
+	return ent
+}
+
+// fingerprint is the hex HMAC-SHA256 of secret under the caller's key.
+func (e *Engine) fingerprint(secret string) string {
+	m := hmac.New(sha256.New, e.opts.FingerprintKey)
+	m.Write([]byte(secret))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// redact replaces the secret inside match, keeping the context that tells
+// a reader what was found without disclosing it.
+func redact(match, secret string) string {
+	if secret == "" {
+		return match
+	}
+	return strings.ReplaceAll(match, secret, "REDACTED")
+}
