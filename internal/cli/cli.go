@@ -33,6 +33,7 @@ func commands() map[string]command {
 		"token":  {"manage access tokens: create, list, revoke", runToken},
 		"repo":   {"manage repositories: create, list, delete, fork, visibility", runRepo},
 		"coord":  {"coordination store admin: repair-counters, gc", runCoord},
+		"scan":   {"scan a repository's history (or a directory) for secrets", runScan},
 	}
 }
 

@@ -78,14 +78,14 @@ func (e *Engine) Config() *Config { return e.cfg }
 // still depends on where the blob sits (rule paths, allowlist paths and
 // commits, .gitleaksignore) is decided per location by attribution.
 type candidate struct {
-	rule                 int
-	startLine, endLine   int // 1-based
-	startCol, endCol     int // 1-based, inclusive end
-	secret, match        string
-	lineHash             uint64 // identifies the line for "was it added?"
-	entropy              float32
-	deferred             []*Allowlist // AND allowlists awaiting path/commit
-	pathOnly             bool
+	rule               int
+	startLine, endLine int // 1-based
+	startCol, endCol   int // 1-based, inclusive end
+	secret, match      string
+	lineHash           uint64 // identifies the line for "was it added?"
+	entropy            float32
+	deferred           []*Allowlist // AND allowlists awaiting path/commit
+	pathOnly           bool
 }
 
 func isBinary(b []byte) bool {
