@@ -80,7 +80,7 @@ func buildCorpusRepo(t *testing.T, samples []corpusSample) *corpusRepo {
 			var b strings.Builder
 			path := fmt.Sprintf("svc%d/conf%03d.txt", i%7, i)
 			filler := i % 5
-			if i%25 == 0 {
+			if i%40 == 0 {
 				path = fmt.Sprintf("big/large%03d.txt", i)
 				filler = 20000 // about 1 MiB before the secret
 			}
