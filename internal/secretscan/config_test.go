@@ -184,7 +184,6 @@ stopwords = ["xk2lq9"]
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false

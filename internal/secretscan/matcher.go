@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp/syntax"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -49,10 +50,9 @@ type KeywordMatcher struct {
 	rules     []*Rule
 	ac        *ahocorasick.Automaton
 	maxKW     int
-	kwRules   [][]int // keyword index -> rule indexes
-	before    []int   // per rule
-	after     []int   // per rule
-	noKeyword []int   // rules with a regexp and no keyword
+	kwRules   [][]int  // keyword index -> rule indexes
+	bounds    []bounds // per rule
+	noKeyword []int    // rules with a regexp and no keyword
 	pool      sync.Pool
 }
 
@@ -66,15 +66,14 @@ type span struct{ start, end int }
 
 // NewKeywordMatcher builds the two-stage matcher for rules.
 func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
-	m := &KeywordMatcher{rules: rules, before: make([]int, len(rules)), after: make([]int, len(rules))}
+	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules))}
 	kwIndex := make(map[string]int)
 	var kws []string
 	for i, r := range rules {
 		if r.Regex == nil {
 			continue
 		}
-		l := maxMatchLen(r.Regex.String())
-		m.before[i], m.after[i] = min(l, windowBefore), min(l, windowAfter)
+		m.bounds[i] = ruleBounds(r.Regex.String(), r.Keywords)
 		if len(r.Keywords) == 0 {
 			m.noKeyword = append(m.noKeyword, i)
 			continue
@@ -160,7 +159,7 @@ func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
 			}
 			p, q := off+h.Start, off+h.End
 			for _, r := range m.kwRules[h.PatternID] {
-				w := span{max(0, p-m.before[r]), min(len(content), q+m.after[r])}
+				w := m.bounds[r].window(content, p, q)
 				ws := s.wins[r]
 				if len(ws) == 0 {
 					s.hit = append(s.hit, r)
@@ -215,6 +214,223 @@ func asciiLower(dst, src []byte) []byte {
 		}
 	}
 	return dst
+}
+
+// bounds say how far from a keyword hit a match containing it can reach,
+// in bytes and in newlines, before and after the hit.
+type bounds struct {
+	before, after     int // bytes, capped at windowBefore/windowAfter
+	nlBefore, nlAfter int // newlines, or unbounded
+}
+
+// window returns the span around the keyword hit [p, q) that holds every
+// match containing the hit: the byte bounds, narrowed to whole lines when
+// the match can only span a few (most rules match within one line).
+func (b bounds) window(content []byte, p, q int) span {
+	w := span{max(0, p-b.before), min(len(content), q+b.after)}
+	if b.nlBefore < unbounded {
+		i := p
+		for n := 0; n <= b.nlBefore && i > w.start; n++ {
+			i = bytes.LastIndexByte(content[w.start:i], '\n')
+			if i < 0 {
+				i = w.start
+				break
+			}
+			i += w.start
+			if n == b.nlBefore {
+				w.start = i + 1
+			}
+		}
+	}
+	if b.nlAfter < unbounded {
+		j := q
+		for n := 0; n <= b.nlAfter && j < w.end; n++ {
+			k := bytes.IndexByte(content[j:w.end], '\n')
+			if k < 0 {
+				break
+			}
+			j += k
+			if n == b.nlAfter {
+				w.end = j
+				break
+			}
+			j++
+		}
+	}
+	return w
+}
+
+// ruleBounds computes a rule's bounds. When the regexp is a concatenation
+// with an "anchor" — a part that is a finite set of literals each holding
+// one of the rule's keywords — a match's keyword hit lies in the anchor,
+// so only what precedes the anchor can come before the hit and only what
+// follows it after; otherwise the whole match length applies both ways.
+// (A hit outside the anchor is harmless: the anchor's own hit is also
+// found, and its window holds the match.)
+func ruleBounds(expr string, keywords []string) bounds {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return bounds{windowBefore, windowAfter, unbounded, unbounded}
+	}
+	re = re.Simplify()
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	l, nl := maxLen(re), maxNewlines(re)
+	b := bounds{min(l, windowBefore), min(l, windowAfter), nl, nl}
+	if re.Op != syntax.OpConcat {
+		return b
+	}
+	for k, sub := range re.Sub {
+		if !allHoldKeyword(literalSet(sub, 64), keywords) {
+			continue
+		}
+		var bl, bn, al, an int
+		for _, s := range re.Sub[:k+1] {
+			bl, bn = min(unbounded, bl+maxLen(s)), min(unbounded, bn+maxNewlines(s))
+		}
+		for _, s := range re.Sub[k:] {
+			al, an = min(unbounded, al+maxLen(s)), min(unbounded, an+maxNewlines(s))
+		}
+		return bounds{min(bl, windowBefore), min(al, windowAfter), bn, an}
+	}
+	return b
+}
+
+func allHoldKeyword(set []string, keywords []string) bool {
+	if len(set) == 0 {
+		return false
+	}
+	for _, s := range set {
+		ok := false
+		for _, k := range keywords {
+			if strings.Contains(s, k) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// literalSet returns the lower-cased strings re matches if it matches a
+// finite set of at most limit literal strings, else nil.
+func literalSet(re *syntax.Regexp, limit int) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return []string{strings.ToLower(string(re.Rune))}
+	case syntax.OpCharClass:
+		seen := map[string]bool{}
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i+1]-re.Rune[i] > rune(limit) {
+				return nil
+			}
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				if s := strings.ToLower(string(r)); !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+		if len(out) > limit {
+			return nil
+		}
+		return out
+	case syntax.OpCapture:
+		return literalSet(re.Sub[0], limit)
+	case syntax.OpEmptyMatch:
+		return []string{""}
+	case syntax.OpQuest:
+		s := literalSet(re.Sub[0], limit)
+		if s == nil || len(s)+1 > limit {
+			return nil
+		}
+		return append(s, "")
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			s := literalSet(sub, limit)
+			if s == nil || len(out)+len(s) > limit {
+				return nil
+			}
+			out = append(out, s...)
+		}
+		return out
+	case syntax.OpConcat:
+		out := []string{""}
+		for _, sub := range re.Sub {
+			s := literalSet(sub, limit)
+			if s == nil || len(out)*len(s) > limit {
+				return nil
+			}
+			var next []string
+			for _, a := range out {
+				for _, b := range s {
+					next = append(next, a+b)
+				}
+			}
+			out = next
+		}
+		return out
+	}
+	return nil
+}
+
+// maxNewlines bounds the newlines any match of re contains, or unbounded.
+func maxNewlines(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			if r == '\n' {
+				n++
+			}
+		}
+		return n
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= '\n' && '\n' <= re.Rune[i+1] {
+				return 1
+			}
+		}
+		return 0
+	case syntax.OpAnyChar:
+		return 1
+	case syntax.OpCapture, syntax.OpQuest:
+		return maxNewlines(re.Sub[0])
+	case syntax.OpStar, syntax.OpPlus:
+		if maxNewlines(re.Sub[0]) > 0 {
+			return unbounded
+		}
+		return 0
+	case syntax.OpRepeat:
+		n := maxNewlines(re.Sub[0])
+		if n == 0 {
+			return 0
+		}
+		if re.Max < 0 {
+			return unbounded
+		}
+		return min(unbounded, re.Max*n)
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range re.Sub {
+			n = min(unbounded, n+maxNewlines(s))
+		}
+		return n
+	case syntax.OpAlternate:
+		n := 0
+		for _, s := range re.Sub {
+			n = max(n, maxNewlines(s))
+		}
+		return n
+	default:
+		return 0
+	}
 }
 
 // unbounded stands for a regexp whose matches have no length limit.

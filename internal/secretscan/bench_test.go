@@ -1,0 +1,35 @@
+package secretscan
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// BenchmarkScanContent measures the matcher on real source (the Go tree's
+// net/http), single-threaded; bench/run.sh measures whole scans.
+func BenchmarkScanContent(b *testing.B) {
+	files, _ := filepath.Glob(filepath.Join(runtime.GOROOT(), "src", "net", "http", "*.go"))
+	if len(files) == 0 {
+		b.Skip("GOROOT sources not available")
+	}
+	var blobs [][]byte
+	var n int64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		blobs = append(blobs, data)
+		n += int64(len(data))
+	}
+	e := defaultEngine(b)
+	b.SetBytes(n)
+	b.ResetTimer()
+	for range b.N {
+		for _, d := range blobs {
+			e.scanContent(d)
+		}
+	}
+}
