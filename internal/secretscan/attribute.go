@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 const zeroOID = "0000000000000000000000000000000000000000"
@@ -102,7 +103,11 @@ func (s *BlobScan) parseLog(br *bufio.Reader) ([]Finding, error) {
 			for len(p) < 5 {
 				p = append(p, "")
 			}
-			cur = commitInfo{p[0], p[1], p[2], p[3], strings.TrimSpace(p[4])}
+			date := p[3]
+			if t, err := time.Parse(time.RFC3339, date); err == nil {
+				date = t.UTC().Format(time.RFC3339) // as gitleaks reports it
+			}
+			cur = commitInfo{p[0], p[1], p[2], date, strings.TrimSpace(p[4])}
 		case strings.HasPrefix(tok, ":"):
 			meta = strings.Fields(tok[1:])
 			if len(meta) != 5 {

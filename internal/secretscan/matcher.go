@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -282,7 +283,7 @@ func ruleBounds(expr string, keywords []string) bounds {
 		return b
 	}
 	for k, sub := range re.Sub {
-		if !allHoldKeyword(literalSet(sub, 64), keywords) {
+		if maxLen(sub) > 256 || !allHoldKeyword(literalSet(sub, 64), keywords) {
 			continue
 		}
 		var bl, bn, al, an int
@@ -323,15 +324,17 @@ func literalSet(re *syntax.Regexp, limit int) []string {
 	case syntax.OpLiteral:
 		return []string{strings.ToLower(string(re.Rune))}
 	case syntax.OpCharClass:
-		seen := map[string]bool{}
-		var out []string
+		n := 0
 		for i := 0; i+1 < len(re.Rune); i += 2 {
-			if re.Rune[i+1]-re.Rune[i] > rune(limit) {
+			n += int(re.Rune[i+1]-re.Rune[i]) + 1
+			if n > limit {
 				return nil
 			}
+		}
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
 			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
-				if s := strings.ToLower(string(r)); !seen[s] {
-					seen[s] = true
+				if s := strings.ToLower(string(r)); !slices.Contains(out, s) {
 					out = append(out, s)
 				}
 			}
@@ -361,13 +364,17 @@ func literalSet(re *syntax.Regexp, limit int) []string {
 		}
 		return out
 	case syntax.OpConcat:
-		out := []string{""}
-		for _, sub := range re.Sub {
-			s := literalSet(sub, limit)
-			if s == nil || len(out)*len(s) > limit {
+		sets := make([][]string, len(re.Sub))
+		n := 1
+		for i, sub := range re.Sub {
+			sets[i] = literalSet(sub, limit)
+			if n *= len(sets[i]); n == 0 || n > limit {
 				return nil
 			}
-			var next []string
+		}
+		out := []string{""}
+		for _, s := range sets {
+			next := make([]string, 0, len(out)*len(s))
 			for _, a := range out {
 				for _, b := range s {
 					next = append(next, a+b)
