@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -92,6 +93,7 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --workers must be at least 1", errUsage)
 	}
 
+	start := time.Now()
 	findings, rules, stats, err := scan(ctx, env, scanParams{
 		path: path, noGit: *noGit, config: *configPath, workers: *workers,
 		maxSize: *maxSize, ignore: *ignorePath, keyFile: *keyFile,
@@ -118,8 +120,11 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	if werr != nil {
 		return scanError{werr}
 	}
-	fmt.Fprintf(env.Stderr, "scanned %d blobs, %s; skipped %d binary, %d larger than %d bytes; %d findings\n",
-		stats.BlobsScanned, humanBytes(stats.BytesScanned), stats.BinarySkipped, stats.LargeSkipped, *maxSize, len(findings))
+	elapsed := time.Since(start)
+	fmt.Fprintf(env.Stderr, "scanned %d blobs, %s in %.2fs (%.1f MiB/s); skipped %d binary, %d larger than %d bytes; %d findings\n",
+		stats.BlobsScanned, humanBytes(stats.BytesScanned), elapsed.Seconds(),
+		float64(stats.BytesScanned)/(1<<20)/max(elapsed.Seconds(), 1e-9),
+		stats.BinarySkipped, stats.LargeSkipped, *maxSize, len(findings))
 	if len(findings) == 0 {
 		return nil
 	}
