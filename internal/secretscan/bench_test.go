@@ -3,14 +3,13 @@ package secretscan
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
 // BenchmarkScanContent measures the matcher on real source (the Go tree's
 // net/http), single-threaded; bench/run.sh measures whole scans.
 func BenchmarkScanContent(b *testing.B) {
-	files, _ := filepath.Glob(filepath.Join(runtime.GOROOT(), "src", "net", "http", "*.go"))
+	files, _ := filepath.Glob(filepath.Join(goroot(b), "src", "net", "http", "*.go"))
 	if len(files) == 0 {
 		b.Skip("GOROOT sources not available")
 	}

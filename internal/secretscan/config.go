@@ -64,7 +64,6 @@ type Allowlist struct {
 	// RegexTarget is "" (the secret), "match" or "line".
 	RegexTarget string
 	StopWords   []string // lower-cased
-	nCommits    int
 }
 
 func (a *Allowlist) hasContentChecks() bool { return a.Regexes != nil || len(a.StopWords) > 0 }

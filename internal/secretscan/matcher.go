@@ -232,12 +232,11 @@ func (b bounds) window(content []byte, p, q int) span {
 	if b.nlBefore < unbounded {
 		i := p
 		for n := 0; n <= b.nlBefore && i > w.start; n++ {
-			i = bytes.LastIndexByte(content[w.start:i], '\n')
-			if i < 0 {
-				i = w.start
+			k := bytes.LastIndexByte(content[w.start:i], '\n')
+			if k < 0 {
 				break
 			}
-			i += w.start
+			i = w.start + k
 			if n == b.nlBefore {
 				w.start = i + 1
 			}
