@@ -6,9 +6,7 @@ import (
 	"testing"
 )
 
-// BenchmarkScanContent measures the matcher on real source (the Go tree's
-// net/http), single-threaded; bench/run.sh measures whole scans.
-func BenchmarkScanContent(b *testing.B) {
+func netHTTPSources(b *testing.B) ([][]byte, int64) {
 	files, _ := filepath.Glob(filepath.Join(goroot(b), "src", "net", "http", "*.go"))
 	if len(files) == 0 {
 		b.Skip("GOROOT sources not available")
@@ -23,6 +21,13 @@ func BenchmarkScanContent(b *testing.B) {
 		blobs = append(blobs, data)
 		n += int64(len(data))
 	}
+	return blobs, n
+}
+
+// BenchmarkScanContent measures the matcher on real source (the Go tree's
+// net/http), single-threaded; bench/run.sh measures whole scans.
+func BenchmarkScanContent(b *testing.B) {
+	blobs, n := netHTTPSources(b)
 	e := defaultEngine(b)
 	b.SetBytes(n)
 	b.ResetTimer()
@@ -31,4 +36,21 @@ func BenchmarkScanContent(b *testing.B) {
 			e.scanContent(d)
 		}
 	}
+}
+
+// BenchmarkScanContentParallel runs the matcher on GOMAXPROCS goroutines
+// (go test -bench ScanContentParallel -cpu 1,2): with no shared state in
+// the hot path, throughput scales with the cores.
+func BenchmarkScanContentParallel(b *testing.B) {
+	blobs, n := netHTTPSources(b)
+	e := defaultEngine(b)
+	b.SetBytes(n)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			for _, d := range blobs {
+				e.scanContent(d)
+			}
+		}
+	})
 }
