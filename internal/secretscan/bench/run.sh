@@ -44,10 +44,13 @@ gl=$(command -v gitleaks || echo "$(go env GOPATH)/bin/gitleaks")
 measure() { # name, command...
   local name=$1; shift
   /usr/bin/time -v "$@" 2> "$work/$name.time" > /dev/null || true
-  local wall rss
+  local wall rss cpu
   wall=$(grep 'Elapsed (wall clock)' "$work/$name.time" | awk '{print $NF}')
   rss=$(grep 'Maximum resident set size' "$work/$name.time" | awk '{print $NF}')
-  printf '%-18s wall %-9s peak RSS %6d MiB\n' "$name" "$wall" $((rss / 1024))
+  # CPU seconds (user+sys, this process and its git children) do not
+  # depend on what else runs on the machine; wall time does.
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$work/$name.time")
+  printf '%-18s wall %-9s cpu %6ss  peak RSS %6d MiB\n' "$name" "$wall" "$cpu" $((rss / 1024))
   grep -E '^scanned' "$work/$name.time" || true
 }
 
