@@ -49,10 +49,12 @@ func TestScanExitCodesAndTable(t *testing.T) {
 	if strings.Contains(errOut, "\r") {
 		t.Errorf("progress bar drawn on a non-terminal stderr: %q", errOut)
 	}
-	if code, _, _ := runGhost("scan", "--exit-code", "0", dirty); code != 0 {
-		t.Errorf("--exit-code 0: code %d", code)
+	for want, flag := range []string{"0", "1", "2"} {
+		if code, _, _ := runGhost("scan", "--exit-code", flag, dirty); code != want {
+			t.Errorf("--exit-code %s: code %d", flag, code)
+		}
 	}
-	if code, out, _ := runGhost("scan", clean); code != 0 || strings.Count(out, "\n") != 1 {
+	if code, out, _ := runGhost("scan", clean); code != 0 || out != "no secrets found\n" {
 		t.Errorf("clean: code %d\n%s", code, out)
 	}
 	if code, _, _ := runGhost("scan", t.TempDir()); code != 2 {

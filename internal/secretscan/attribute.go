@@ -37,7 +37,7 @@ func (s *BlobScan) Attribute(ctx context.Context, repo Repo, revArgs []string) (
 	if revArgs == nil {
 		revArgs = []string{"--all"}
 	}
-	args := append([]string{"log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color",
+	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color",
 		"--diff-filter=tuxdb", "--format=%x01%H%x02%an%x02%ae%x02%aI%x02%B%x03"}, revArgs...)
 	cmd := repo.command(ctx, args...)
 	var stderr strings.Builder

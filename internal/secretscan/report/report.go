@@ -98,6 +98,10 @@ func WriteJSON(w io.Writer, findings []secretscan.Finding) error {
 
 // WriteTable writes one line per finding, for a terminal.
 func WriteTable(w io.Writer, findings []secretscan.Finding) error {
+	if len(findings) == 0 {
+		_, err := fmt.Fprintln(w, "no secrets found")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tLOCATION\tCOMMIT\tMATCH")
 	for i := range findings {
