@@ -301,13 +301,9 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 			if err != nil {
 				return fmt.Errorf("secretscan: read git cat-file --batch: %w", err)
 			}
-			f := strings.Fields(hdr)
-			if len(f) != 3 {
-				return fmt.Errorf("secretscan: git cat-file --batch: unexpected header %q", hdr)
-			}
-			size, err := strconv.Atoi(f[2])
+			oid, size, err := parseBatchHeader(hdr)
 			if err != nil {
-				return fmt.Errorf("secretscan: git cat-file --batch: bad size in %q", hdr)
+				return err
 			}
 			var bp *[]byte
 			select {
@@ -320,11 +316,11 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 			}
 			*bp = (*bp)[:size+1] // content and git's trailing newline
 			if _, err := io.ReadFull(br, *bp); err != nil {
-				return fmt.Errorf("secretscan: read blob %s: %w", f[0], err)
+				return fmt.Errorf("secretscan: read blob %s: %w", oid, err)
 			}
 			*bp = (*bp)[:size]
 			select {
-			case jobs <- job{oid: f[0], data: bp}:
+			case jobs <- job{oid: oid, data: bp}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -349,4 +345,21 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 	s.Stats = snapshot()
 	report(true)
 	return nil
+}
+
+// maxBatchObject bounds the size a git cat-file --batch header may claim,
+// so a corrupt stream cannot make the reader allocate without limit.
+const maxBatchObject = 1 << 40
+
+// parseBatchHeader decodes git cat-file --batch's "<oid> <type> <size>\n".
+func parseBatchHeader(hdr string) (oid string, size int, err error) {
+	f := strings.Fields(hdr)
+	if len(f) != 3 || !strings.HasSuffix(hdr, "\n") {
+		return "", 0, fmt.Errorf("secretscan: git cat-file --batch: unexpected header %q", hdr)
+	}
+	size, err = strconv.Atoi(f[2])
+	if err != nil || size < 0 || size > maxBatchObject {
+		return "", 0, fmt.Errorf("secretscan: git cat-file --batch: bad size in %q", hdr)
+	}
+	return f[0], size, nil
 }

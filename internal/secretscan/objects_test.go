@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/gittest"
@@ -106,5 +107,90 @@ func FuzzParseLog(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		bs := &BlobScan{e: e, blobs: map[string][]candidate{"422c2b7": {{rule: 0, secret: "s"}}, "7898": {{rule: e.pathOut[0], pathOnly: true}}}}
 		bs.parseLog(bufio.NewReader(strings.NewReader(string(data))))
+	})
+}
+
+// countingMatcher counts how often each distinct content is matched.
+type countingMatcher struct {
+	Matcher
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (c *countingMatcher) Match(content []byte, emit func(rule, start, end int)) {
+	c.mu.Lock()
+	c.seen[string(content)]++
+	c.mu.Unlock()
+	c.Matcher.Match(content, emit)
+}
+
+// TestEachBlobScannedOnce: content shared by many commits, paths and
+// branches is matched exactly once.
+func TestEachBlobScannedOnce(t *testing.T) {
+	dir := t.TempDir()
+	env := gittest.Env(t.TempDir())
+	git := func(args ...string) { gittest.Git(t, env, dir, args...) }
+	git("init", "-q", "-b", "main")
+	write := func(p, s string) {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.txt", "key "+fakePAT+"\n")
+	write("b.txt", "key "+fakePAT+"\n") // same blob, second path
+	git("add", "-A")
+	git("commit", "-q", "-m", "one")
+	git("checkout", "-q", "-b", "side")
+	for i := range 5 { // five commits that keep a.txt and b.txt as they are
+		write("c.txt", strings.Repeat("x\n", i+1))
+		git("add", "-A")
+		git("commit", "-q", "-m", "more")
+	}
+	git("checkout", "-q", "main")
+	write("c.txt", "x\n") // same content as a blob on side
+	git("add", "-A")
+	git("commit", "-q", "-m", "main")
+
+	cfg, _ := DefaultConfig()
+	km, err := NewKeywordMatcher(cfg.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &countingMatcher{Matcher: km, seen: make(map[string]int)}
+	e, err := New(cfg, Options{Workers: 2, Matcher: cm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := e.ScanRepo(context.Background(), Repo{Dir: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.seen) != 6 || bs.Stats.BlobsScanned != 6 {
+		t.Errorf("matched %d distinct contents, scanned %d blobs; want 6 and 6", len(cm.seen), bs.Stats.BlobsScanned)
+	}
+	for c, n := range cm.seen {
+		if n != 1 {
+			t.Errorf("content %.20q matched %d times", c, n)
+		}
+	}
+	fs, err := bs.Attribute(context.Background(), Repo{Dir: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 2 { // a.txt and b.txt in commit one
+		t.Errorf("findings = %+v, want 2", fs)
+	}
+}
+
+// FuzzBatchHeader: the cat-file header decoder rejects what it cannot use
+// and never returns a negative size.
+func FuzzBatchHeader(f *testing.F) {
+	f.Add("a474c4ea0792acac89eb88fd6b6415251f3e69e2 blob 143\n")
+	f.Add("x missing\n")
+	f.Fuzz(func(t *testing.T, hdr string) {
+		oid, size, err := parseBatchHeader(hdr)
+		if err == nil && (oid == "" || size < 0) {
+			t.Fatalf("parseBatchHeader(%q) = %q, %d", hdr, oid, size)
+		}
 	})
 }
