@@ -54,6 +54,7 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 		ignorePath = fs.String("gitleaks-ignore-path", "", "a .gitleaksignore file (default: PATH/.gitleaksignore)")
 		keyFile    = fs.String("fingerprint-key-file", "", "file holding the HMAC key of the secrets' fingerprints (default: empty key)")
 		noProgress = fs.Bool("no-progress", false, "no progress bar even on a terminal")
+		decode     = fs.Int("max-decode-depth", 5, "decode base64/hex/percent/unicode-escaped text and rescan it up to this many times, as gitleaks does; 0 for none")
 	)
 	// Accept flags after PATH as well as before it.
 	var rest []string
@@ -101,7 +102,7 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	start := time.Now()
 	findings, rules, stats, err := scan(ctx, env, scanParams{
 		path: path, noGit: *noGit, config: *configPath, workers: *workers,
-		maxSize: *maxSize, ignore: *ignorePath, keyFile: *keyFile,
+		maxSize: *maxSize, ignore: *ignorePath, keyFile: *keyFile, decode: *decode,
 		progress: !*noProgress && isTerminal(env.Stderr),
 	})
 	if err != nil {
@@ -145,7 +146,7 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 type scanParams struct {
 	path, config, ignore, keyFile string
 	noGit, progress               bool
-	workers                       int
+	workers, decode               int
 	maxSize                       int64
 }
 
@@ -174,7 +175,7 @@ func scan(ctx context.Context, env *Env, p scanParams) ([]secretscan.Finding, []
 		maxSize = -1
 	}
 	eng, err := secretscan.New(cfg, secretscan.Options{
-		Workers: p.workers, MaxBlobSize: maxSize, FingerprintKey: key, Ignore: ig,
+		Workers: p.workers, MaxBlobSize: maxSize, FingerprintKey: key, Ignore: ig, MaxDecodeDepth: p.decode,
 	})
 	if err != nil {
 		return nil, nil, st, err

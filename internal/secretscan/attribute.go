@@ -190,7 +190,7 @@ func (e *Engine) locate(cd *candidate, c commitInfo, blob, path string) (Finding
 	f := Finding{
 		RuleID: r.ID, Description: r.Description, BlobID: blob, Commit: c.hash, Path: path,
 		StartLine: cd.startLine, EndLine: cd.endLine, StartColumn: cd.startCol, EndColumn: cd.endCol,
-		Entropy: cd.entropy, Tags: r.Tags,
+		Entropy: cd.entropy, Tags: append(append([]string(nil), r.Tags...), cd.tags...),
 		Author: c.author, Email: c.email, Date: c.date, Message: c.message,
 	}
 	if cd.pathOnly {

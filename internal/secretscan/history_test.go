@@ -2,6 +2,7 @@ package secretscan
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -160,7 +161,21 @@ func buildCorpusRepo(t *testing.T, samples []corpusSample) *corpusRepo {
 				loc{samples[p.i].rule, c2, "twin/" + p.path, p.line})
 		}
 	}
+	// Some samples only base64-encoded, found by decoding (as gitleaks).
 	git("checkout", "-q", "main")
+	var enc []int
+	for i := range samples {
+		if i%15 == 4 {
+			write(fmt.Sprintf("enc/conf%03d.b64", i), "data: "+base64.StdEncoding.EncodeToString([]byte(samples[i].line))+"\n")
+			enc = append(enc, i)
+		}
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "encoded")
+	c := git("rev-parse", "HEAD")
+	for _, i := range enc {
+		r.want = append(r.want, loc{samples[i].rule, c, fmt.Sprintf("enc/conf%03d.b64", i), 1})
+	}
 	git("merge", "-q", "--no-edit", "dev")
 	return r
 }
@@ -197,7 +212,7 @@ func scanLocs(t *testing.T, dir string, workers int) ([]loc, Stats) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(cfg, Options{Workers: workers})
+	e, err := New(cfg, Options{Workers: workers, MaxDecodeDepth: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

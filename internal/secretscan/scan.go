@@ -9,6 +9,8 @@ import (
 	"math"
 	"runtime"
 	"strings"
+
+	"github.com/ghost-scm/ghost/internal/secretscan/codec"
 )
 
 // DefaultMaxBlobSize is the default size above which a blob is skipped
@@ -34,6 +36,10 @@ type Options struct {
 	FingerprintKey []byte
 	// Matcher overrides the default KeywordMatcher (for other backends).
 	Matcher Matcher
+	// MaxDecodeDepth is how many times encoded segments (base64, hex,
+	// percent, unicode escapes) are decoded and rescanned; gitleaks'
+	// default is 5, 0 turns decoding off.
+	MaxDecodeDepth int
 	// Ignore lists gitleaks fingerprints to drop (.gitleaksignore).
 	Ignore *Ignore
 }
@@ -85,6 +91,7 @@ type candidate struct {
 	lineHash           uint64 // identifies the line for "was it added?"
 	entropy            float32
 	deferred           []*Allowlist // AND allowlists awaiting path/commit
+	tags               []string     // decoding tags (decoded:base64, ...)
 	pathOnly           bool
 }
 
@@ -113,75 +120,119 @@ func (li *lineIndex) at(off int) (line, lineStart int) {
 	}
 }
 
-// scanContent returns the path-independent candidates of one blob.
+// scanContent returns the path-independent candidates of one blob: the
+// matches in its text and, up to Options.MaxDecodeDepth passes, in its
+// decoded base64, hex, percent- and unicode-escaped segments (gitleaks'
+// decoding, docs/adr/0030-secret-scanning-engine.md).
 func (e *Engine) scanContent(content []byte) []candidate {
 	var out []candidate
 	li := &lineIndex{content: content}
 	e.m.Match(content, func(ri, start, end int) {
-		r := e.cfg.Rules[ri]
-		if r.SkipReport {
-			return
+		secret := strings.Trim(string(content[start:end]), "\n")
+		// As gitleaks: the location spans len(secret) bytes from the start.
+		if c, ok := e.candidate(content, li, ri, start, start+len(secret), secret, "", nil); ok {
+			out = append(out, c)
 		}
-		// As gitleaks: the secret is the match trimmed of newlines, and
-		// the location spans len(secret) bytes from the match start.
-		raw := string(content[start:end])
-		secret := strings.Trim(raw, "\n")
-		end = start + len(secret)
-		sl, sls := li.at(start)
-		el, els := li.at(max(start, end-1))
-		lineEnd := bytes.IndexByte(content[end:], '\n')
-		if lineEnd < 0 {
-			lineEnd = len(content)
-		} else {
-			lineEnd += end
-		}
-		line := content[sls:lineEnd]
-		if bytes.Contains(line, []byte(allowSignature)) {
-			return
-		}
-		c := candidate{
-			rule: ri, startLine: sl + 1, endLine: el + 1,
-			startCol: start - sls + 1, endCol: end - els,
-			match: secret, secret: secret,
-		}
-		if groups := r.Regex.FindStringSubmatch(secret); len(groups) >= 2 {
-			if r.SecretGroup > 0 {
-				if len(groups) <= r.SecretGroup {
-					return
-				}
-				c.secret = groups[r.SecretGroup]
-			} else {
-				for _, g := range groups[1:] {
-					if g != "" {
-						c.secret = g
-						break
-					}
-				}
-			}
-		}
-		ent := shannonEntropy(c.secret)
-		c.entropy = float32(ent)
-		if r.Entropy != 0 && ent <= r.Entropy {
-			return
-		}
-		lineStr := string(line)
-		for _, lists := range [][]*Allowlist{e.cfg.Allowlists, r.Allowlists} {
-			for _, a := range lists {
-				allowed, defer_ := contentAllowed(a, &c, lineStr)
-				if allowed {
-					return
-				}
-				if defer_ {
-					c.deferred = append(c.deferred, a)
-				}
-			}
-		}
-		h := fnv.New64a()
-		h.Write(line)
-		c.lineHash = h.Sum64()
-		out = append(out, c)
 	})
+	if e.opts.MaxDecodeDepth > 0 {
+		out = append(out, e.scanDecoded(content, li)...)
+	}
 	return dropGenericDuplicates(e.cfg.Rules, out)
+}
+
+// scanDecoded is gitleaks' decoding loop: decode the encoded segments,
+// match the decoded text, keep the matches that overlap a decoded
+// segment, and place them at the encoded text's position in the blob.
+func (e *Engine) scanDecoded(content []byte, li *lineIndex) []candidate {
+	var out []candidate
+	dec := codec.NewDecoder()
+	raw := string(content)
+	var segs []*codec.EncodedSegment
+	for depth := 1; depth <= e.opts.MaxDecodeDepth; depth++ {
+		if raw, segs = dec.Decode(raw, segs); len(segs) == 0 {
+			break
+		}
+		e.m.Match([]byte(raw), func(ri, start, end int) {
+			over := codec.SegmentsWithDecodedOverlap(segs, start, end)
+			if len(over) == 0 {
+				return // found by an earlier pass
+			}
+			secret := strings.Trim(raw[start:end], "\n")
+			loc := codec.AdjustMatchIndex(over, []int{start, end})
+			if loc[0] < 0 || loc[1] > len(content) || loc[0] > loc[1] {
+				return
+			}
+			if c, ok := e.candidate(content, li, ri, loc[0], loc[1], secret, codec.CurrentLine(over, raw), codec.Tags(over)); ok {
+				out = append(out, c)
+			}
+		})
+	}
+	return out
+}
+
+// candidate applies the path-independent checks to one match of rule ri
+// whose text is match and whose location in content is [start, end).
+// currentLine, when not empty, is the decoded line the allowlists see.
+func (e *Engine) candidate(content []byte, li *lineIndex, ri, start, end int, match, currentLine string, tags []string) (candidate, bool) {
+	r := e.cfg.Rules[ri]
+	if r.SkipReport {
+		return candidate{}, false
+	}
+	sl, sls := li.at(start)
+	el, els := li.at(max(start, end-1))
+	lineEnd := bytes.IndexByte(content[end:], '\n')
+	if lineEnd < 0 {
+		lineEnd = len(content)
+	} else {
+		lineEnd += end
+	}
+	line := content[sls:lineEnd]
+	if bytes.Contains(line, []byte(allowSignature)) {
+		return candidate{}, false
+	}
+	c := candidate{
+		rule: ri, startLine: sl + 1, endLine: el + 1,
+		startCol: start - sls + 1, endCol: end - els,
+		match: match, secret: match, tags: tags,
+	}
+	if groups := r.Regex.FindStringSubmatch(match); len(groups) >= 2 {
+		if r.SecretGroup > 0 {
+			if len(groups) <= r.SecretGroup {
+				return candidate{}, false
+			}
+			c.secret = groups[r.SecretGroup]
+		} else {
+			for _, g := range groups[1:] {
+				if g != "" {
+					c.secret = g
+					break
+				}
+			}
+		}
+	}
+	ent := shannonEntropy(c.secret)
+	c.entropy = float32(ent)
+	if r.Entropy != 0 && ent <= r.Entropy {
+		return candidate{}, false
+	}
+	if currentLine == "" {
+		currentLine = string(line)
+	}
+	for _, lists := range [][]*Allowlist{e.cfg.Allowlists, r.Allowlists} {
+		for _, a := range lists {
+			allowed, deferred := contentAllowed(a, &c, currentLine)
+			if allowed {
+				return candidate{}, false
+			}
+			if deferred {
+				c.deferred = append(c.deferred, a)
+			}
+		}
+	}
+	h := fnv.New64a()
+	h.Write(line)
+	c.lineHash = h.Sum64()
+	return c, true
 }
 
 // contentAllowed applies an allowlist's regexes and stopwords (gitleaks'
