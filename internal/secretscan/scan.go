@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"unsafe"
 
 	"github.com/ghost-scm/ghost/internal/secretscan/codec"
 )
@@ -134,7 +135,7 @@ func (e *Engine) scanContent(content []byte) []candidate {
 			out = append(out, c)
 		}
 	})
-	if e.opts.MaxDecodeDepth > 0 {
+	if e.opts.MaxDecodeDepth > 0 && codec.MayHoldEncoded(content) {
 		out = append(out, e.scanDecoded(content, li)...)
 	}
 	return dropGenericDuplicates(e.cfg.Rules, out)
@@ -146,13 +147,17 @@ func (e *Engine) scanContent(content []byte) []candidate {
 func (e *Engine) scanDecoded(content []byte, li *lineIndex) []candidate {
 	var out []candidate
 	dec := codec.NewDecoder()
-	raw := string(content)
+	// Read-only views, not copies: blobs run to megabytes and each depth
+	// makes a new text. content is not modified while this runs (the
+	// worker owns it), the codec only reads its input, and Match only
+	// reads its content.
+	raw := unsafe.String(unsafe.SliceData(content), len(content))
 	var segs []*codec.EncodedSegment
 	for depth := 1; depth <= e.opts.MaxDecodeDepth; depth++ {
 		if raw, segs = dec.Decode(raw, segs); len(segs) == 0 {
 			break
 		}
-		e.m.Match([]byte(raw), func(ri, start, end int) {
+		e.m.Match(unsafe.Slice(unsafe.StringData(raw), len(raw)), func(ri, start, end int) {
 			over := codec.SegmentsWithDecodedOverlap(segs, start, end)
 			if len(over) == 0 {
 				return // found by an earlier pass

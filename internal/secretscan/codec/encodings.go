@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -178,7 +179,7 @@ func triggerRegions(data string) []startEnd {
 	return out
 }
 
-func lineTriggers(line string) bool {
+func lineTriggers[T string | []byte](line T) bool {
 	run, likely := 0, false
 	for i := 0; i < len(line); i++ {
 		c := line[i]
@@ -220,6 +221,23 @@ var base64RunChar = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// MayHoldEncoded reports whether any line of data could hold an encoded
+// segment: when it is false, decoding finds nothing and can be skipped
+// without copying data into a string.
+func MayHoldEncoded(data []byte) bool {
+	for start := 0; start < len(data); {
+		end := len(data)
+		if i := bytes.IndexByte(data[start:], '\n'); i >= 0 {
+			end = start + i + 1
+		}
+		if lineTriggers(data[start:end]) {
+			return true
+		}
+		start = end
+	}
+	return false
+}
 
 // filterEncodingMatches drops lower-precedence matches that overlap
 // their neighbours (gitleaks' code, unchanged).
