@@ -157,7 +157,8 @@ func (e *Engine) scanDecoded(content []byte, li *lineIndex) []candidate {
 		if raw, segs = dec.Decode(raw, segs); len(segs) == 0 {
 			break
 		}
-		e.m.Match(unsafe.Slice(unsafe.StringData(raw), len(raw)), func(ri, start, end int) {
+		text := unsafe.Slice(unsafe.StringData(raw), len(raw))
+		e.matchNear(text, segs, func(ri, start, end int) {
 			over := codec.SegmentsWithDecodedOverlap(segs, start, end)
 			if len(over) == 0 {
 				return // found by an earlier pass
@@ -173,6 +174,44 @@ func (e *Engine) scanDecoded(content []byte, li *lineIndex) []candidate {
 		})
 	}
 	return out
+}
+
+// decodeContext is how many lines around a decoded segment are rescanned:
+// a match must overlap a segment, and the default rules reach at most 9
+// lines from their keyword (generic-api-key; docs/adr/0030).
+const decodeContext = 10
+
+// matchNear runs the matcher only over the lines within decodeContext of
+// a decoded segment of text, not over all of it.
+func (e *Engine) matchNear(text []byte, segs []*codec.EncodedSegment, emit func(rule, start, end int)) {
+	var regions []span
+	for _, sg := range segs {
+		st, en := sg.DecodedSpan()
+		st, en = max(0, min(st, len(text))), max(0, min(en, len(text)))
+		for n := 0; n <= decodeContext && st > 0; n++ {
+			i := bytes.LastIndexByte(text[:st-1], '\n')
+			st = i + 1
+			if i < 0 {
+				break
+			}
+		}
+		for n := 0; n <= decodeContext && en < len(text); n++ {
+			i := bytes.IndexByte(text[en:], '\n')
+			if i < 0 {
+				en = len(text)
+				break
+			}
+			en += i + 1
+		}
+		if k := len(regions); k > 0 && st <= regions[k-1].end {
+			regions[k-1].end = max(regions[k-1].end, en)
+			continue
+		}
+		regions = append(regions, span{st, en})
+	}
+	for _, r := range regions {
+		e.m.Match(text[r.start:r.end], func(ri, start, end int) { emit(ri, r.start+start, r.start+end) })
+	}
 }
 
 // candidate applies the path-independent checks to one match of rule ri
