@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -59,6 +60,11 @@ type Options struct {
 	// materialization runs detached from the request that started it,
 	// because other requests may be waiting for it.
 	Timeout time.Duration
+	// VerifyInterval is how often, at most, one repository's packs are
+	// checksummed after Suspect (default 1 minute): a client that makes
+	// git fail on purpose must not make the node hash a large repository
+	// on every request (docs/adr/0016-cache-self-healing.md).
+	VerifyInterval time.Duration
 }
 
 // Event describes one materialization, for metrics and logs.
@@ -70,7 +76,10 @@ type Event struct {
 	// without running git index-pack.
 	Installed int
 	Rebuilt   bool // the repository was rebuilt from scratch
-	Err       error
+	// Healed is set when verification after Suspect found the cached
+	// packs damaged, and the repository was rebuilt for that reason.
+	Healed bool
+	Err    error
 }
 
 // Snapshot is a materialized repository: a bare git repository whose
@@ -80,6 +89,10 @@ type Snapshot struct {
 	Repo  string
 	Dir   string
 	Index *wal.Index
+	// Healed reports that this materialization verified the repository
+	// (after Suspect), found it damaged and rebuilt it from the log: a
+	// request that failed on the old copy is worth retrying.
+	Healed bool
 }
 
 // Cache is a directory of materialized repositories. It is safe for
@@ -96,8 +109,14 @@ type Cache struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	slots map[string]*slot
+	verifyEvery time.Duration
+	tmpLock     *os.File // shared lock on tmp/ held while the cache is open
+	closeOnce   sync.Once
+
+	mu       sync.Mutex
+	slots    map[string]*slot
+	suspects map[string]bool      // repositories to verify at their next materialization
+	verified map[string]time.Time // when each was last verified
 }
 
 // slot coalesces materializations of one repository in this process.
@@ -118,7 +137,10 @@ type flight struct {
 }
 
 // New returns a cache rooted at dir, creating it if needed, and removes
-// temporary leftovers older than an hour (a crash mid-rebuild).
+// the leftovers of a crash (push spools, quarantines, half-built
+// repositories) from its tmp directory: all of them when no other process
+// has the directory open (a node owns its cache), otherwise those older
+// than an hour. Call Close when done.
 func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("repocache: empty cache directory")
@@ -136,22 +158,47 @@ func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
 	}
+	if opts.VerifyInterval <= 0 {
+		opts.VerifyInterval = time.Minute
+	}
 	base, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		dir: abs, log: log, git: opts.Git, logger: opts.Logger, observe: opts.Observe,
 		timeout: opts.Timeout, base: base, cancel: cancel, slots: map[string]*slot{},
+		verifyEvery: opts.VerifyInterval, suspects: map[string]bool{}, verified: map[string]time.Time{},
 	}
 	if err := c.ensureDirs(); err != nil {
 		cancel()
 		return nil, err
 	}
-	c.sweepTemp(time.Hour)
+	lk, alone, err := claimTemp(filepath.Join(abs, "tmp.lock"))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("repocache: %w", err)
+	}
+	c.tmpLock = lk
+	if alone {
+		c.sweepTemp(0)
+		if err := shareTemp(lk); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("repocache: %w", err)
+		}
+	} else {
+		c.sweepTemp(time.Hour)
+	}
 	return c, nil
 }
 
-// Close cancels materializations in flight. Callers waiting on them get
-// an error.
-func (c *Cache) Close() { c.cancel() }
+// Close cancels materializations in flight (callers waiting on them get
+// an error) and lets a later process clear the scratch directory.
+func (c *Cache) Close() {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		if c.tmpLock != nil {
+			c.tmpLock.Close()
+		}
+	})
+}
 
 // Dir returns the cache's root directory.
 func (c *Cache) Dir() string { return c.dir }
@@ -191,7 +238,7 @@ func (c *Cache) sweepTemp(age time.Duration) {
 		return
 	}
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+		if info, err := e.Info(); err == nil && (age == 0 || time.Since(info.ModTime()) > age) {
 			_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
 		}
 	}
@@ -294,6 +341,19 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	}
 
 	st, why := c.check(dir, x)
+	healed := false
+	if st != nil && c.takeSuspect(repo) {
+		// Serving failed in a way that may be the cache's fault: compare
+		// every cached pack with the checksum the log recorded, which
+		// finds damage inside a pack that check cannot see.
+		if err := c.verify(ctx, dir, x, st); err != nil {
+			if ctx.Err() != nil {
+				c.Suspect(repo)
+				return nil, err
+			}
+			st, why, healed = nil, "verification failed: "+err.Error(), true
+		}
+	}
 	if st != nil {
 		err := c.apply(ctx, repo, x, dir, st, ev)
 		if err == nil {
@@ -328,7 +388,124 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	if err := c.swap(tmp, dir); err != nil {
 		return nil, err
 	}
-	return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
+	ev.Healed = healed
+	return &Snapshot{Repo: repo, Dir: dir, Index: x, Healed: healed}, nil
+}
+
+// Suspect records that serving repo failed in a way that may be the
+// cache's fault: its next materialization verifies every cached pack
+// against the sha256 the log recorded for its layer (and each pack index
+// against its own checksum), and rebuilds the repository from the log when
+// one differs. The cheap check of every materialization reads only the
+// ends of each pack, so damage inside one goes unseen until then.
+//
+// It reports whether that verification will run: not when the repository
+// was verified less than VerifyInterval ago, so that requests failing for
+// other reasons (a client sending nonsense) cannot make the node hash a
+// large repository again and again. See docs/adr/0016-cache-self-healing.md.
+func (c *Cache) Suspect(repo string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if t, ok := c.verified[repo]; ok && now.Sub(t) < c.verifyEvery && !c.suspects[repo] {
+		return false
+	}
+	for r, t := range c.verified {
+		if now.Sub(t) >= c.verifyEvery {
+			delete(c.verified, r)
+		}
+	}
+	c.suspects[repo] = true
+	return true
+}
+
+// takeSuspect consumes a Suspect mark, recording the verification about
+// to run.
+func (c *Cache) takeSuspect(repo string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.suspects[repo] {
+		return false
+	}
+	delete(c.suspects, repo)
+	c.verified[repo] = time.Now()
+	return true
+}
+
+// verify checksums the packs of the layers st records against the log's
+// index x: size and sha256 of each pack (the cache keeps the very bytes
+// the log stores), and the trailing SHA-1 of each pack index.
+func (c *Cache) verify(ctx context.Context, dir string, x *wal.Index, st *state) error {
+	packDir := filepath.Join(dir, "objects", "pack")
+	done := map[string]bool{}
+	for i, l := range st.layers {
+		if l.pack == "" || done[l.pack] {
+			continue
+		}
+		done[l.pack] = true
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		base := filepath.Join(packDir, "pack-"+l.pack)
+		sum, n, err := hashFile(ctx, base+".pack", sha256.New())
+		if err != nil {
+			return fmt.Errorf("layer seq %d: %w", i+1, err)
+		}
+		want := x.Layers[i]
+		if n != want.Size || !bytes.Equal(sum, want.SHA256[:]) {
+			return fmt.Errorf("layer seq %d: pack-%s.pack differs from the log's pack (sha256 or size)", i+1, l.pack)
+		}
+		f, err := os.Open(base + ".idx")
+		if err != nil {
+			return fmt.Errorf("layer seq %d: %w", i+1, err)
+		}
+		ck, err := copyToSum(ctx, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("layer seq %d: %w", i+1, err)
+		}
+		if len(ck.tail) != sha1.Size || !bytes.Equal(ck.sum, ck.tail) {
+			return fmt.Errorf("layer seq %d: pack-%s.idx fails its checksum", i+1, l.pack)
+		}
+	}
+	return nil
+}
+
+// hashFile returns h over the file's bytes, and its size.
+func hashFile(ctx context.Context, path string, h hash.Hash) ([]byte, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	n, err := io.Copy(h, ctxReader{ctx, f})
+	if err != nil {
+		return nil, n, err
+	}
+	return h.Sum(nil), n, nil
+}
+
+// copyToSum is copyToFile's checksum without the copy: SHA-1 of all but
+// the trailing 20 bytes, and those bytes.
+func copyToSum(ctx context.Context, r io.Reader) (fileSum, error) {
+	t := &trailerWriter{h: sha1.New()}
+	if _, err := io.Copy(t, ctxReader{ctx, r}); err != nil {
+		return fileSum{}, err
+	}
+	return fileSum{sum: t.h.Sum(nil), tail: t.tail}, nil
+}
+
+// ctxReader stops a long read when the context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // apply brings the repository in dir, whose recorded state is st, to x:
