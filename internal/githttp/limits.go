@@ -175,14 +175,17 @@ func doneReading(r *http.Request) {
 }
 
 // bodyError classifies a failure to read a request body: the client was
-// too slow (408), or the body is malformed (400). ok is false when the
-// client is gone and no answer is due.
+// too slow (408), the body too large (413) or malformed (400). ok is
+// false when the client is gone and no answer is due. The connection is
+// closed after any of these answers: the rest of the body is not read.
 func bodyError(r *http.Request, err error) (status int, msg string, ok bool) {
+	// A read deadline that expires also cancels the request's context, so
+	// it is tested first.
 	switch {
-	case r.Context().Err() != nil:
-		return 0, "", false
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return http.StatusRequestTimeout, "the request body did not arrive in time", true
+	case r.Context().Err() != nil:
+		return 0, "", false
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge, err.Error(), true
 	default:

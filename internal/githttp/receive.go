@@ -204,6 +204,7 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 			return
 		}
 		if status, msg, ok := bodyError(r, err); ok {
+			w.Header().Set("Connection", "close")
 			httpError(w, status, "reading the push: "+strings.TrimPrefix(msg, "reading the request: "))
 		}
 		return

@@ -83,6 +83,7 @@ func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc Access)
 	req, err := readFetchRequest(body, max(h.opts.MaxFetchRequestBytes, 0), h.opts.Cache.TempDir)
 	if err != nil {
 		if status, msg, ok := bodyError(r, err); ok {
+			w.Header().Set("Connection", "close")
 			httpError(w, status, msg)
 		}
 		return
