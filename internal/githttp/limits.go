@@ -138,12 +138,6 @@ func (c *connIO) readDeadline(until time.Time) {
 	}
 }
 
-// doneReading clears the read deadline once the body has been read:
-// net/http then reads the connection in the background to notice a
-// client that goes away, and an expired deadline there would cancel the
-// request while its response is still streaming.
-func (c *connIO) doneReading() { _ = c.rc.SetReadDeadline(time.Time{}) }
-
 func (c *connIO) writeDeadline() {
 	if c.idle > 0 {
 		_ = c.rc.SetWriteDeadline(time.Now().Add(c.idle))
@@ -151,27 +145,28 @@ func (c *connIO) writeDeadline() {
 }
 
 // deadlineBody is the request body as the handler sees it: each read
-// first extends the read deadline.
+// first extends the read deadline. Once the body is read to its end,
+// net/http clears the deadline and reads the connection in the background
+// to notice a client that goes away; a deadline set after that would
+// cancel the request while its response is still streaming, so reads past
+// the end touch no deadline.
 type deadlineBody struct {
 	io.ReadCloser
 	conn  *connIO
 	until time.Time
+	eof   bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.eof {
+		return 0, io.EOF
+	}
 	b.conn.readDeadline(b.until)
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
-		b.conn.doneReading()
+		b.eof = true
 	}
 	return n, err
-}
-
-// doneReading ends the request's reading phase (see connIO.doneReading).
-func doneReading(r *http.Request) {
-	if b, ok := r.Body.(*deadlineBody); ok {
-		b.conn.doneReading()
-	}
 }
 
 // bodyError classifies a failure to read a request body: the client was

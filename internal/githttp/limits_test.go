@@ -1,6 +1,7 @@
 package githttp_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -95,6 +96,13 @@ exec git "$@"
 	if err := os.WriteFile(block, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Whatever the test's outcome, no wrapper outlives it. The pids are
+	// the wrappers' own (and their children's), recorded just now.
+	t.Cleanup(func() {
+		for _, pid := range readPids(t, pids) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	return gitPath, block, pids
 }
 
@@ -144,7 +152,7 @@ func TestPushOverLimitShowsInGitOutput(t *testing.T) {
 	e, _ := limitEnv(t, "", func(o *githttp.Options) { o.MaxPushBytes = 64 << 10 })
 	src := e.seed()
 	seq := e.seq("pub")
-	big := make([]byte, 256<<10)
+	big := make([]byte, 16<<20)
 	rand.Read(big)
 	write(t, src, "big.bin", string(big))
 	git(t, src, "add", ".")
@@ -509,9 +517,11 @@ func TestGitQueueWaitEnds(t *testing.T) {
 		}
 	}()
 	waitFor(t, "A to run git", func() bool { return len(readPids(t, pids)) == 2 })
-	resp, err := fetchRequest(context.Background(), e.url, lsRefs())
+	ctxB, cancelB := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelB()
+	resp, err := fetchRequest(ctxB, e.url, lsRefs())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("B never got an answer: %v", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
@@ -566,4 +576,33 @@ func TestDeleteCurrentBranchIsRefused(t *testing.T) {
 	}
 }
 
+func TestStalledReaderIsCutOff(t *testing.T) {
+	e, _ := limitEnv(t, "", func(o *githttp.Options) { o.IOTimeout = 200 * time.Millisecond })
+	src := e.seed()
+	big := make([]byte, 8<<20)
+	rand.Read(big)
+	tip := commitFile(t, src, "big.bin", string(big))
+	git(t, src, "push", "-q", e.remote("alice/pub", "rw"), "main")
 
+	body := pkt("command=fetch\n") + "0001" + pkt("no-progress\n") + pkt("want "+tip+"\n") + pkt("done\n") + "0000"
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /alice/pub/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// The client stops reading for far longer than the idle timeout.
+	time.Sleep(2 * time.Second)
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return // cut off before the headers even arrived
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the server neither finished nor gave up")
+	}
+	if err == nil {
+		t.Fatalf("the whole response (%d bytes) arrived: the stalled client was not cut off", n)
+	}
+}

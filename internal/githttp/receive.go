@@ -268,6 +268,10 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 	}
 }
 
+// maxDrain is how much of a refused push's body is read, at least, so
+// that git gets to see the answer (tooLarge).
+const maxDrain = 1 << 30
+
 // errPushTooLarge is a push body beyond MaxPushBytes.
 var errPushTooLarge = errors.New("push too large")
 
@@ -301,10 +305,11 @@ func (h *Handler) spool(body io.Reader) (*os.File, int64, error) {
 // tooLarge refuses a push over MaxPushBytes in git's own terms: an unpack
 // error in report-status, with a side-band message, so that the user sees
 // the limit in git's output rather than a bare HTTP 413. git reads the
-// answer only after it has sent its whole body, so the rest of the raw
-// (still compressed) body is read and discarded first, up to MaxPushBytes
-// more bytes, under the connection's idle deadline; a client sending even
-// more is cut off.
+// answer only after it has sent its whole body (cut off earlier, it
+// reports only "Connection reset by peer"), so the rest of the raw, still
+// compressed body is read and discarded first, never decoded or stored:
+// up to maxDrain or MaxPushBytes more bytes, whichever is more, while it
+// keeps flowing (IOTimeout). A client sending even more is cut off.
 func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, spool *os.File, size int64) {
 	h.opts.Metrics.pushResult("too_large")
 	limit := h.opts.MaxPushBytes
@@ -315,8 +320,9 @@ func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, spool *os.Fil
 		httpError(w, http.StatusRequestEntityTooLarge, msg)
 		return
 	}
-	n, err := io.CopyN(io.Discard, r.Body, limit)
-	if err == nil && n == limit {
+	drain := max(limit, maxDrain)
+	n, err := io.CopyN(io.Discard, r.Body, drain)
+	if err == nil && n == drain {
 		w.Header().Set("Connection", "close")
 	}
 	rep := &report{unpack: msg, reasons: make([]string, len(req.cmds)),

@@ -89,7 +89,6 @@ func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc Access)
 		return
 	}
 	defer req.Close()
-	doneReading(r)
 	if req.size == 4 && string(req.mem) == "0000" {
 		// The probe git sends before a large request, to learn whether
 		// authentication is needed.
