@@ -30,39 +30,69 @@ func twoLayers(t *testing.T) (*fixture, *repocache.Snapshot) {
 	return f, f.materialize(t, repo)
 }
 
+// corruptPacks flips bytes in the middle of each of the repository's
+// files ending in ext, keeping their sizes.
+func corruptPacks(t *testing.T, dir, ext string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "objects/pack/*"+ext))
+	if len(files) == 0 {
+		t.Fatalf("no %s files", ext)
+	}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o644)
+		if err := os.WriteFile(p, flipMiddle(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestWrittenPackIsVerified(t *testing.T) {
+	for _, ext := range []string{".pack", ".idx"} {
+		t.Run(ext, func(t *testing.T) {
+			f, snap := twoLayers(t)
+			corruptPacks(t, snap.Dir, ext)
+			s := f.materialize(t, repo)
+			if ev := f.lastEvent(t); !ev.Rebuilt || !s.Healed {
+				t.Fatalf("a pack written to was served unverified: %+v", ev)
+			}
+			f.checkMatches(t, repo, s)
+			// Verified once, it costs only a stat.
+			s = f.materialize(t, repo)
+			if ev := f.lastEvent(t); ev.Rebuilt || s.Healed {
+				t.Fatalf("rebuilt again: %+v", ev)
+			}
+		})
+	}
+}
+
 func TestSuspectVerifiesAndRebuildsDamagedPacks(t *testing.T) {
 	for _, ext := range []string{".pack", ".idx"} {
 		t.Run(ext, func(t *testing.T) {
 			f, snap := twoLayers(t)
-			corrupt := func() {
-				files, _ := filepath.Glob(filepath.Join(snap.Dir, "objects/pack/*"+ext))
-				for _, p := range files {
-					b, err := os.ReadFile(p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					os.Chmod(p, 0o644)
-					if err := os.WriteFile(p, flipMiddle(b), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
+			rot := func() {
+				corruptPacks(t, snap.Dir, ext)
+				repocache.Restamp(snap.Dir)
 			}
-			corrupt()
-			// An ordinary materialization does not read the packs through.
+			rot()
+			// Damage no write revealed is not looked for on every request.
 			if s := f.materialize(t, repo); s.Healed || f.lastEvent(t).Rebuilt {
-				t.Fatal("an ordinary materialization verified the packs")
+				t.Fatal("an ordinary materialization checksummed unchanged packs")
 			}
 			if !f.cache.Suspect(repo) {
 				t.Fatal("Suspect refused the first verification")
 			}
 			s := f.materialize(t, repo)
 			if ev := f.lastEvent(t); !s.Healed || !ev.Healed || !ev.Rebuilt {
-				t.Fatalf("damage not healed: snapshot %+v, event %+v", s.Healed, ev)
+				t.Fatalf("damage not healed: snapshot %v, event %+v", s.Healed, ev)
 			}
 			f.checkMatches(t, repo, s)
 
 			// Within VerifyInterval, another failure does not verify again.
-			corrupt()
+			rot()
 			if f.cache.Suspect(repo) {
 				t.Fatal("Suspect accepted a second verification at once")
 			}

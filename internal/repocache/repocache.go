@@ -21,7 +21,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -342,13 +341,17 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 
 	st, why := c.check(dir, x)
 	healed := false
-	if st != nil && c.takeSuspect(repo) {
-		// Serving failed in a way that may be the cache's fault: compare
-		// every cached pack with the checksum the log recorded, which
-		// finds damage inside a pack that check cannot see.
-		if err := c.verify(ctx, dir, x, st); err != nil {
+	if st != nil {
+		// Packs written to since they were last known good, and after a
+		// serving failure (Suspect) all packs, are compared with the
+		// checksums the log recorded: that finds damage inside a pack,
+		// which check cannot see (docs/adr/0016-cache-self-healing.md).
+		all := c.takeSuspect(repo)
+		if err := c.verify(ctx, dir, x, st, all); err != nil {
 			if ctx.Err() != nil {
-				c.Suspect(repo)
+				if all {
+					c.Suspect(repo)
+				}
 				return nil, err
 			}
 			st, why, healed = nil, "verification failed: "+err.Error(), true
@@ -357,6 +360,7 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	if st != nil {
 		err := c.apply(ctx, repo, x, dir, st, ev)
 		if err == nil {
+			c.trustNew(dir, st)
 			return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
 		}
 		// Neither a cancelled materialization nor a log that cannot be
@@ -382,9 +386,11 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	if err := c.initRepo(ctx, tmp); err != nil {
 		return nil, err
 	}
-	if err := c.apply(ctx, repo, x, tmp, &state{}, ev); err != nil {
+	fresh := &state{}
+	if err := c.apply(ctx, repo, x, tmp, fresh, ev); err != nil {
 		return nil, err
 	}
+	c.trustNew(tmp, fresh)
 	if err := c.swap(tmp, dir); err != nil {
 		return nil, err
 	}
@@ -432,81 +438,6 @@ func (c *Cache) takeSuspect(repo string) bool {
 	return true
 }
 
-// verify checksums the packs of the layers st records against the log's
-// index x: size and sha256 of each pack (the cache keeps the very bytes
-// the log stores), and the trailing SHA-1 of each pack index.
-func (c *Cache) verify(ctx context.Context, dir string, x *wal.Index, st *state) error {
-	packDir := filepath.Join(dir, "objects", "pack")
-	done := map[string]bool{}
-	for i, l := range st.layers {
-		if l.pack == "" || done[l.pack] {
-			continue
-		}
-		done[l.pack] = true
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		base := filepath.Join(packDir, "pack-"+l.pack)
-		sum, n, err := hashFile(ctx, base+".pack", sha256.New())
-		if err != nil {
-			return fmt.Errorf("layer seq %d: %w", i+1, err)
-		}
-		want := x.Layers[i]
-		if n != want.Size || !bytes.Equal(sum, want.SHA256[:]) {
-			return fmt.Errorf("layer seq %d: pack-%s.pack differs from the log's pack (sha256 or size)", i+1, l.pack)
-		}
-		f, err := os.Open(base + ".idx")
-		if err != nil {
-			return fmt.Errorf("layer seq %d: %w", i+1, err)
-		}
-		ck, err := copyToSum(ctx, f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("layer seq %d: %w", i+1, err)
-		}
-		if len(ck.tail) != sha1.Size || !bytes.Equal(ck.sum, ck.tail) {
-			return fmt.Errorf("layer seq %d: pack-%s.idx fails its checksum", i+1, l.pack)
-		}
-	}
-	return nil
-}
-
-// hashFile returns h over the file's bytes, and its size.
-func hashFile(ctx context.Context, path string, h hash.Hash) ([]byte, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	n, err := io.Copy(h, ctxReader{ctx, f})
-	if err != nil {
-		return nil, n, err
-	}
-	return h.Sum(nil), n, nil
-}
-
-// copyToSum is copyToFile's checksum without the copy: SHA-1 of all but
-// the trailing 20 bytes, and those bytes.
-func copyToSum(ctx context.Context, r io.Reader) (fileSum, error) {
-	t := &trailerWriter{h: sha1.New()}
-	if _, err := io.Copy(t, ctxReader{ctx, r}); err != nil {
-		return fileSum{}, err
-	}
-	return fileSum{sum: t.h.Sum(nil), tail: t.tail}, nil
-}
-
-// ctxReader stops a long read when the context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
 
 // apply brings the repository in dir, whose recorded state is st, to x:
 // index the missing layers, reconcile refs, set HEAD.
@@ -995,6 +926,8 @@ func (c *Cache) Adopt(ctx context.Context, repo string, seq uint64, layer ulid.U
 	if err := writeState(dir, st); err != nil {
 		return false, err
 	}
+	// The pack is the very file the log committed: known good.
+	c.trustNew(dir, st)
 	return true, nil
 }
 
