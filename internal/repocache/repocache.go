@@ -438,7 +438,6 @@ func (c *Cache) takeSuspect(repo string) bool {
 	return true
 }
 
-
 // apply brings the repository in dir, whose recorded state is st, to x:
 // index the missing layers, reconcile refs, set HEAD.
 func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) error {
