@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -23,13 +24,17 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	listen := fs.String("listen", config.Env("GHOST_LISTEN", "127.0.0.1:8080"), "address to listen on (env GHOST_LISTEN)")
 	logLevel := fs.String("log-level", config.Env("GHOST_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env GHOST_LOG_LEVEL)")
 	logFormat := fs.String("log-format", config.Env("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
-	maxPush := fs.Int64("max-push-bytes", 0, "largest push body accepted, 0 for no limit")
+	var limits config.Limits
+	limits.Register(fs)
 	coordNS := fs.String("coord-namespace", config.Env("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: ghost serve [flags] takes no arguments", errUsage)
+	}
+	if err := limits.Err(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -50,11 +55,25 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The flags' 0 ("no limit") is the server's negative value.
+	off := func(v int64) int64 {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
 	srv, err := server.New(ctx, server.Options{
-		Store:        store,
-		CacheDir:     cfg.Cache(),
-		Logger:       logger,
-		MaxPushBytes: *maxPush,
+		Store:                store,
+		CacheDir:             cfg.Cache(),
+		Logger:               logger,
+		MaxPushBytes:         off(limits.MaxPushBytes),
+		MaxFetchRequestBytes: off(limits.MaxFetchRequestBytes),
+		FetchRequestTimeout:  time.Duration(off(int64(limits.FetchRequestTimeout))),
+		IOTimeout:            time.Duration(off(int64(limits.IOTimeout))),
+		MaxGitProcesses:      int(off(int64(limits.MaxGitProcesses))),
+		GitQueue:             int(off(int64(limits.GitQueue))),
+		GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
+		StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
 	})
 	if err != nil {
 		return err

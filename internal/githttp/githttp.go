@@ -85,7 +85,8 @@ type Options struct {
 	// GitQueue is how many more requests may wait for a slot (default
 	// 4×MaxGitProcesses; negative: none wait); beyond it, and after
 	// waiting GitQueueTimeout (default DefaultGitQueueTimeout), a request
-	// gets 503 with Retry-After.
+	// gets 503 with Retry-After. A negative GitQueueTimeout waits as long
+	// as it takes.
 	GitQueue        int
 	GitQueueTimeout time.Duration
 	// AnonymousNotFound makes an anonymous read of a repository that is

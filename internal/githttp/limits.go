@@ -80,12 +80,16 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 		<-g.queue
 		g.metrics.queued(-1)
 	}()
-	t := time.NewTimer(g.wait)
-	defer t.Stop()
+	var timeout <-chan time.Time // nil: wait as long as it takes
+	if g.wait > 0 {
+		t := time.NewTimer(g.wait)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case g.slots <- struct{}{}:
 		return release, nil
-	case <-t.C:
+	case <-timeout:
 		return nil, errBusy
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -109,6 +113,8 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (release func(),
 	return nil, false
 }
 
+// retryAfter suggests when to come back: a fraction of the queue's wait,
+// at least a second.
 func retryAfter(d time.Duration) int { return max(1, int(d/time.Second/4)) }
 
 // connIO extends the connection's deadlines while bytes flow: before each
