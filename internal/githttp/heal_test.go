@@ -151,17 +151,7 @@ func TestFailingGitIsRetriedOnARebuiltCache(t *testing.T) {
 func TestFailureMidStreamHealsTheNextRequest(t *testing.T) {
 	// The first fetch's git sends 128 KiB (past what is held back) and
 	// fails: too late to retry.
-	dir := t.TempDir()
-	once := filepath.Join(dir, "once")
-	os.WriteFile(once, nil, 0o644)
-	gitPath := filepath.Join(dir, "git")
-	os.WriteFile(gitPath, []byte(fmt.Sprintf(`#!/bin/sh
-if [ "$1" = upload-pack ] && [ "$3" != --advertise-refs ] && rm %q 2>/dev/null; then
-	head -c 131072 /dev/zero
-	exit 1
-fi
-exec git "$@"
-`, once)), 0o755)
+	gitPath := failOnceGit(t, 128<<10)
 	e, reg := limitEnv(t, gitPath, nil)
 	src := t.TempDir()
 	git(t, src, "init", "-q", "--initial-branch=main")
@@ -184,5 +174,40 @@ exec git "$@"
 	git(t, dst, "fsck", "--full", "--strict")
 	if n := counter(t, reg, "ghost_cache_heal_retries_total", ""); n != 0 {
 		t.Fatalf("%v heal retries, want none", n)
+	}
+}
+
+// failOnceGit writes a git wrapper whose first fetch (upload-pack without
+// --advertise-refs) writes n bytes of garbage and fails.
+func failOnceGit(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	once := filepath.Join(dir, "once")
+	os.WriteFile(once, nil, 0o644)
+	gitPath := filepath.Join(dir, "git")
+	os.WriteFile(gitPath, []byte(fmt.Sprintf(`#!/bin/sh
+if [ "$1" = upload-pack ] && [ "$3" != --advertise-refs ] && rm %q 2>/dev/null; then
+	head -c %d /dev/zero
+	exit 1
+fi
+exec git "$@"
+`, once, n)), 0o755)
+	return gitPath
+}
+
+func TestEarlyFailureIsRetriedUnseen(t *testing.T) {
+	// git fails after writing a little: that output is held back, so the
+	// request can still be retried on the healed cache.
+	e, reg := limitEnv(t, failOnceGit(t, 100), nil)
+	src := workTree(t)
+	git(t, src, "push", "-q", e.remote("alice/pub", "rw"), "--all")
+	corruptObject(t, e, "pub", "blob")
+	rot(t, e, "pub")
+
+	dst := filepath.Join(t.TempDir(), "c")
+	git(t, "", "clone", "-q", e.remote("alice/pub", ""), dst)
+	git(t, dst, "fsck", "--full", "--strict")
+	if n := counter(t, reg, "ghost_cache_heal_retries_total", ""); n != 1 {
+		t.Fatalf("%v heal retries, want 1", n)
 	}
 }
