@@ -606,3 +606,23 @@ func TestStalledReaderIsCutOff(t *testing.T) {
 		t.Fatalf("the whole response (%d bytes) arrived: the stalled client was not cut off", n)
 	}
 }
+
+func TestLargeFetchRequestIsSpooledAndRemoved(t *testing.T) {
+	e, _ := limitEnv(t, "", nil)
+	src := e.seed()
+	tip := gitOut(t, src, "rev-parse", "HEAD")
+	// 10000 haves (about 500 KiB): past what is held in memory.
+	var b strings.Builder
+	b.WriteString(pkt("command=fetch\n") + "0001" + pkt("no-progress\n") + pkt("want "+tip+"\n"))
+	for i := range 10000 {
+		b.WriteString(pkt(fmt.Sprintf("have %040x\n", i+1)))
+	}
+	b.WriteString(pkt("done\n") + "0000")
+	resp, body := e.post("alice/pub", "git-upload-pack", "", []byte(b.String()), map[string]string{"Git-Protocol": "version=2"})
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("packfile\n")) {
+		t.Fatalf("large fetch: %d %.200q", resp.StatusCode, body)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.cache.Dir(), "tmp", "fetch-*")); len(left) != 0 {
+		t.Fatalf("spool left behind: %v", left)
+	}
+}
