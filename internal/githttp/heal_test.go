@@ -151,7 +151,7 @@ func TestFailingGitIsRetriedOnARebuiltCache(t *testing.T) {
 func TestFailureMidStreamHealsTheNextRequest(t *testing.T) {
 	// The first fetch's git sends 128 KiB (past what is held back) and
 	// fails: too late to retry.
-	gitPath := failOnceGit(t, 128<<10)
+	gitPath := failOnceGit(t, 128<<10/21)
 	e, reg := limitEnv(t, gitPath, nil)
 	src := t.TempDir()
 	git(t, src, "init", "-q", "--initial-branch=main")
@@ -177,8 +177,10 @@ func TestFailureMidStreamHealsTheNextRequest(t *testing.T) {
 	}
 }
 
-// failOnceGit writes a git wrapper whose first fetch (upload-pack without
-// --advertise-refs) writes n bytes of garbage and fails.
+// failOnceGit writes a git wrapper whose first protocol v2 fetch command
+// answers the start of a packfile section and n side-band progress
+// packets of 21 bytes, which a client takes without complaint, and then
+// fails. Everything else runs git.
 func failOnceGit(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -186,9 +188,23 @@ func failOnceGit(t *testing.T, n int) string {
 	os.WriteFile(once, nil, 0o644)
 	gitPath := filepath.Join(dir, "git")
 	os.WriteFile(gitPath, []byte(fmt.Sprintf(`#!/bin/sh
-if [ "$1" = upload-pack ] && [ "$3" != --advertise-refs ] && rm %q 2>/dev/null; then
-	head -c %d /dev/zero
-	exit 1
+if [ "$1" = upload-pack ] && [ "$3" != --advertise-refs ]; then
+	req=$(mktemp)
+	cat >"$req"
+	if grep -q command=fetch "$req" && rm %q 2>/dev/null; then
+		rm -f "$req"
+		printf '000dpackfile\n'
+		i=0
+		while [ $i -lt %d ]; do
+			printf '0015\002remote progress\n'
+			i=$((i+1))
+		done
+		exit 1
+	fi
+	git "$@" <"$req"
+	rc=$?
+	rm -f "$req"
+	exit $rc
 fi
 exec git "$@"
 `, once, n)), 0o755)
@@ -198,7 +214,7 @@ exec git "$@"
 func TestEarlyFailureIsRetriedUnseen(t *testing.T) {
 	// git fails after writing a little: that output is held back, so the
 	// request can still be retried on the healed cache.
-	e, reg := limitEnv(t, failOnceGit(t, 100), nil)
+	e, reg := limitEnv(t, failOnceGit(t, 10), nil)
 	src := workTree(t)
 	git(t, src, "push", "-q", e.remote("alice/pub", "rw"), "--all")
 	corruptObject(t, e, "pub", "blob")

@@ -167,7 +167,12 @@ func (h *Handler) serveGit(w http.ResponseWriter, r *http.Request, repo, what st
 			}
 			return
 		}
-		started := out.abort()
+		started, werr := out.abort()
+		if werr != nil {
+			// The client stopped reading (IOTimeout) or went away.
+			h.logger.Info("git response not delivered", "path", r.URL.Path, "what", what, "err", werr)
+			return
+		}
 		if ctx.Err() != nil {
 			h.streamError(w, r, started, what, err)
 			return
@@ -339,15 +344,15 @@ func (l *lazyWriter) finish() error {
 }
 
 // abort drops what is held after git failed and reports whether any of
-// the response had been sent.
-func (l *lazyWriter) abort() (started bool) {
+// the response had been sent, and the error that writing it met, if any.
+func (l *lazyWriter) abort() (started bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.timer != nil {
 		l.timer.Stop()
 	}
 	l.aborted, l.held = true, nil
-	return l.started
+	return l.started, l.err
 }
 
 // bufferWriter is a minimal byte buffer for small protocol messages.
