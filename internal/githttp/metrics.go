@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"service", "code"}),
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ghost_git_pushes_total",
-			Help: "Pushes by result: ok, rejected (report-status ng), invalid (malformed request), contention (503), error.",
+			Help: "Pushes by result: ok, rejected (report-status ng), invalid (malformed request), too_large (over --max-push-bytes), contention (503), error.",
 		}, []string{"result"}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghost_git_push_received_bytes_total",
