@@ -29,6 +29,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
+	"github.com/ghost-scm/ghost/internal/web"
 )
 
 // Options configure a Server. Store and CacheDir are required.
@@ -73,6 +74,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// WAL tunes the log's commit loop (tests shorten the backoff).
 	WAL wal.Options
+	// SSHCloneURL, when set, is the base of the SSH clone URLs the web UI
+	// shows ("ssh://git@host:2222").
+	SSHCloneURL string
 }
 
 // tempSweeper is a store that leaves write temporaries behind when its
@@ -153,21 +157,38 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	alertStore := alerts.New(opts.Store)
+	ui, err := web.New(ctx, web.Options{
+		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache},
+		Alerts: alertStore, Git: opts.Git, SSHURL: opts.SSHCloneURL, Logger: opts.Logger,
+	})
+	if err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alerts.New(opts.Store))))
+	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alertStore)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
-	mux.Handle("/", git)
+	// The web UI owns "/", "/owner", "/owner/repo" and "/owner/repo/-/...";
+	// the rest is git's.
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if web.Owns(r.URL.Path) {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		git.ServeHTTP(w, r)
+	}))
 	s.handler = s.accessLog(mux)
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler (git, /api/, /healthz,
-// /metrics).
+// Handler returns the server's HTTP handler (git, the web UI, /api/,
+// /healthz, /metrics).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Meta returns the metadata store, for tests that create tenants, tokens
@@ -267,6 +288,17 @@ func gitAuthError(what string, err error) error {
 		return fmt.Errorf("%s: %w: %w", what, githttp.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// cacheDirs adapts the repository cache to the web UI's Materializer.
+type cacheDirs struct{ c *repocache.Cache }
+
+func (d cacheDirs) Materialize(ctx context.Context, repoID string) (string, error) {
+	snap, err := d.c.Materialize(ctx, repoID)
+	if err != nil {
+		return "", err
+	}
+	return snap.Dir, nil
 }
 
 // metaAuth adapts the metadata store to what the git transport needs.

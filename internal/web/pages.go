@@ -1,0 +1,648 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/meta"
+)
+
+func urlSegment(s string) string { return url.PathEscape(s) }
+
+func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if v.p != nil {
+		http.Redirect(w, r, "/"+urlSegment(v.p.Tenant), http.StatusSeeOther)
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "home", page{Title: "ghost"})
+}
+
+// safeNext returns where to go after signing in: a local path only.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return ""
+	}
+	return next
+}
+
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "login", page{Title: "Sign in", Data: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if !h.keys.checkCSRF(r) {
+		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	p, err := h.opts.Auth.Authenticate(r.Context(), token)
+	if errors.Is(err, meta.ErrUnauthenticated) {
+		h.show(w, r, v, http.StatusUnauthorized, "login", page{Title: "Sign in", Notice: "That token is not valid.", Data: next})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, v, classify("authenticate", err))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: h.keys.seal(token, h.opts.Now().Add(sessionLifetime)), Path: "/",
+		MaxAge: int(sessionLifetime.Seconds()), HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode,
+	})
+	h.opts.Logger.InfoContext(r.Context(), "web: signed in", "tenant", p.Tenant, "token_id", p.TokenID)
+	if next == "" {
+		next = "/" + urlSegment(p.Tenant)
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if !h.keys.checkCSRF(r) {
+		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
+		return
+	}
+	h.clearSession(w, r)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// owner lists the repositories of a tenant that the visitor may read.
+func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	owner := r.PathValue("owner")
+	repos, err := h.opts.Repos.ListRepos(r.Context(), owner)
+	if err != nil {
+		h.fail(w, r, v, classify("list repositories", err))
+		return
+	}
+	// Whether v sees the owner's private repositories is one decision.
+	private, err := h.opts.Authz.CanRead(r.Context(), v.p, meta.Repo{Owner: owner})
+	if err != nil {
+		h.fail(w, r, v, classify("authorize", err))
+		return
+	}
+	var shown []meta.Repo
+	for _, repo := range repos {
+		if repo.Public || private {
+			shown = append(shown, repo)
+		}
+	}
+	h.show(w, r, v, http.StatusOK, "owner", page{Title: owner, Data: struct {
+		Owner string
+		Repos []meta.Repo
+	}{owner, shown}})
+}
+
+type cloneURLs struct{ HTTP, SSH string }
+
+func (h *Handler) cloneURLs(r *http.Request, repo meta.Repo) cloneURLs {
+	scheme := "http"
+	if secure(r) {
+		scheme = "https"
+	}
+	p := "/" + urlSegment(repo.Owner) + "/" + urlSegment(repo.Name) + ".git"
+	c := cloneURLs{HTTP: scheme + "://" + r.Host + p}
+	if h.opts.SSHURL != "" {
+		c.SSH = h.opts.SSHURL + p
+	}
+	return c
+}
+
+// maxRefsShown bounds the branches and tags listed on a repository's home.
+const maxRefsShown = 50
+
+func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	g, err := h.open(r, rv)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	refs, err := g.refs(r.Context())
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	data := struct {
+		Clone                  cloneURLs
+		Default                string
+		Head                   *ref
+		Branches, Tags         []ref
+		MoreBranches, MoreTags int
+		Entries                []entry
+		ReadmeName             string
+		Readme                 any
+	}{Clone: h.cloneURLs(r, rv.Repo), Default: g.head()}
+	for i := range refs {
+		if refs[i].Tag {
+			data.Tags = append(data.Tags, refs[i])
+		} else {
+			data.Branches = append(data.Branches, refs[i])
+			if refs[i].Name == data.Default {
+				data.Head = &refs[i]
+			}
+		}
+	}
+	// Newest tags first.
+	slices.SortStableFunc(data.Tags, func(a, b ref) int { return b.When.Compare(a.When) })
+	if n := len(data.Branches); n > maxRefsShown {
+		data.Branches, data.MoreBranches = data.Branches[:maxRefsShown], n-maxRefsShown
+	}
+	if n := len(data.Tags); n > maxRefsShown {
+		data.Tags, data.MoreTags = data.Tags[:maxRefsShown], n-maxRefsShown
+	}
+	if data.Head != nil {
+		rv.Ref = data.Head.Name
+		entries, err := g.lsTree(r.Context(), data.Head.Commit)
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		data.Entries = sortEntries(entries)
+		if readme := findReadme(entries); readme != nil && readme.Size <= h.opts.MaxBlobBytes {
+			data.ReadmeName = readme.Name
+			cf, err := g.catFile(r.Context())
+			if err != nil {
+				h.fail(w, r, v, err)
+				return
+			}
+			_, b, err := cf.contents(readme.ID)
+			cf.Close()
+			if err != nil {
+				h.fail(w, r, v, err)
+				return
+			}
+			switch {
+			case isBinary(b):
+			case isMarkdown(readme.Name):
+				data.Readme = h.render.markdown(b)
+			default:
+				data.Readme = string(b)
+			}
+		}
+	}
+	h.show(w, r, v, http.StatusOK, "repo", page{Title: rv.FullName(), Repo: rv, Tab: "code", Data: data})
+}
+
+func isMarkdown(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".md", ".markdown", ".mdown":
+		return true
+	}
+	return false
+}
+
+// findReadme picks README.md, README, README.txt, ... in that order.
+func findReadme(es []entry) *entry {
+	var best *entry
+	rank := func(n string) int {
+		switch strings.ToLower(n) {
+		case "readme.md":
+			return 1
+		case "readme.markdown":
+			return 2
+		case "readme":
+			return 3
+		case "readme.txt":
+			return 4
+		}
+		if strings.HasPrefix(strings.ToLower(n), "readme.") {
+			return 5
+		}
+		return 0
+	}
+	for i := range es {
+		if es[i].Type != "blob" {
+			continue
+		}
+		if k := rank(es[i].Name); k > 0 && (best == nil || k < rank(best.Name)) {
+			best = &es[i]
+		}
+	}
+	return best
+}
+
+// sortEntries puts directories first, as people expect.
+func sortEntries(es []entry) []entry {
+	slices.SortStableFunc(es, func(a, b entry) int {
+		at, bt := a.Type == "tree", b.Type == "tree"
+		switch {
+		case at && !bt:
+			return -1
+		case bt && !at:
+			return 1
+		}
+		return 0
+	})
+	return es
+}
+
+// crumb is one step of a path.
+type crumb struct{ Name, Path string }
+
+func crumbs(p string) []crumb {
+	if p == "" {
+		return nil
+	}
+	var cs []crumb
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		cs = append(cs, crumb{Name: s, Path: strings.Join(segs[:i+1], "/")})
+	}
+	return cs
+}
+
+// at is a resolved "{ref}/{path}".
+type at struct {
+	Ref    string
+	Commit string
+	Path   string
+	Crumbs []crumb
+}
+
+// locate opens a readable repository and resolves the rest of the path
+// to a ref (or commit id) and a path in it.
+func (h *Handler) locate(w http.ResponseWriter, r *http.Request) (*visitor, *repoView, gitRepo, at, bool) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return nil, nil, gitRepo{}, at{}, false
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return nil, nil, gitRepo{}, at{}, false
+	}
+	g, err := h.open(r, rv)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return nil, nil, gitRepo{}, at{}, false
+	}
+	refs, err := g.refs(r.Context())
+	if err != nil {
+		h.fail(w, r, v, err)
+		return nil, nil, gitRepo{}, at{}, false
+	}
+	name, commit, p, ok := resolve(refs, strings.Trim(r.PathValue("rest"), "/"))
+	if !ok {
+		h.fail(w, r, v, errNotFound)
+		return nil, nil, gitRepo{}, at{}, false
+	}
+	rv.Ref = name
+	return v, rv, g, at{Ref: name, Commit: commit, Path: strings.Trim(p, "/"), Crumbs: crumbs(strings.Trim(p, "/"))}, true
+}
+
+func repoURL(repo meta.Repo) string { return "/" + urlSegment(repo.Owner) + "/" + urlSegment(repo.Name) }
+
+func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
+	v, rv, g, loc, ok := h.locate(w, r)
+	if !ok {
+		return
+	}
+	entries, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "tree", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: struct {
+		At      at
+		Entries []entry
+	}{loc, sortEntries(entries)}})
+}
+
+func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
+	v, rv, g, loc, ok := h.locate(w, r)
+	if !ok {
+		return
+	}
+	if loc.Path == "" {
+		http.Redirect(w, r, repoURL(rv.Repo)+"/-/tree/"+pathURL(loc.Ref), http.StatusSeeOther)
+		return
+	}
+	cf, err := g.catFile(r.Context())
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	defer cf.Close()
+	obj := loc.Commit + ":" + loc.Path
+	o, err := cf.info(obj)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if o.Type == "tree" {
+		http.Redirect(w, r, repoURL(rv.Repo)+"/-/tree/"+pathURL(loc.Ref)+"/"+pathURL(loc.Path), http.StatusSeeOther)
+		return
+	}
+	if o.Type != "blob" {
+		h.fail(w, r, v, errNotFound)
+		return
+	}
+	data := struct {
+		At       at
+		Size     int64
+		TooLarge bool
+		Binary   bool
+		Code     any
+	}{At: loc, Size: o.Size}
+	if o.Size > h.opts.MaxBlobBytes {
+		data.TooLarge = true
+	} else {
+		_, b, err := cf.contents(obj)
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		switch {
+		case isBinary(b):
+			data.Binary = true
+		case o.Size > h.opts.MaxBlobBytes/4:
+			data.Code = plain(b)
+		default:
+			data.Code = h.render.highlight(path.Base(loc.Path), b)
+		}
+	}
+	h.show(w, r, v, http.StatusOK, "blob", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: data})
+}
+
+// raw serves a file's bytes. Text is text/plain, anything else a
+// download; the sandbox CSP keeps a served file from running as a page
+// of this origin.
+func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
+	v, _, g, loc, ok := h.locate(w, r)
+	if !ok {
+		return
+	}
+	cf, err := g.catFile(r.Context())
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	defer cf.Close()
+	obj := loc.Commit + ":" + loc.Path
+	o, err := cf.info(obj)
+	if err == nil && o.Type != "blob" {
+		err = errNotFound
+	}
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	hd.Set("Cache-Control", "private, no-cache")
+	hd.Set("Content-Length", strconv.FormatInt(o.Size, 10))
+	name := path.Base(loc.Path)
+	if o.Size <= h.opts.MaxBlobBytes {
+		_, b, err := cf.contents(obj)
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		if !isBinary(b) {
+			hd.Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write(b)
+			return
+		}
+		hd.Set("Content-Type", "application/octet-stream")
+		hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+		_, _ = w.Write(b)
+		return
+	}
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+	if _, err := cf.stream(obj, w); err != nil {
+		h.opts.Logger.WarnContext(r.Context(), "web: raw download cut", "path", r.URL.Path, "err", err)
+	}
+}
+
+// logPage is the number of commits on a log page.
+const logPage = 50
+
+func (h *Handler) commits(w http.ResponseWriter, r *http.Request) {
+	v, rv, g, loc, ok := h.locate(w, r)
+	if !ok {
+		return
+	}
+	n, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if err != nil || n < 1 {
+		n = 1
+	}
+	cs, err := g.log(r.Context(), loc.Commit, loc.Path, (n-1)*logPage, logPage+1)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	more := len(cs) > logPage
+	if more {
+		cs = cs[:logPage]
+	}
+	h.show(w, r, v, http.StatusOK, "commits", page{Title: "Commits · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
+		At      at
+		Commits []commit
+		Page    int
+		More    bool
+	}{loc, cs, n, more}})
+}
+
+// diffLine is one line of a patch with its class.
+type diffLine struct{ Class, Text string }
+
+func diffLines(patch string) []diffLine {
+	lines := strings.Split(strings.TrimSuffix(patch, "\n"), "\n")
+	out := make([]diffLine, 0, len(lines))
+	for _, l := range lines {
+		c := ""
+		switch {
+		case strings.HasPrefix(l, "diff --"):
+			c = "file"
+		case strings.HasPrefix(l, "@@"):
+			c = "hunk"
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "index "),
+			strings.HasPrefix(l, "new file"), strings.HasPrefix(l, "deleted file"), strings.HasPrefix(l, "similarity"),
+			strings.HasPrefix(l, "rename "), strings.HasPrefix(l, "Binary files"):
+			c = "meta"
+		case strings.HasPrefix(l, "+"):
+			c = "add"
+		case strings.HasPrefix(l, "-"):
+			c = "del"
+		}
+		out = append(out, diffLine{c, l})
+	}
+	return out
+}
+
+func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	id := r.PathValue("id")
+	if !isHex(id) {
+		h.fail(w, r, v, errNotFound)
+		return
+	}
+	g, err := h.open(r, rv)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	d, err := g.show(r.Context(), id, h.opts.MaxDiffBytes)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	rv.Ref = d.Commit.ID
+	var parents []string
+	if d.Commit.Parents != "" {
+		parents = strings.Fields(d.Commit.Parents)
+	}
+	h.show(w, r, v, http.StatusOK, "commit", page{Title: d.Commit.Subject + " · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
+		Commit    commit
+		Parents   []string
+		Stat      string
+		Lines     []diffLine
+		Truncated bool
+		Limit     int64
+	}{d.Commit, parents, d.Stat, diffLines(d.Patch), d.Truncated, h.opts.MaxDiffBytes}})
+}
+
+// alertStates are the filters of the alerts page.
+func alertStates() []string { return []string{"open", "resolved", "all"} }
+
+func (h *Handler) alerts(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if h.opts.Alerts == nil {
+		h.fail(w, r, v, errNotFound)
+		return
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	state := r.URL.Query().Get("state")
+	if !slices.Contains(alertStates(), state) {
+		state = "open"
+	}
+	f := alerts.Filter{Tenant: rv.Owner, RepoID: rv.ID}
+	if state != "all" {
+		f.State = alerts.State(state)
+	}
+	pg, err := h.opts.Alerts.List(r.Context(), f, r.URL.Query().Get("after"), alerts.DefaultPageSize)
+	if err != nil {
+		h.fail(w, r, v, alertError(err))
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "alerts", page{Title: "Alerts · " + rv.FullName(), Repo: rv, Tab: "alerts", Data: struct {
+		State       string
+		States      []string
+		Alerts      []alerts.Alert
+		Next        string
+		Resolutions []alerts.Resolution
+	}{state, alertStates(), pg.Alerts, pg.Next, []alerts.Resolution{alerts.ResolutionRevoked, alerts.ResolutionFalsePositive, alerts.ResolutionUsedInTests, alerts.ResolutionWontFix}}})
+}
+
+// alertError maps the alert store's errors: absent is 404, bad input
+// 400, anything else (contention, storage) 503.
+func alertError(err error) error {
+	switch {
+	case errors.Is(err, alerts.ErrNotFound):
+		return &httpError{status: http.StatusNotFound, msg: "Not found.", err: err}
+	case errors.Is(err, alerts.ErrInvalidArgument):
+		return &httpError{status: http.StatusBadRequest, msg: "Invalid request: " + err.Error(), err: err}
+	case errors.Is(err, alerts.ErrCorrupt):
+		return &httpError{status: http.StatusInternalServerError, msg: "Internal error.", err: err}
+	}
+	return &httpError{status: http.StatusServiceUnavailable, msg: "The service is unavailable; try again shortly.", err: err}
+}
+
+func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if !h.keys.checkCSRF(r) {
+		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
+		return
+	}
+	if h.opts.Alerts == nil {
+		h.fail(w, r, v, errNotFound)
+		return
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if !rv.CanWrite {
+		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "Resolving an alert needs write access to the repository."})
+		return
+	}
+	c := alerts.Change{
+		State:      alerts.StateResolved,
+		Resolution: alerts.Resolution(r.PostFormValue("resolution")),
+		By:         v.p.Tenant,
+		Comment:    strings.TrimSpace(r.PostFormValue("comment")),
+	}
+	a, err := h.opts.Alerts.SetState(r.Context(), rv.Owner, rv.ID, r.PathValue("id"), c)
+	if err != nil {
+		h.fail(w, r, v, alertError(err))
+		return
+	}
+	h.opts.Logger.InfoContext(r.Context(), "alert state changed", "repo", rv.FullName(), "alert", a.Fingerprint, "state", a.State, "resolution", a.Resolution, "by", v.p.Tenant, "token_id", v.p.TokenID, "via", "web")
+	http.Redirect(w, r, repoURL(rv.Repo)+"/-/alerts?state=all", http.StatusSeeOther)
+}

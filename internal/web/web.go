@@ -1,0 +1,471 @@
+// Package web is ghost's browser UI: server-rendered pages for
+// repositories (README, files, history, commits) and their secret-scanning
+// alerts, at "/" of "ghost serve".
+//
+// Pages are html/template with no script at all; they work with
+// JavaScript off. Reads go through the node cache (Materializer) and the
+// same authorization as git and the API: a private repository is 404 to
+// whoever may not read it. Sessions are sealed cookies that any node can
+// open (docs/adr/0080-web-sessions.md).
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// Authenticator turns a token into a principal (meta.Store does).
+// A token that does not authenticate is meta.ErrUnauthenticated.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (meta.Principal, error)
+}
+
+// Repos looks repositories up (meta.Store does). Missing names are
+// meta.ErrNotFound or meta.ErrInvalidName.
+type Repos interface {
+	Repo(ctx context.Context, owner, name string) (meta.Repo, error)
+	ListRepos(ctx context.Context, owner string) ([]meta.Repo, error)
+}
+
+// Authorizer decides reads and writes (meta.Store does). A nil principal
+// is the anonymous visitor.
+type Authorizer interface {
+	CanRead(ctx context.Context, p *meta.Principal, r meta.Repo) (bool, error)
+	CanWrite(ctx context.Context, p *meta.Principal, r meta.Repo) (bool, error)
+}
+
+// Materializer brings a repository (by log id) to a local bare git
+// directory that plain git can read, as of now or later.
+// wal.ErrRepoDeleted reports a deleted repository.
+type Materializer interface {
+	Materialize(ctx context.Context, repoID string) (dir string, err error)
+}
+
+// Alerts lists and changes secret-scanning alerts (alerts.Store does).
+type Alerts interface {
+	List(ctx context.Context, f alerts.Filter, token string, limit int) (alerts.Page, error)
+	SetState(ctx context.Context, tenant, repoID, fp string, c alerts.Change) (alerts.Alert, error)
+}
+
+// Options configure the UI. Store, Auth, Repos, Authz and Cache are
+// required.
+type Options struct {
+	// Store holds the session key (SessionKeyObject).
+	Store  objstore.Store
+	Auth   Authenticator
+	Repos  Repos
+	Authz  Authorizer
+	Cache  Materializer
+	Alerts Alerts // nil: no alerts pages
+	// Git is the git binary; empty means "git" from PATH.
+	Git string
+	// SSHURL, when set, is the base of SSH clone URLs, such as
+	// "ssh://git@git.example.com:2222"; the page adds "/owner/name.git".
+	SSHURL string
+	Logger *slog.Logger
+	// MaxBlobBytes is the largest file shown on a page (default 1 MiB);
+	// larger ones are offered as a download. Files up to a quarter of it
+	// are highlighted.
+	MaxBlobBytes int64
+	// MaxDiffBytes bounds the diff shown on a commit page (default 1 MiB);
+	// a notice says when it is cut.
+	MaxDiffBytes int64
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Handler serves the UI.
+type Handler struct {
+	opts   Options
+	keys   keys
+	render *renderer
+	pages  map[string]*template.Template
+	assets map[string]asset // by URL path
+	css    string           // the stylesheet's URL
+	mux    *http.ServeMux
+}
+
+type asset struct {
+	body  []byte
+	ctype string
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/*
+var staticFS embed.FS
+
+// New builds the UI, creating the session key in the store if it is the
+// first node to start.
+func New(ctx context.Context, opts Options) (*Handler, error) {
+	if opts.Store == nil || opts.Auth == nil || opts.Repos == nil || opts.Authz == nil || opts.Cache == nil {
+		return nil, errors.New("web: Store, Auth, Repos, Authz and Cache are required")
+	}
+	if opts.Git == "" {
+		opts.Git = "git"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBlobBytes <= 0 {
+		opts.MaxBlobBytes = 1 << 20
+	}
+	if opts.MaxDiffBytes <= 0 {
+		opts.MaxDiffBytes = 1 << 20
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.SSHURL = strings.TrimSuffix(opts.SSHURL, "/")
+	k, err := loadSessionKey(ctx, opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{opts: opts, keys: k, render: newRenderer(), assets: map[string]asset{}}
+	css, err := staticFS.ReadFile("static/style.css")
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	css = append(css, h.render.chromaCSS()...)
+	h.css = h.addAsset("style.css", css, "text/css; charset=utf-8")
+	if err := h.parseTemplates(); err != nil {
+		return nil, err
+	}
+	h.routes()
+	return h, nil
+}
+
+// addAsset serves body under a URL holding its hash, so it can be cached
+// for a year: a new build has new URLs.
+func (h *Handler) addAsset(name string, body []byte, ctype string) string {
+	sum := sha256.Sum256(body)
+	p := "/static/" + hex.EncodeToString(sum[:6]) + "/" + name
+	h.assets[p] = asset{body: body, ctype: ctype}
+	return p
+}
+
+func (h *Handler) parseTemplates() error {
+	funcs := template.FuncMap{
+		"short":   shortID,
+		"ago":     h.ago,
+		"size":    humanSize,
+		"join":    joinPath,
+		"pathURL": pathURL,
+		"add":     func(a, b int) int { return a + b },
+		"sub":     func(a, b int) int { return a - b },
+	}
+	base, err := template.New("base.html").Funcs(funcs).ParseFS(templateFS, "templates/base.html")
+	if err != nil {
+		return fmt.Errorf("web: templates: %w", err)
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return fmt.Errorf("web: templates: %w", err)
+	}
+	h.pages = map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "base" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return fmt.Errorf("web: template %s: %w", name, err)
+		}
+		h.pages[name] = t
+	}
+	return nil
+}
+
+func (h *Handler) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", h.home)
+	m.HandleFunc("GET /static/", h.static)
+	m.HandleFunc("GET /login", h.loginPage)
+	m.HandleFunc("POST /login", h.login)
+	m.HandleFunc("POST /logout", h.logout)
+	m.HandleFunc("GET /{owner}", h.owner)
+	m.HandleFunc("GET /{owner}/{repo}", h.repoHome)
+	m.HandleFunc("GET /{owner}/{repo}/-/tree/{rest...}", h.tree)
+	m.HandleFunc("GET /{owner}/{repo}/-/blob/{rest...}", h.blob)
+	m.HandleFunc("GET /{owner}/{repo}/-/raw/{rest...}", h.raw)
+	m.HandleFunc("GET /{owner}/{repo}/-/commits/{rest...}", h.commits)
+	m.HandleFunc("GET /{owner}/{repo}/-/commit/{id}", h.commit)
+	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
+	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
+	h.mux = m
+}
+
+// Owns reports whether path is the UI's rather than git's: the root,
+// static assets, sign-in and sign-out, "/owner", "/owner/repo" and
+// anything under "/owner/repo/-/". Git's paths ("/owner/repo.git/info/refs",
+// ".../git-upload-pack") have a third segment that is never "-".
+func Owns(path string) bool {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	switch {
+	case len(segs) <= 2:
+		return true
+	case segs[0] == "static":
+		return true
+	}
+	return segs[2] == "-"
+}
+
+// ServeHTTP serves a UI request with the security headers every page
+// carries.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) static(w http.ResponseWriter, r *http.Request) {
+	a, ok := h.assets[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", a.ctype)
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	_, _ = w.Write(a.body)
+}
+
+// visitor is who is asking.
+type visitor struct {
+	p       *meta.Principal // nil: anonymous
+	session string          // the session cookie's value
+	csrf    string          // the form token
+}
+
+// httpError is an error page's status and message.
+type httpError struct {
+	status int
+	msg    string
+	err    error
+}
+
+func (e *httpError) Error() string { return e.msg }
+func (e *httpError) Unwrap() error { return e.err }
+
+var errNotFound = &httpError{status: http.StatusNotFound, msg: "Not found."}
+
+// classify turns a lookup or authorization failure into a page status:
+// absent is 404, a storage outage 503, anything else 500.
+func classify(what string, err error) error {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		return err
+	case errors.Is(err, meta.ErrNotFound), errors.Is(err, meta.ErrInvalidName), errors.Is(err, wal.ErrRepoDeleted), errors.Is(err, errNoObject), errors.Is(err, alerts.ErrNotFound):
+		return &httpError{status: http.StatusNotFound, msg: "Not found.", err: err}
+	case errors.Is(err, meta.ErrUnavailable):
+		return &httpError{status: http.StatusServiceUnavailable, msg: "The service is unavailable; try again shortly.", err: fmt.Errorf("%s: %w", what, err)}
+	}
+	return &httpError{status: http.StatusInternalServerError, msg: "Internal error.", err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// who authenticates the session cookie. A cookie that does not open or
+// whose token no longer authenticates is dropped: the visitor is
+// anonymous. A storage failure is an error (503), never anonymous.
+func (h *Handler) who(w http.ResponseWriter, r *http.Request) (*visitor, error) {
+	v := &visitor{}
+	csrf := ""
+	if c, err := r.Cookie(csrfCookie); err == nil && c.Value != "" {
+		csrf = c.Value
+	} else {
+		csrf = randomValue()
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: csrf, Path: "/", HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode})
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
+		tok, ok := h.keys.open(c.Value, h.opts.Now())
+		if ok {
+			p, err := h.opts.Auth.Authenticate(r.Context(), tok)
+			switch {
+			case err == nil:
+				v.p, v.session = &p, c.Value
+			case errors.Is(err, meta.ErrUnauthenticated):
+			default:
+				return nil, classify("authenticate", err)
+			}
+		}
+		if v.p == nil {
+			h.clearSession(w, r)
+		}
+	}
+	v.csrf = h.keys.csrfToken(csrf, v.session)
+	return v, nil
+}
+
+func (h *Handler) clearSession(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode})
+}
+
+// page is what every template gets.
+type page struct {
+	Title  string
+	CSS    string
+	User   string // signed-in tenant, or ""
+	CSRF   string
+	Path   string // the request path, for sign-in's return
+	Repo   *repoView
+	Tab    string
+	Notice string
+	Data   any
+}
+
+// repoView is the repository header.
+type repoView struct {
+	meta.Repo
+	Ref      string // the ref shown, for tabs
+	CanWrite bool
+	Alerts   bool
+}
+
+func (h *Handler) show(w http.ResponseWriter, r *http.Request, v *visitor, status int, name string, p page) {
+	p.CSS, p.CSRF, p.Path = h.css, v.csrf, r.URL.Path
+	if v.p != nil {
+		p.User = v.p.Tenant
+	}
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "base.html", p); err != nil {
+		h.opts.Logger.ErrorContext(r.Context(), "web: render", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail renders an error page.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *visitor, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = classify("web", err).(*httpError)
+	}
+	if he.status >= 500 {
+		h.opts.Logger.ErrorContext(r.Context(), "web: request failed", "path", r.URL.Path, "status", he.status, "err", err)
+	}
+	if v == nil {
+		v = &visitor{}
+	}
+	h.show(w, r, v, he.status, "error", page{Title: http.StatusText(he.status), Data: he.msg})
+}
+
+// readable resolves {owner}/{repo} for v: 404 when it does not exist or
+// v may not read it, the same answer for both.
+func (h *Handler) readable(r *http.Request, v *visitor) (*repoView, error) {
+	ctx := r.Context()
+	repo, err := h.opts.Repos.Repo(ctx, r.PathValue("owner"), r.PathValue("repo"))
+	if err != nil {
+		return nil, classify("resolve repository", err)
+	}
+	ok, err := h.opts.Authz.CanRead(ctx, v.p, repo)
+	if err != nil {
+		return nil, classify("authorize read", err)
+	}
+	if !ok {
+		return nil, errNotFound
+	}
+	rv := &repoView{Repo: repo, Alerts: h.opts.Alerts != nil}
+	if v.p != nil {
+		if rv.CanWrite, err = h.opts.Authz.CanWrite(ctx, v.p, repo); err != nil {
+			return nil, classify("authorize write", err)
+		}
+	}
+	return rv, nil
+}
+
+// open materializes a readable repository.
+func (h *Handler) open(r *http.Request, rv *repoView) (gitRepo, error) {
+	dir, err := h.opts.Cache.Materialize(r.Context(), rv.ID)
+	if err != nil {
+		return gitRepo{}, classify("materialize", err)
+	}
+	return gitRepo{git: h.opts.Git, dir: dir}, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 10 {
+		return id[:10]
+	}
+	return id
+}
+
+func (h *Handler) ago(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := h.opts.Now().Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return plural(int(d/time.Minute), "minute") + " ago"
+	case d < 48*time.Hour:
+		return plural(int(d/time.Hour), "hour") + " ago"
+	case d < 60*24*time.Hour:
+		return plural(int(d/(24*time.Hour)), "day") + " ago"
+	}
+	return t.Format("2006-01-02")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return itoa(n) + " " + unit + "s"
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func humanSize(n int64) string {
+	switch {
+	case n < 0:
+		return ""
+	case n < 1<<10:
+		return strconv.FormatInt(n, 10) + " B"
+	case n < 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+}
+
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// pathURL escapes each segment of a slash-separated path for a URL.
+func pathURL(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = urlSegment(s)
+	}
+	return strings.Join(segs, "/")
+}
