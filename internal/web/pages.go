@@ -332,7 +332,9 @@ func (h *Handler) locate(w http.ResponseWriter, r *http.Request) (*visitor, *rep
 	return v, rv, g, at{Ref: name, Commit: commit, Path: strings.Trim(p, "/"), Crumbs: crumbs(strings.Trim(p, "/"))}, true
 }
 
-func repoURL(repo meta.Repo) string { return "/" + urlSegment(repo.Owner) + "/" + urlSegment(repo.Name) }
+func repoURL(repo meta.Repo) string {
+	return "/" + urlSegment(repo.Owner) + "/" + urlSegment(repo.Name)
+}
 
 func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 	v, rv, g, loc, ok := h.locate(w, r)

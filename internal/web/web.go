@@ -198,7 +198,7 @@ func (h *Handler) parseTemplates() error {
 func (h *Handler) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", h.home)
-	m.HandleFunc("GET /static/", h.static)
+	m.HandleFunc("GET /static/{hash}/{file}", h.static)
 	m.HandleFunc("GET /login", h.loginPage)
 	m.HandleFunc("POST /login", h.login)
 	m.HandleFunc("POST /logout", h.logout)
