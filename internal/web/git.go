@@ -363,7 +363,7 @@ func (g gitRepo) show(ctx context.Context, id string, limit int64) (diff, error)
 		}
 		return diff{}, fmt.Errorf("%w: %s", errNoObject, id)
 	}
-	rest = strings.TrimLeft(rest, "\n")
+	rest = strings.TrimPrefix(strings.TrimLeft(rest, "\n"), "---\n")
 	d := diff{Commit: c, Truncated: cut}
 	if i := strings.Index(rest, "\ndiff --"); i >= 0 {
 		d.Stat, d.Patch = rest[:i], rest[i+1:]

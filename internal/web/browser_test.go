@@ -1,0 +1,229 @@
+package web_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/gittest"
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
+	"github.com/ghost-scm/ghost/internal/server"
+)
+
+// chromium returns the browser for the end-to-end test, or skips.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium); skipping the browser test")
+	return ""
+}
+
+// TestBrowser drives a real headless Chromium against a real server
+// (ghost serve's handler, the node cache, repositories pushed over git):
+// an anonymous visitor does not see a private repository; a user signs in
+// with a token, opens the repository, a file, a commit, resolves a secret
+// alert and signs out. Screenshots of the pages go to $GHOST_SCREENSHOTS
+// (default: a temporary directory).
+func TestBrowser(t *testing.T) {
+	exe := chromium(t)
+	shots := os.Getenv("GHOST_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store, err := fsstore.Open(filepath.Join(t.TempDir(), "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(ctx, server.Options{Store: store, CacheDir: filepath.Join(t.TempDir(), "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	m := s.Meta()
+	if _, err := m.CreateTenant(ctx, "alice", meta.KindUser); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := m.CreateToken(ctx, "alice", meta.ScopeWrite, "browser")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := m.CreateRepo(ctx, "alice", "secret-project", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateRepo(ctx, "alice", "hello", true); err != nil {
+		t.Fatal(err)
+	}
+	bare, head := buildRepo(t, 12)
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("alice", tok)
+	env := gittest.Env(t.TempDir())
+	for _, name := range []string{"secret-project", "hello"} {
+		gittest.Git(t, env, bare, "push", "-q", u.String()+"/alice/"+name+".git", "main", "feature/x", "v1.0")
+	}
+	as := alerts.New(store)
+	if err := as.Record(ctx, "alice", priv.ID, []alerts.Finding{{
+		RuleID: "github-pat", Description: "GitHub personal access token", Commit: head, Path: "config.env", Line: 1, Column: 7,
+		BlobID: strings.Repeat("a", 40), Match: "TOKEN=ghp_****", Secret: secret,
+	}}, alerts.RunRef{ID: "run1", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 760),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB() // closes the browser
+	// The first run starts the browser and must not have a timeout.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	tctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancelT()
+
+	base := srv.URL
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.CaptureScreenshot()(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+		})
+	}
+	do := func(step string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(tctx, steps...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	text := func() string {
+		t.Helper()
+		s, err := chromedp.Run(tctx, chromedp.Text(css("body")))
+		if err != nil {
+			t.Fatalf("page text: %v", err)
+		}
+		return s
+	}
+
+	// Anonymous: the private repository is neither listed nor readable.
+	do("anonymous list", chromedp.Navigate(base+"/alice"))
+	if body := text(); !strings.Contains(body, "hello") || strings.Contains(body, "secret-project") {
+		t.Fatalf("anonymous list:\n%s", body)
+	}
+	do("anonymous private", chromedp.Navigate(base+"/alice/secret-project"))
+	if body := text(); !strings.Contains(body, "Not found") {
+		t.Fatalf("anonymous sees the private repository:\n%s", body)
+	}
+
+	// Sign in with the token.
+	do("sign in",
+		chromedp.Navigate(base+"/"),
+		chromedp.Click(css("#signin")),
+		chromedp.WaitVisible(css("#token")),
+		chromedp.SendKeys(css("#token"), tok),
+		shot("signin"),
+		chromedp.Click(css("#signin-submit")),
+		chromedp.WaitVisible(css("#signout")),
+		shot("repos"))
+	loc, err := chromedp.Run(tctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := text(); !strings.HasSuffix(loc, "/alice") || !strings.Contains(body, "secret-project") {
+		t.Fatalf("after sign-in at %s:\n%s", loc, body)
+	}
+
+	// Open the repository, a directory, a file.
+	do("repository",
+		chromedp.Click(css(`a[href="/alice/secret-project"]`)),
+		chromedp.WaitVisible(css(".readme")), shot("repo"))
+	if body := text(); !strings.Contains(body, "Demo") || !strings.Contains(body, "feature/x") {
+		t.Fatalf("repository home:\n%s", body)
+	}
+	do("file",
+		chromedp.Click(css(`a[href="/alice/secret-project/-/tree/main/src"]`)),
+		chromedp.WaitVisible(css(`a[href="/alice/secret-project/-/blob/main/src/main.go"]`)),
+		chromedp.Click(css(`a[href="/alice/secret-project/-/blob/main/src/main.go"]`)),
+		chromedp.WaitVisible(css(".chroma")), shot("blob"))
+	if body := text(); !strings.Contains(body, "func main()") {
+		t.Fatalf("file page:\n%s", body)
+	}
+
+	// The log, then a commit.
+	do("commit",
+		chromedp.Click(css(`.tabs a[href^="/alice/secret-project/-/commits/"]`)),
+		chromedp.WaitVisible(css("table.log")), shot("log"),
+		chromedp.Click(css("table.log td.subject a")),
+		chromedp.WaitVisible(css("pre.diff")), shot("commit"))
+	if body := text(); !strings.Contains(body, "change 11") || !strings.Contains(body, "+entry 11") {
+		t.Fatalf("commit page:\n%s", body)
+	}
+
+	// Resolve the alert and see its state change.
+	do("alerts",
+		chromedp.Click(css(`.tabs a[href="/alice/secret-project/-/alerts"]`)),
+		chromedp.WaitVisible(css("tr.alert")), shot("alerts"))
+	if body := text(); !strings.Contains(body, "open") || strings.Contains(body, secret) {
+		t.Fatalf("alerts page:\n%s", body)
+	}
+	do("resolve",
+		chromedp.SetValue(css(`form.resolve select`), "false_positive"),
+		chromedp.SendKeys(css(`form.resolve input[name="comment"]`), "test fixture"),
+		chromedp.Click(css(`form.resolve button`)),
+		chromedp.WaitVisible(css(`td.state.resolved`)), shot("alerts-resolved"))
+	if body := text(); !strings.Contains(body, "resolved (false_positive)") || !strings.Contains(body, "test fixture") {
+		t.Fatalf("after resolving:\n%s", body)
+	}
+	a, err := as.Get(ctx, "alice", priv.ID, alertFingerprint(t, as, priv.ID))
+	if err != nil || a.State != alerts.StateResolved {
+		t.Fatalf("alert in the store: %v %v", a.State, err)
+	}
+
+	// Sign out: the private repository is gone again.
+	do("sign out",
+		chromedp.Click(css("#signout")),
+		chromedp.WaitVisible(css("#signin")),
+		chromedp.Navigate(base+"/alice/secret-project"))
+	if body := text(); !strings.Contains(body, "Not found") {
+		t.Fatalf("after sign-out:\n%s", body)
+	}
+}
+
+func alertFingerprint(t *testing.T, as *alerts.Store, repoID string) string {
+	t.Helper()
+	pg, err := as.List(context.Background(), alerts.Filter{Tenant: "alice", RepoID: repoID}, "", 10)
+	if err != nil || len(pg.Alerts) != 1 {
+		t.Fatalf("alerts: %v %v", pg.Alerts, err)
+	}
+	return pg.Alerts[0].Fingerprint
+}
