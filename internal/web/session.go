@@ -22,7 +22,7 @@ import (
 // SessionKeyObject is the object-store key of the web UI's session key:
 // 32 random bytes, created by the first node to start. Every node reads
 // the same key, so a session cookie sealed by one node opens on any other
-// and nodes keep no session state (docs/adr/0080-web-sessions.md). Whoever
+// and nodes keep no session state (docs/adr/0080-web-ui-sessions-and-reads.md). Whoever
 // can read the bucket can forge sessions; they can already read every
 // token's hash and every repository. Deleting it signs everyone out.
 const SessionKeyObject = "meta/web/session_key"

@@ -6,7 +6,7 @@
 // JavaScript off. Reads go through the node cache (Materializer) and the
 // same authorization as git and the API: a private repository is 404 to
 // whoever may not read it. Sessions are sealed cookies that any node can
-// open (docs/adr/0080-web-sessions.md).
+// open (docs/adr/0080-web-ui-sessions-and-reads.md).
 package web
 
 import (
