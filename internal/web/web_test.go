@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -460,5 +461,38 @@ func TestOwns(t *testing.T) {
 		if got := web.Owns(path); got != want {
 			t.Errorf("Owns(%q) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// failAuth is an Authenticator whose store is down.
+type failAuth struct{}
+
+func (failAuth) Authenticate(context.Context, string) (meta.Principal, error) {
+	return meta.Principal{}, fmt.Errorf("read token: %w", meta.ErrUnavailable)
+}
+
+func TestAuthenticationOutageIs503(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	c := f.signedIn(f.alice)
+	// The same store, but authentication now fails: a signed-in visitor
+	// gets 503, never an anonymous page.
+	h, err := web.New(context.Background(), web.Options{Store: f.store, Auth: failAuth{}, Repos: f.meta, Authz: f.meta, Cache: f.cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/alice/pub", nil)
+	u, _ := url.Parse(f.srv.URL)
+	for _, ck := range c.hc.Jar.Cookies(u) {
+		req.AddCookie(ck)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("authentication outage: %d, want 503", res.StatusCode)
 	}
 }
