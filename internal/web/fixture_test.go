@@ -89,6 +89,7 @@ func buildRepo(t testing.TB, n int) (string, string) {
 	write(scriptName, "escaped?\n")
 	write("bin.dat", "\x00\x01\x02binary")
 	write("big.txt", strings.Repeat("large line of text\n", 1000))
+	write("mid.go", "package mid\n\n"+strings.Repeat("var x = 1\n", 300))
 	write("config.env", "TOKEN="+secret+"\n")
 	gittest.Git(t, env, work, "add", "-A")
 	gittest.Git(t, env, work, "commit", "-q", "-m", "initial <import>")
@@ -154,7 +155,7 @@ func newFixture(t *testing.T, fo fixtureOpts) *fixture {
 	}
 	f.fp = pg.Alerts[0].Fingerprint
 	opts := web.Options{Store: store, Auth: m, Repos: m, Authz: m, Cache: cache, Alerts: f.alerts,
-		SSHURL: "ssh://git@ghost.example:2222", MaxBlobBytes: 8 << 10, MaxDiffBytes: 64 << 10}
+		SSHURL: "ssh://git@ghost.example:2222", MaxBlobBytes: 8 << 10, MaxHighlightBytes: 2 << 10, MaxDiffBytes: 64 << 10}
 	if fo.opts != nil {
 		fo.opts(&opts)
 	}

@@ -399,7 +399,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case isBinary(b):
 			data.Binary = true
-		case o.Size > h.opts.MaxBlobBytes/4:
+		case o.Size > h.opts.MaxHighlightBytes:
 			data.Code = plain(b)
 		default:
 			data.Code = h.render.highlight(path.Base(loc.Path), b)

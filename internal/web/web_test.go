@@ -56,6 +56,7 @@ func TestPages(t *testing.T) {
 			{path: "/alice/pub/-/blob/main/" + scriptURL, status: 200, want: []string{escapedScript, "escaped?"}, absent: []string{"<script>alert"}},
 			{path: "/alice/pub/-/blob/main/bin.dat", status: 200, want: []string{"Binary file"}},
 			{path: "/alice/pub/-/blob/main/big.txt", status: 200, want: []string{"too large to show"}, absent: []string{"large line of text"}},
+			{path: "/alice/pub/-/blob/main/mid.go", status: 200, want: []string{`<span class="ln">1</span><span class="cl">package mid`}},
 			{path: "/alice/pub/-/blob/main/missing.txt", status: 404},
 			{path: "/alice/priv/-/blob/main/src/main.go", status: 404},
 		},
