@@ -23,11 +23,13 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -120,11 +122,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
-	metrics := githttp.NewMetrics(opts.Registry)
+	metrics := gitsvc.NewMetrics(opts.Registry)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
-		Observe: metrics.ObserveMaterialize,
+		Observe: cacheadapter.Observe(metrics),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -134,15 +136,18 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if auth == nil {
 		auth = metaAuth{s.meta}
 	}
+	svc := cacheadapter.Options(cache, s.log)
+	svc.Logger, svc.Metrics = opts.Logger, metrics
+	svc.MaxPushBytes = opts.MaxPushBytes
+	svc.MaxFetchRequestBytes = opts.MaxFetchRequestBytes
+	svc.MaxGitProcesses = opts.MaxGitProcesses
+	svc.GitQueue = opts.GitQueue
+	svc.GitQueueTimeout = opts.GitQueueTimeout
 	git, err := githttp.NewHandler(githttp.Options{
-		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
-		MaxPushBytes:         opts.MaxPushBytes,
-		MaxFetchRequestBytes: opts.MaxFetchRequestBytes,
-		FetchRequestTimeout:  opts.FetchRequestTimeout,
-		IOTimeout:            opts.IOTimeout,
-		MaxGitProcesses:      opts.MaxGitProcesses,
-		GitQueue:             opts.GitQueue,
-		GitQueueTimeout:      opts.GitQueueTimeout,
+		ServiceOptions:      svc,
+		Auth:                auth,
+		FetchRequestTimeout: opts.FetchRequestTimeout,
+		IOTimeout:           opts.IOTimeout,
 	})
 	if err != nil {
 		cache.Close()
