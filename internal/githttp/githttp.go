@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 )
 
@@ -143,36 +144,10 @@ func parseRoute(path string) (route, bool) {
 	return rt, true
 }
 
-// statusWriter remembers the status for logs and metrics, and extends the
-// write deadline before each write (connIO).
-type statusWriter struct {
-	http.ResponseWriter
-	conn   *connIO
-	status int
-	wrote  bool
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if !s.wrote {
-		s.status, s.wrote = code, true
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if !s.wrote {
-		s.status, s.wrote = http.StatusOK, true
-	}
-	s.conn.writeDeadline()
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	conn := &connIO{rc: http.NewResponseController(w), idle: max(h.opts.IOTimeout, 0)}
-	sw := &statusWriter{ResponseWriter: w, conn: conn, status: http.StatusOK}
+	sw := &httpx.StatusWriter{ResponseWriter: w, BeforeWrite: conn.writeDeadline}
 	r.Body = &deadlineBody{ReadCloser: r.Body, conn: conn}
 	// The response is flushed after the handler returns: that last write
 	// gets a deadline of its own.
@@ -188,13 +163,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			h.logger.Error("panic serving git request", "path", r.URL.Path, "panic", p)
-			if !sw.wrote {
+			if !sw.Wrote() {
 				httpError(sw, http.StatusInternalServerError, "internal error")
 			}
 		}
-		d := time.Since(start)
-		h.opts.Metrics.ObserveRequest(service, sw.status, d)
-		h.logger.Debug("git request", "method", r.Method, "path", r.URL.Path, "service", service, "status", sw.status, "duration", d)
+		d, status := time.Since(start), sw.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		h.opts.Metrics.ObserveRequest(service, status, d)
+		h.logger.Debug("git request", "method", r.Method, "path", r.URL.Path, "service", service, "status", status, "duration", d)
 	}()
 	if !ok {
 		httpError(sw, http.StatusNotFound, "not found")

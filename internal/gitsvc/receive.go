@@ -567,33 +567,32 @@ func denyDeleteCurrent(head string, cmds []command, rep *report) {
 	}
 }
 
-// checkDF refuses a push that would leave both "a" and "a/b".
+// checkDF refuses a push that would leave both "a" and "a/b", naming
+// each command that would (wal.CheckDF).
 func checkDF(refs []wal.Ref, cmds []command, rep *report) {
-	final := make(map[string]bool, len(refs)+len(cmds))
+	final := make(map[string]string, len(refs)+len(cmds))
 	for _, r := range refs {
-		final[r.Name] = true
+		final[r.Name] = r.ID
 	}
 	for _, c := range cmds {
-		final[c.Ref] = !c.isDelete()
+		if c.isDelete() {
+			delete(final, c.Ref)
+		} else {
+			final[c.Ref] = c.New
+		}
 	}
+	next := make([]wal.Ref, 0, len(final))
+	for name, id := range final {
+		next = append(next, wal.Ref{Name: name, ID: id})
+	}
+	slices.SortFunc(next, func(a, b wal.Ref) int { return strings.Compare(a.Name, b.Name) })
 	for i, c := range cmds {
 		if c.isDelete() || rep.reasons[i] != "" {
 			continue
 		}
-		for j := strings.LastIndexByte(c.Ref, '/'); j > 0; j = strings.LastIndexByte(c.Ref[:j], '/') {
-			if final[c.Ref[:j]] {
-				rep.reasons[i] = "ref conflicts with " + c.Ref[:j]
-				break
-			}
-		}
-		if rep.reasons[i] != "" {
-			continue
-		}
-		for name, live := range final {
-			if live && strings.HasPrefix(name, c.Ref+"/") {
-				rep.reasons[i] = "ref conflicts with " + name
-				break
-			}
+		var rc *wal.RefConflictError
+		if errors.As(wal.CheckDF(next, []wal.Transition{{Ref: c.Ref, Old: c.Old, New: c.New}}), &rc) {
+			rep.reasons[i] = "ref conflicts with " + rc.Conflict
 		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
+	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -218,43 +219,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-type loggingWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (l *loggingWriter) WriteHeader(code int) {
-	if l.status == 0 {
-		l.status = code
-	}
-	l.ResponseWriter.WriteHeader(code)
-}
-
-func (l *loggingWriter) Write(b []byte) (int, error) {
-	if l.status == 0 {
-		l.status = http.StatusOK
-	}
-	n, err := l.ResponseWriter.Write(b)
-	l.bytes += int64(n)
-	return n, err
-}
-
-func (l *loggingWriter) Unwrap() http.ResponseWriter { return l.ResponseWriter }
-
 // accessLog logs one line per request (health and metrics scrapes at
 // debug level).
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		lw := &loggingWriter{ResponseWriter: w}
+		lw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(lw, r)
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
 			level = slog.LevelDebug
 		}
 		s.logger.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
-			"query", r.URL.RawQuery, "status", lw.status, "bytes", lw.bytes,
+			"query", r.URL.RawQuery, "status", lw.Status, "bytes", lw.Bytes,
 			"duration", time.Since(start), "remote", r.RemoteAddr)
 	})
 }
