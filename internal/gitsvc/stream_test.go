@@ -26,7 +26,7 @@ import (
 const helperEnv = "GHOST_GITSVC_TEST_SOCKET"
 
 // TestMain doubles as a minimal ssh: git runs this binary as
-// GIT_SSH_COMMAND with "host 'git-upload-pack '/repo''" (after options);
+// GIT_SSH_COMMAND with "host 'git-upload-pack '/repo”" (after options);
 // it sends the command and GIT_PROTOCOL on one line, then relays the
 // streams, half-closing the socket when git closes its side.
 func TestMain(m *testing.M) {
