@@ -241,17 +241,14 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 	return nil
 }
 
-// advertiseReceive writes the receive-pack advertisement of a stream.
+// advertiseReceive writes ghost's receive-pack advertisement (protocol
+// v0/v1 only), from a copy brought forward first.
 func (s *Service) advertiseReceive(ctx context.Context, req Request) error {
-	release, err := s.admit(ctx, req.Repo)
+	co, release, err := s.admitCheckout(ctx, req.Repo)
 	if err != nil {
 		return err
 	}
 	defer release()
-	co, err := s.opts.Repos.Materialize(ctx, req.Repo)
-	if err != nil {
-		return materializeError(err)
-	}
 	var b bufferWriter
 	writeReceiveAdvertisement(&b, co.Refs)
 	if _, err := req.Out.Write(b.Bytes()); err != nil {

@@ -17,24 +17,14 @@ import (
 // a copy brought forward first so that the client judges fast-forwards
 // against the log's current refs. The transport adds its own framing.
 func (s *Service) AdvertiseRefs(ctx context.Context, service string, req Request) error {
+	if service == ReceivePackService {
+		return s.advertiseReceive(ctx, req)
+	}
 	release, err := s.admit(ctx, req.Repo)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if service == ReceivePackService {
-		co, err := s.opts.Repos.Materialize(ctx, req.Repo)
-		if err != nil {
-			return materializeError(err)
-		}
-		// Receive-pack speaks only protocol v0/v1.
-		var b bufferWriter
-		writeReceiveAdvertisement(&b, co.Refs)
-		if _, err := req.Out.Write(b.Bytes()); err != nil {
-			return &Error{Kind: Broken, Msg: "advertisement not delivered", Err: err}
-		}
-		return nil
-	}
 	env := protocolEnv(req.GitProtocol)
 	return s.serveGit(ctx, req, "upload-pack advertisement", false, func(ctx context.Context, co *Checkout, out io.Writer) error {
 		cmd := s.opts.Git.Command(ctx, co.Dir, env, "upload-pack", "--stateless-rpc", "--advertise-refs", co.Dir)
@@ -85,15 +75,11 @@ func (s *Service) UploadPack(ctx context.Context, req Request) error {
 // uploadStream runs git upload-pack full-duplex on the request's streams.
 // Nothing can be replayed, so a failure only marks the copy suspect.
 func (s *Service) uploadStream(ctx context.Context, req Request) error {
-	release, err := s.admit(ctx, req.Repo)
+	co, release, err := s.admitCheckout(ctx, req.Repo)
 	if err != nil {
 		return err
 	}
 	defer release()
-	co, err := s.opts.Repos.Materialize(ctx, req.Repo)
-	if err != nil {
-		return materializeError(err)
-	}
 	cmd := s.opts.Git.Command(ctx, co.Dir, protocolEnv(req.GitProtocol), "upload-pack", co.Dir)
 	cmd.Stdin = req.Body
 	cmd.Stdout = &flushWriter{w: req.Out}
@@ -105,6 +91,20 @@ func (s *Service) uploadStream(ctx context.Context, req Request) error {
 		return &Error{Kind: Internal, Msg: "internal error: upload-pack failed", Err: cmd.Wrap(err)}
 	}
 	return nil
+}
+
+// admitCheckout takes a git slot and materializes repo.
+func (s *Service) admitCheckout(ctx context.Context, repo string) (*Checkout, func(), error) {
+	release, err := s.admit(ctx, repo)
+	if err != nil {
+		return nil, nil, err
+	}
+	co, err := s.opts.Repos.Materialize(ctx, repo)
+	if err != nil {
+		release()
+		return nil, nil, materializeError(err)
+	}
+	return co, release, nil
 }
 
 func protocolEnv(proto string) []string {
