@@ -86,6 +86,7 @@ type Server struct {
 	log      *wal.Log
 	meta     *meta.Store
 	cache    *repocache.Cache
+	git      *gitsvc.Service // shared by the transports, and so their git slots
 	registry *prometheus.Registry
 	handler  http.Handler
 }
@@ -162,6 +163,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
+	s.git = git.Service()
 	mux.Handle("/", git)
 	s.handler = s.accessLog(mux)
 	return s, nil
@@ -261,6 +263,11 @@ func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (git
 		}
 		p = &pr
 	}
+	return a.access(ctx, p, owner, name)
+}
+
+// access resolves owner/name and p's rights on it (p nil: anonymous).
+func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name string) (githttp.Access, error) {
 	r, err := a.m.Repo(ctx, owner, name)
 	if errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrInvalidName) {
 		return githttp.Access{}, githttp.ErrNotFound
