@@ -47,6 +47,11 @@ type Options struct {
 	// Registry receives the metrics served on /metrics; nil creates one.
 	// The global registry is never used.
 	Registry *prometheus.Registry
+	// Coordination is the node's handle on the coordination store, which
+	// the caller opens in the background; nil when the node has none. The
+	// server does not use it yet: it is where the secret scanner will
+	// attach (see Coordination).
+	Coordination Coordination
 	// Auth overrides the metadata-backed authorizer (tests only).
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
