@@ -2,17 +2,17 @@ package web
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ghost-scm/ghost/internal/gitexec"
 )
 
 // The page's git reads. Every page runs a small, fixed number of git
@@ -24,17 +24,15 @@ import (
 // errNoObject reports a revision, path or object that does not exist.
 var errNoObject = errors.New("no such object")
 
-// gitRepo runs git in one materialized bare repository.
+// gitRepo runs git in one materialized bare repository, through
+// gitexec (a sanitized environment; cancellation stops the process).
 type gitRepo struct {
-	git string // binary
+	run *gitexec.Runner
 	dir string
 }
 
-func (g gitRepo) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, g.git, append([]string{"--git-dir=" + g.dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_NO_REPLACE_OBJECTS=1")
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
+func (g gitRepo) command(ctx context.Context, args ...string) *gitexec.Cmd {
+	return g.run.Command(ctx, g.dir, []string{"GIT_NO_REPLACE_OBJECTS=1"}, args...)
 }
 
 // output runs git and returns at most limit bytes of its stdout
@@ -43,8 +41,6 @@ func (g gitRepo) output(ctx context.Context, limit int64, args ...string) ([]byt
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := g.command(ctx, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, false, fmt.Errorf("git %s: %w", args[0], err)
@@ -70,7 +66,7 @@ func (g gitRepo) output(ctx context.Context, limit int64, args ...string) ([]byt
 		return nil, false, fmt.Errorf("git %s: %w", args[0], rerr)
 	}
 	if werr != nil {
-		return nil, false, fmt.Errorf("git %s: %w: %s", args[0], werr, strings.TrimSpace(stderr.String()))
+		return nil, false, cmd.Wrap(werr)
 	}
 	return b, false, nil
 }
@@ -201,7 +197,7 @@ func (g gitRepo) lsTree(ctx context.Context, treeish string) ([]entry, error) {
 // catFile is one git cat-file --batch-command process: any number of
 // object reads for the price of one process.
 type catFile struct {
-	cmd    *exec.Cmd
+	cmd    *gitexec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
 	cancel context.CancelFunc

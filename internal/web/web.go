@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -103,6 +104,7 @@ type Handler struct {
 	assets map[string]asset // by URL path
 	css    string           // the stylesheet's URL
 	mux    *http.ServeMux
+	git    *gitexec.Runner
 }
 
 type asset struct {
@@ -121,9 +123,6 @@ var staticFS embed.FS
 func New(ctx context.Context, opts Options) (*Handler, error) {
 	if opts.Store == nil || opts.Auth == nil || opts.Repos == nil || opts.Authz == nil || opts.Cache == nil {
 		return nil, errors.New("web: Store, Auth, Repos, Authz and Cache are required")
-	}
-	if opts.Git == "" {
-		opts.Git = "git"
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -145,7 +144,7 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{opts: opts, keys: k, render: newRenderer(), assets: map[string]asset{}}
+	h := &Handler{opts: opts, keys: k, render: newRenderer(), assets: map[string]asset{}, git: &gitexec.Runner{Path: opts.Git}}
 	css, err := staticFS.ReadFile("static/style.css")
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
@@ -411,7 +410,7 @@ func (h *Handler) open(r *http.Request, rv *repoView) (gitRepo, error) {
 	if err != nil {
 		return gitRepo{}, classify("materialize", err)
 	}
-	return gitRepo{git: h.opts.Git, dir: dir}, nil
+	return gitRepo{run: h.git, dir: dir}, nil
 }
 
 func shortID(id string) string {
