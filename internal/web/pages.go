@@ -30,8 +30,15 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 
 // safeNext returns where to go after signing in: a local path only.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsRune(next, '\\') {
 		return ""
+	}
+	// Browsers drop tabs and newlines from URLs: "/\t/evil.example" is
+	// "//evil.example" to them.
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f {
+			return ""
+		}
 	}
 	return next
 }

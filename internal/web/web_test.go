@@ -12,6 +12,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/web"
 )
 
@@ -255,7 +256,7 @@ func TestSignInGuards(t *testing.T) {
 		t.Errorf("bad token: %d", res.StatusCode)
 	}
 	// Only local paths are followed after signing in.
-	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example"} {
+	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example", "/\t/evil.example", "/\n/evil.example"} {
 		c := f.client()
 		_, body := c.get("/login")
 		res := c.post("/login", url.Values{"csrf": {csrfOf(t, body)}, "token": {f.alice}, "next": {next}})
@@ -495,5 +496,59 @@ func TestAuthenticationOutageIs503(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("authentication outage: %d, want 503", res.StatusCode)
+	}
+}
+
+func TestSessionKeyIsSharedAndKept(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	// Nodes starting at once on a new store agree on one key: each opens
+	// the others' cookies.
+	store := memstore.New()
+	hs := make([]*web.Handler, 4)
+	errs := make(chan error, len(hs))
+	for i := range hs {
+		go func() {
+			var err error
+			hs[i], err = web.New(context.Background(), web.Options{Store: store, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache})
+			errs <- err
+		}()
+	}
+	for range hs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := httptest.NewRecorder()
+	hs[0].ServeHTTP(rec, httptest.NewRequest("GET", "/login", nil))
+	csrf := csrfOf(t, rec.Body.String())
+	req := httptest.NewRequest("POST", "/login", strings.NewReader(url.Values{"csrf": {csrf}, "token": {f.alice}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, ck := range rec.Result().Cookies() {
+		req.AddCookie(ck)
+	}
+	rec = httptest.NewRecorder()
+	hs[0].ServeHTTP(rec, req)
+	cookies := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || len(cookies) == 0 {
+		t.Fatalf("sign in: %d", rec.Code)
+	}
+	for i, h := range hs {
+		req := httptest.NewRequest("GET", "/alice/priv", nil)
+		for _, ck := range cookies {
+			req.AddCookie(ck)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Errorf("node %d: %d", i, rec.Code)
+		}
+	}
+	// A corrupt stored key is an error, never silently replaced.
+	bad := memstore.New()
+	if _, err := bad.PutIfAbsent(context.Background(), web.SessionKeyObject, strings.NewReader("short"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := web.New(context.Background(), web.Options{Store: bad, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache}); err == nil {
+		t.Error("a corrupt session key was accepted")
 	}
 }
