@@ -350,6 +350,15 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path)
 	if err != nil {
+		// A file's path under /tree/ goes to its page.
+		if cf, cerr := g.catFile(r.Context()); cerr == nil {
+			o, ierr := cf.info(loc.Commit + ":" + loc.Path)
+			cf.Close()
+			if ierr == nil && o.Type == "blob" {
+				http.Redirect(w, r, repoURL(rv.Repo)+"/-/blob/"+pathURL(loc.Ref)+"/"+pathURL(loc.Path), http.StatusSeeOther)
+				return
+			}
+		}
 		h.fail(w, r, v, err)
 		return
 	}

@@ -552,3 +552,17 @@ func TestSessionKeyIsSharedAndKept(t *testing.T) {
 		t.Error("a corrupt session key was accepted")
 	}
 }
+
+func TestRedirectsBetweenTreeAndBlob(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	c := f.client()
+	for path, want := range map[string]string{
+		"/alice/pub/-/tree/main/src/main.go": "/alice/pub/-/blob/main/src/main.go",
+		"/alice/pub/-/blob/main/src":         "/alice/pub/-/tree/main/src",
+	} {
+		res, _ := c.get(path)
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != want {
+			t.Errorf("GET %s: %d to %q, want %q", path, res.StatusCode, res.Header.Get("Location"), want)
+		}
+	}
+}
