@@ -22,7 +22,8 @@ import (
 	"github.com/ghost-scm/ghost/internal/server"
 )
 
-// goHistory builds a bare repository from $(go env GOROOT)/src: the files
+// goHistory builds a bare repository of $(go env GOROOT)/src (its root is
+// src's root, as in the Go repository's src directory): the files
 // arrive in commits of about equal size (imports commits in all), followed
 // by edits commits that each change a few lines of three files, so the
 // head commit has a typical diff. It uses git fast-import: one process.
@@ -76,7 +77,7 @@ func goHistory(b *testing.B, dir string, imports, edits int) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				fmt.Fprintf(w, "M 100644 inline src/%s\ndata %d\n", strings.TrimPrefix(p, root+"/"), len(data))
+				fmt.Fprintf(w, "M 100644 inline %s\ndata %d\n", strings.TrimPrefix(p, root+"/"), len(data))
 				w.Write(data)
 				fmt.Fprintln(w)
 			}
@@ -95,7 +96,7 @@ func goHistory(b *testing.B, dir string, imports, edits int) {
 					lines[k] = lines[k] + fmt.Sprintf(" // edit %d", e)
 				}
 				out := strings.Join(lines, "\n")
-				fmt.Fprintf(w, "M 100644 inline src/%s\ndata %d\n%s\n", rel, len(out), out)
+				fmt.Fprintf(w, "M 100644 inline %s\ndata %d\n%s\n", rel, len(out), out)
 			}
 		})
 	}
@@ -153,7 +154,7 @@ func BenchmarkPages(b *testing.B) {
 		{"log", "/alice/go/-/commits/main"},
 		{"log-page-4", "/alice/go/-/commits/main?page=4"},
 		{"commit", "/alice/go/-/commit/" + head},
-		{"blob", "/alice/go/-/blob/main/src/net/http/server.go"},
+		{"blob", "/alice/go/-/blob/main/net/http/server.go"},
 	}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
