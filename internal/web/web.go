@@ -216,6 +216,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /{owner}/{repo}/-/commit/{id}", h.commit)
 	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
 	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
+	m.HandleFunc("GET /{owner}/{$}", h.trimSlash)
+	m.HandleFunc("GET /{owner}/{repo}/{$}", h.trimSlash)
+	m.HandleFunc("/", h.notFound)
 	h.mux = m
 }
 
@@ -230,6 +233,8 @@ func Owns(path string) bool {
 		return true
 	case segs[0] == "static":
 		return true
+	case len(segs) == 3 && segs[2] == "":
+		return true // "/owner/repo/"
 	}
 	return segs[2] == "-"
 }
@@ -243,6 +248,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "same-origin")
 	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) trimSlash(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, strings.TrimSuffix(r.URL.EscapedPath(), "/"), http.StatusMovedPermanently)
+}
+
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	h.fail(w, r, v, errNotFound)
 }
 
 func (h *Handler) static(w http.ResponseWriter, r *http.Request) {

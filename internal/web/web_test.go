@@ -35,6 +35,7 @@ func TestPages(t *testing.T) {
 		"owner": {
 			{path: "/alice", status: 200, want: []string{`href="/alice/pub"`}, absent: []string{"/alice/priv"}},
 			{path: "/nobody", status: 404},
+			{path: "/alice/pub/-/nothing", status: 404, want: []string{"Not found."}},
 		},
 		"repo": {
 			{path: "/alice/pub", status: 200, want: []string{"<h1>Demo", "<em>world</em>", "http://127.0.0.1", "/alice/pub.git", "ssh://git@ghost.example:2222/alice/pub.git", "feature/x", "v1.0", escapedScript},
@@ -457,7 +458,7 @@ func TestStaticAssets(t *testing.T) {
 
 func TestOwns(t *testing.T) {
 	for path, want := range map[string]bool{
-		"/": true, "/alice": true, "/alice/demo": true, "/alice/demo/-/tree/main": true, "/static/x/style.css": true, "/login": true,
+		"/": true, "/alice": true, "/alice/demo": true, "/alice/demo/": true, "/alice/demo/-/tree/main": true, "/static/x/style.css": true, "/login": true,
 		"/alice/demo.git/info/refs": false, "/alice/demo/git-upload-pack": false, "/alice/demo.git/git-receive-pack": false, "/alice/demo/HEAD": false,
 	} {
 		if got := web.Owns(path); got != want {
@@ -559,9 +560,11 @@ func TestRedirectsBetweenTreeAndBlob(t *testing.T) {
 	for path, want := range map[string]string{
 		"/alice/pub/-/tree/main/src/main.go": "/alice/pub/-/blob/main/src/main.go",
 		"/alice/pub/-/blob/main/src":         "/alice/pub/-/tree/main/src",
+		"/alice/pub/":                        "/alice/pub",
+		"/alice/":                            "/alice",
 	} {
 		res, _ := c.get(path)
-		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != want {
+		if res.StatusCode/100 != 3 || res.Header.Get("Location") != want {
 			t.Errorf("GET %s: %d to %q, want %q", path, res.StatusCode, res.Header.Get("Location"), want)
 		}
 	}
