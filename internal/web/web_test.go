@@ -569,3 +569,13 @@ func TestRedirectsBetweenTreeAndBlob(t *testing.T) {
 		}
 	}
 }
+
+func TestFormBodiesAreBounded(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	c := f.client()
+	_, body := c.get("/login")
+	form := url.Values{"csrf": {csrfOf(t, body)}, "token": {f.alice}, "pad": {strings.Repeat("x", 32<<10)}}
+	if res := c.post("/login", form); res.StatusCode == http.StatusSeeOther {
+		t.Error("a 32 KiB sign-in form was accepted")
+	}
+}
