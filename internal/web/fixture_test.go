@@ -84,10 +84,13 @@ func buildRepo(t testing.TB, n int) (string, string) {
 			t.Fatal(err)
 		}
 	}
-	write("README.md", "# Demo <b>bold</b>\n\nHello *world*.\n\n<script>alert('readme')</script>\n")
+	write("README.md", "# Demo <b>bold</b>\n\nHello *world*.\n\n<script>alert('readme')</script>\n\n"+
+		"[the code](src/main.go) [up](../../etc/passwd#x) [web](https://example.com/a) [js](javascript:alert(1)) ![logo](img/logo.png)\n")
 	write("src/main.go", "package main\n\nfunc main() { println(\"<hi>\") }\n")
 	write(scriptName, "escaped?\n")
 	write("bin.dat", "\x00\x01\x02binary")
+	write("img/logo.png", "\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR")
+	write("img/logo.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"><script>alert(1)</script>\x00</svg>")
 	write("big.txt", strings.Repeat("large line of text\n", 1000))
 	write("mid.go", "package mid\n\n"+strings.Repeat("var x = 1\n", 300))
 	write("config.env", "TOKEN="+secret+"\n")

@@ -222,7 +222,8 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case isBinary(b):
 			case isMarkdown(readme.Name):
-				data.Readme = h.render.markdown(b)
+				at := "/" + pathURL(data.Head.Name) + "/"
+				data.Readme = h.render.markdown(b, repoURL(rv.Repo)+"/-/blob"+at, repoURL(rv.Repo)+"/-/raw"+at)
 			default:
 				data.Readme = string(b)
 			}
@@ -463,8 +464,12 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(b)
 			return
 		}
-		hd.Set("Content-Type", "application/octet-stream")
-		hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+		if ct, ok := imageTypes()[strings.ToLower(path.Ext(name))]; ok {
+			hd.Set("Content-Type", ct) // shown inline, for READMEs' images
+		} else {
+			hd.Set("Content-Type", "application/octet-stream")
+			hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+		}
 		_, _ = w.Write(b)
 		return
 	}
@@ -473,6 +478,12 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
 	if _, err := cf.stream(obj, w); err != nil {
 		h.opts.Logger.WarnContext(r.Context(), "web: raw download cut", "path", r.URL.Path, "err", err)
 	}
+}
+
+// imageTypes are the raster images raw serves inline. Not SVG: it is a
+// document that can hold script.
+func imageTypes() map[string]string {
+	return map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
 }
 
 // logPage is the number of commits on a log page.

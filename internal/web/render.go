@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"html/template"
+	"path"
 	"strings"
 
 	"github.com/alecthomas/chroma/v2"
@@ -11,7 +12,9 @@ import (
 	"github.com/alecthomas/chroma/v2/styles"
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/text"
 )
 
 // renderer turns READMEs and source files into HTML. Markdown is
@@ -33,13 +36,44 @@ func newRenderer() *renderer {
 	}
 }
 
-// markdown renders and sanitizes src.
-func (r *renderer) markdown(src []byte) template.HTML {
+// markdown renders and sanitizes src. Relative links point into the
+// repository: files at blobBase, images at rawBase (both end in "/").
+func (r *renderer) markdown(src []byte, blobBase, rawBase string) template.HTML {
+	doc := r.md.Parser().Parse(text.NewReader(src))
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch n := n.(type) {
+		case *ast.Link:
+			n.Destination = rebase(n.Destination, blobBase)
+		case *ast.Image:
+			n.Destination = rebase(n.Destination, rawBase)
+		}
+		return ast.WalkContinue, nil
+	})
 	var buf bytes.Buffer
-	if err := r.md.Convert(src, &buf); err != nil {
+	if err := r.md.Renderer().Render(&buf, src, doc); err != nil {
 		return template.HTML("<pre>" + template.HTMLEscapeString(string(src)) + "</pre>")
 	}
-	return template.HTML(r.policy.SanitizeBytes(buf.Bytes())) // #nosec: sanitized
+	return template.HTML(r.policy.SanitizeBytes(buf.Bytes())) // sanitized
+}
+
+// rebase resolves a relative link of a file at the repository's root
+// against base; absolute URLs, absolute paths and fragments stay.
+func rebase(dest []byte, base string) []byte {
+	d := string(dest)
+	if d == "" || strings.HasPrefix(d, "#") || strings.HasPrefix(d, "/") || strings.Contains(strings.SplitN(d, "/", 2)[0], ":") {
+		return dest
+	}
+	p, frag, _ := strings.Cut(d, "#")
+	p, _, _ = strings.Cut(p, "?")
+	clean := strings.TrimPrefix(path.Clean("/"+p), "/")
+	out := base + pathURL(clean)
+	if frag != "" {
+		out += "#" + frag
+	}
+	return []byte(out)
 }
 
 // highlight renders src as highlighted code with line numbers; plain

@@ -38,8 +38,9 @@ func TestPages(t *testing.T) {
 			{path: "/alice/pub/-/nothing", status: 404, want: []string{"Not found."}},
 		},
 		"repo": {
-			{path: "/alice/pub", status: 200, want: []string{"<h1>Demo", "<em>world</em>", "http://127.0.0.1", "/alice/pub.git", "ssh://git@ghost.example:2222/alice/pub.git", "feature/x", "v1.0", escapedScript},
-				absent: []string{"<script>alert", "<b>bold</b>"}},
+			{path: "/alice/pub", status: 200, want: []string{"<h1>Demo", "<em>world</em>", "http://127.0.0.1", "/alice/pub.git", "ssh://git@ghost.example:2222/alice/pub.git", "feature/x", "v1.0", escapedScript,
+				`href="/alice/pub/-/blob/main/src/main.go"`, `href="/alice/pub/-/blob/main/etc/passwd#x"`, `href="https://example.com/a"`, `src="/alice/pub/-/raw/main/img/logo.png"`},
+				absent: []string{"<script>alert", "<b>bold</b>", "javascript:"}},
 			{path: "/alice/empty", status: 200, want: []string{"This repository is empty"}},
 			{path: "/alice/nope", status: 404},
 			{path: "/alice/priv", status: 404},
@@ -150,6 +151,15 @@ func TestRawHeaders(t *testing.T) {
 	}
 	if body != "\x00\x01\x02binary" {
 		t.Errorf("binary raw body %q", body)
+	}
+	// Raster images are shown inline (READMEs embed them); SVG never is.
+	res, _ = c.get("/alice/pub/-/raw/main/img/logo.png")
+	if ct := res.Header.Get("Content-Type"); ct != "image/png" || res.Header.Get("Content-Disposition") != "" {
+		t.Errorf("png raw: Content-Type %q, Content-Disposition %q", ct, res.Header.Get("Content-Disposition"))
+	}
+	res, _ = c.get("/alice/pub/-/raw/main/img/logo.svg")
+	if ct := res.Header.Get("Content-Type"); strings.Contains(ct, "svg") || !strings.HasPrefix(res.Header.Get("Content-Disposition"), "attachment") {
+		t.Errorf("svg raw: Content-Type %q, Content-Disposition %q", ct, res.Header.Get("Content-Disposition"))
 	}
 }
 
