@@ -386,3 +386,5 @@ func TestQuarantineNeeded(t *testing.T) {
 		t.Errorf("stderr %q", ge.Stderr)
 	}
 }
+
+func repoOf(dir string, env []string) secretscan.Repo { return secretscan.Repo{Dir: dir, Env: env} }
