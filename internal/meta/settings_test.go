@@ -129,3 +129,47 @@ func TestSetPushProtectionRival(t *testing.T) {
 		})
 	}
 }
+
+// TestSetPushProtectionReadBack: after an ambiguous write, a repository
+// deleted meanwhile is ErrNotFound, and a read-back that fails leaves the
+// outcome unknown, never success.
+func TestSetPushProtectionReadBack(t *testing.T) {
+	ctx := context.Background()
+	t.Run("deleted", func(t *testing.T) {
+		inner := memstore.New()
+		fs := faultstore.New(inner)
+		s := newRepoForSettings(t, fs)
+		rival := newStore(inner)
+		fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+			if c.Op == faultstore.OpPutIfMatch && c.Key == repoKey("alice", "proj") {
+				if err := rival.DeleteRepo(ctx, "alice", "proj"); err != nil {
+					t.Error(err)
+				}
+				return faultstore.Fault{Outcome: faultstore.Lost}
+			}
+			return faultstore.Fault{}
+		})
+		if err := s.SetPushProtection(ctx, "alice", "proj", true); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("SetPushProtection on a repository deleted meanwhile = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("read-back fails", func(t *testing.T) {
+		fs := faultstore.New(memstore.New())
+		s := newRepoForSettings(t, fs)
+		put := false
+		fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+			switch {
+			case c.Op == faultstore.OpPutIfMatch:
+				put = true
+				return faultstore.Fault{Outcome: faultstore.Lost}
+			case c.Op == faultstore.OpGet && put:
+				return faultstore.Fault{Outcome: faultstore.Refused}
+			}
+			return faultstore.Fault{}
+		})
+		err := s.SetPushProtection(ctx, "alice", "proj", true)
+		if !errors.Is(err, objstore.ErrOutcomeUnknown) {
+			t.Fatalf("SetPushProtection with a failed read-back = %v, want ErrOutcomeUnknown", err)
+		}
+	})
+}

@@ -383,7 +383,10 @@ func previousVersions(ctx context.Context, repo secretscan.Repo, revs []string, 
 			if f[4][0] == 'R' || f[4][0] == 'C' {
 				paths = 2
 			}
-			if found[f[3]] && f[2] != zeroID && f[0] != "160000" && !seen[f[2]] {
+			// Type changes (a submodule or symlink becoming a file) are
+			// filtered out, as in Attribute, so the source is a blob or
+			// nothing.
+			if found[f[3]] && f[2] != zeroID && !seen[f[2]] {
 				seen[f[2]] = true
 				prev = append(prev, f[2])
 			}

@@ -209,9 +209,12 @@ func TestBypass(t *testing.T) {
 	for _, tt := range []struct {
 		reason alerts.BypassReason
 		state  alerts.State
+		pusher string
+		by     string
 	}{
-		{alerts.BypassUsedInTests, alerts.StateResolved},
-		{alerts.BypassWillFixLater, alerts.StateOpen},
+		{alerts.BypassUsedInTests, alerts.StateResolved, "alice (token 7)", "alice (token 7)"},
+		// A bypass always names someone, even with no pusher known.
+		{alerts.BypassWillFixLater, alerts.StateOpen, "", "anonymous"},
 	} {
 		t.Run(string(tt.reason), func(t *testing.T) {
 			f := newFixture(t)
@@ -219,7 +222,7 @@ func TestBypass(t *testing.T) {
 			tip := f.commit("add key", map[string]string{"new.txt": "key " + fakePAT + "\n"})
 			st := alerts.New(memstore.New())
 			s := newScanner(t, st, Options{})
-			v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice (token 7)", Repo: f.push(tip),
+			v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: tt.pusher, Repo: f.push(tip),
 				Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}},
 				Options: []string{"ci.skip", BypassOption + "=" + string(tt.reason)}})
 			if err != nil {
@@ -240,7 +243,7 @@ func TestBypass(t *testing.T) {
 			if a.Fingerprint != want {
 				t.Errorf("alert filed under %s, want the tenant's fingerprint %s", a.Fingerprint, want)
 			}
-			if a.State != tt.state || len(a.Bypasses) != 1 || a.Bypasses[0].By != "alice (token 7)" || a.Bypasses[0].Reason != tt.reason ||
+			if a.State != tt.state || len(a.Bypasses) != 1 || a.Bypasses[0].By != tt.by || a.Bypasses[0].Reason != tt.reason ||
 				a.Bypasses[0].Commit != tip || a.Bypasses[0].Path != "new.txt" || a.Bypasses[0].Line != 1 || a.Bypasses[0].At.IsZero() {
 				t.Errorf("alert %+v", a)
 			}
@@ -388,3 +391,9 @@ func TestQuarantineNeeded(t *testing.T) {
 }
 
 func repoOf(dir string, env []string) secretscan.Repo { return secretscan.Repo{Dir: dir, Env: env} }
+
+func TestNewNeedsAlerts(t *testing.T) {
+	if _, err := New(nil, nil, Options{}); err == nil {
+		t.Fatal("New without an alert store succeeded")
+	}
+}
