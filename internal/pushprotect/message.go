@@ -27,7 +27,6 @@ func (s *Scanner) blockedMessage(fs []secretscan.Finding) []string {
 	}
 	out = append(out, s.locations(fs)...)
 	out = append(out,
-		"",
 		"     (?) To push, remove the secrets from the commits (git commit --amend,",
 		"         git rebase -i), or, if they are not a risk, bypass push protection:",
 		"         git push -o "+BypassOption+"=<reason>",
@@ -48,7 +47,7 @@ func (s *Scanner) tooManyMessage(fs []secretscan.Finding) []string {
 		"    Remove them from the commits, or push in smaller parts.",
 		"",
 	}
-	return append(append(out, s.locations(fs)...), "")
+	return append(out, s.locations(fs)...)
 }
 
 func (s *Scanner) bypassedMessage(fs []secretscan.Finding, reason alerts.BypassReason) []string {
@@ -60,11 +59,12 @@ func (s *Scanner) bypassedMessage(fs []secretscan.Finding, reason alerts.BypassR
 		"    each bypass is recorded as an alert of the repository.",
 		"",
 	}
-	return append(append(out, s.locations(fs)...), "")
+	return append(out, s.locations(fs)...)
 }
 
 // locations lists findings grouped by secret type, in order of first
-// appearance, at most MaxListed locations in all.
+// appearance, at most MaxListed locations in all; it ends with a blank
+// line.
 func (s *Scanner) locations(fs []secretscan.Finding) []string {
 	var order []string
 	byRule := map[string][]*secretscan.Finding{}
@@ -92,7 +92,7 @@ func (s *Scanner) locations(fs []secretscan.Finding) []string {
 		out = append(out, "")
 	}
 	if n := len(fs) - listed; n > 0 {
-		out = append(out, fmt.Sprintf("      and %d more (%d in all)", n, len(fs)))
+		out = append(out, fmt.Sprintf("      and %d more (%d in all)", n, len(fs)), "")
 	}
 	return out
 }
