@@ -79,6 +79,9 @@ func newServeCmd(env *Env) *cobra.Command {
 			}
 			return v
 		}
+		// The server holds the handle on the coordination store; the store
+		// opens after the listener is up, and git never waits for it.
+		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
 		srv, err := server.New(ctx, server.Options{
 			Store:                store,
 			CacheDir:             cfg.Cache(),
@@ -91,6 +94,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueue:             int(off(int64(limits.GitQueue))),
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
+			Coordination:         coordStore,
 		})
 		if err != nil {
 			return err
@@ -102,8 +106,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
-		coord := startCoordination(ctx, logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
-		defer coord.Close()
+		coordStore.start(ctx)
+		defer coordStore.Close()
 		return srv.Serve(ctx, ln)
 	}
 	return cmd
