@@ -1,0 +1,62 @@
+package gitsvc
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
+)
+
+// TestParsePushOptions: the options section is read only when the client
+// asked for push-options, ends at its flush, and is bounded.
+func TestParsePushOptions(t *testing.T) {
+	head := func(caps string, opts ...string) *bytes.Buffer {
+		var b bytes.Buffer
+		pktline.WriteString(&b, fuzzOID(0)+" "+fuzzOID(1)+" refs/heads/main\x00"+caps+"\n")
+		pktline.WriteFlush(&b)
+		for _, o := range opts {
+			pktline.WriteString(&b, o+"\n")
+		}
+		return &b
+	}
+	// With the capability: options up to the flush, the pack after.
+	b := head("report-status push-options", "secret-scanning.bypass=used_in_tests", "ci.skip")
+	pktline.WriteFlush(b)
+	n := b.Len()
+	b.WriteString("PACK")
+	req, err := parseCommands(bytes.NewReader(b.Bytes()))
+	if err != nil || !slices.Equal(req.options, []string{"secret-scanning.bypass=used_in_tests", "ci.skip"}) || req.packOffset != int64(n) {
+		t.Fatalf("parse = %+v, %v", req, err)
+	}
+	// Without it, what follows the commands is the pack.
+	b = head("report-status")
+	n = b.Len()
+	b.WriteString("PACK")
+	if req, err := parseCommands(bytes.NewReader(b.Bytes())); err != nil || req.options != nil || req.packOffset != int64(n) {
+		t.Fatalf("parse without push-options = %+v, %v", req, err)
+	}
+	// No flush after the options; too many options.
+	for name, b := range map[string]*bytes.Buffer{
+		"unterminated": head("push-options", "a"),
+		"too many":     head("push-options", slices.Repeat([]string{"x"}, maxPushOptions+1)...),
+	} {
+		if name == "too many" {
+			pktline.WriteFlush(b)
+		}
+		_, err := parseCommands(bytes.NewReader(b.Bytes()))
+		if !errors.Is(err, errMalformed) {
+			t.Errorf("%s: %v, want errMalformed", name, err)
+		}
+	}
+	b = head("push-options", slices.Repeat([]string{"x"}, maxPushOptions)...)
+	pktline.WriteFlush(b)
+	if req, err := parseCommands(bytes.NewReader(b.Bytes())); err != nil || len(req.options) != maxPushOptions {
+		t.Fatalf("%d options: %v", maxPushOptions, err)
+	}
+	if !strings.Contains(receiveCaps, " push-options ") {
+		t.Errorf("push-options not advertised: %s", receiveCaps)
+	}
+}
