@@ -85,12 +85,14 @@ func BenchmarkPushProtectionHTTP(b *testing.B) {
 	}
 	gittest.Git(b, env, src, "reset", "-q", "--hard", "HEAD~1")
 
+	round := 0 // b.Run runs a sub-benchmark more than once: every push is new
 	for _, mib := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("push=%dMiB", mib), func(b *testing.B) {
 			var off, on time.Duration
-			for i := range b.N {
-				rng := rand.New(rand.NewChaCha8([32]byte{byte(mib), byte(i), 'p'}))
-				dir := fmt.Sprintf("push%d-%d", mib, i)
+			for range b.N {
+				round++
+				rng := rand.New(rand.NewChaCha8([32]byte{byte(mib), byte(round), 'p'}))
+				dir := fmt.Sprintf("push%d-%d", mib, round)
 				for j := range mib * 4 {
 					write(b, filepath.Join(src, dir, fmt.Sprintf("f%03d.go", j)), text(rng, 256<<10))
 				}
