@@ -189,11 +189,11 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 	if len(tips) == 0 {
 		return v, nil
 	}
-	ids, err := newObjects(ctx, p.Repo, tips)
+	objs, err := newObjects(ctx, p.Repo, tips)
 	if err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
+	if len(objs) == 0 {
 		return v, nil
 	}
 	key, err := s.alerts.FingerprintKey(ctx, p.Tenant)
@@ -207,7 +207,7 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pushprotect: %w", err)
 	}
-	bs, err := e.ScanObjects(ctx, p.Repo, ids, nil)
+	bs, err := e.ScanObjects(ctx, p.Repo, objs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("pushprotect: scan: %w", err)
 	}
@@ -280,7 +280,9 @@ func (s *Scanner) recordBypass(ctx context.Context, p Push, reason alerts.Bypass
 // ref: git rev-list --objects <tips> --not --all, run with the
 // quarantine's objects visible. Those are the objects the push adds
 // (anything else reachable from the tips is already in the repository),
-// found in time proportional to them and the refs, not to history.
+// found in time proportional to them and the refs, not to history. Each
+// is returned as rev-list prints it, "<id> <path>", which ScanObjects
+// takes as is: path-only rules (a .p12 file) match that path.
 func newObjects(ctx context.Context, repo secretscan.Repo, tips []string) ([]string, error) {
 	args := []string{"-C", repo.Dir, "rev-list", "--objects", "--stdin", "--not", "--all"}
 	cmd := exec.CommandContext(ctx, "git", args...)
@@ -301,8 +303,8 @@ func newObjects(ctx context.Context, repo secretscan.Repo, tips []string) ([]str
 		line, err := br.ReadString('\n')
 		// Commits are listed alone, trees and blobs with a path: only
 		// the latter can be blobs (ScanObjects keeps just those).
-		if id, _, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " "); ok && id != "" {
-			ids = append(ids, id)
+		if l := strings.TrimSuffix(line, "\n"); strings.IndexByte(l, ' ') > 0 {
+			ids = append(ids, l)
 		}
 		if err != nil {
 			break
@@ -329,9 +331,15 @@ func (s *Scanner) withPreviousVersions(ctx context.Context, e *secretscan.Engine
 	if len(prev) == 0 {
 		return fs, nil
 	}
+	// The findings' blobs again, with their paths so that path-only rules
+	// match as in the first pass; the previous versions need none (only
+	// content candidates are compared).
 	ids := prev
-	for id := range found {
-		ids = append(ids, id)
+	for _, f := range fs {
+		if found[f.BlobID] {
+			found[f.BlobID] = false // once: a blob listed twice is scanned twice
+			ids = append(ids, f.BlobID+" "+f.Path)
+		}
 	}
 	bs, err := e.ScanObjects(ctx, repo, ids, nil)
 	if err != nil {

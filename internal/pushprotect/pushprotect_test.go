@@ -201,6 +201,24 @@ func TestOnlyPushedObjects(t *testing.T) {
 	}
 }
 
+// TestPathOnlyRule: rules that match a file's name alone (a PKCS #12
+// bundle) block too, also when the push edits a file with an old secret
+// (the second, previous-versions pass keeps the paths).
+func TestPathOnlyRule(t *testing.T) {
+	f := newFixture(t)
+	old := f.rev("main")
+	tip := f.commit("cert", map[string]string{"certs/client.p12": "\x30\x82\x00binary", "old.txt": "old " + fakePAT2 + "\nedited\n"})
+	s := newScanner(t, alerts.New(memstore.New()), Options{})
+	v, err := s.Check(context.Background(), Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
+		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Blocked || len(v.Findings) != 1 || v.Findings[0].RuleID != "pkcs12-file" || v.Findings[0].Path != "certs/client.p12" {
+		t.Fatalf("verdict %+v: want blocked by pkcs12-file alone", v)
+	}
+}
+
 // TestBypass: a bypassed push is let through, and each secret is recorded
 // as an alert with who, why and where, filed under the tenant's
 // fingerprint of the secret.
