@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // TestParsePushOptions: the options section is read only when the client
@@ -58,5 +59,38 @@ func TestParsePushOptions(t *testing.T) {
 	}
 	if !strings.Contains(receiveCaps, " push-options ") {
 		t.Errorf("push-options not advertised: %s", receiveCaps)
+	}
+}
+
+// TestStreamSpoolsOptionsWithinLimit: over a stream the options are read
+// after the commands, and count against MaxPushBytes like the rest.
+func TestStreamSpoolsOptionsWithinLimit(t *testing.T) {
+	var cmds bytes.Buffer
+	pktline.WriteString(&cmds, fuzzOID(1)+" "+wal.ZeroID+" refs/heads/gone\x00report-status push-options\n")
+	pktline.WriteFlush(&cmds)
+	var opts bytes.Buffer
+	pktline.WriteString(&opts, strings.Repeat("o", 100)+"\n")
+	pktline.WriteFlush(&opts)
+	body := append(cmds.Bytes(), opts.Bytes()...)
+	for _, tt := range []struct {
+		limit int64
+		err   error
+	}{
+		{int64(len(body)), nil},
+		{int64(len(body)) - 1, errPushTooLarge},
+		{int64(cmds.Len()), errPushTooLarge}, // nothing left for the options
+		{-1, nil},
+	} {
+		s := &Service{opts: Options{TempDir: func() (string, error) { return t.TempDir(), nil }, MaxPushBytes: tt.limit}}
+		f, n, err := s.spool(bytes.NewReader(body), true)
+		if f != nil {
+			f.Close()
+		}
+		if !errors.Is(err, tt.err) && err != tt.err {
+			t.Errorf("limit %d: err %v, want %v", tt.limit, err, tt.err)
+		}
+		if tt.err == nil && n != int64(len(body)) {
+			t.Errorf("limit %d: spooled %d of %d bytes", tt.limit, n, len(body))
+		}
 	}
 }

@@ -331,7 +331,11 @@ func (s *Service) spool(body io.Reader, stream bool) (*os.File, int64, error) {
 		pr, perr := parseCommands(bytes.NewReader(head))
 		if errors.Is(perr, errOptionsUnterminated) {
 			// The push options come after the commands' flush: read
-			// them too, up to their own flush.
+			// them too, up to their own flush, within what is left of
+			// the limit.
+			if limit > 0 && n >= limit {
+				return f, n, errPushTooLarge
+			}
 			opts, err := readCommandList(body, limit-n)
 			if _, werr := f.Write(opts); werr != nil && err == nil {
 				err = werr
