@@ -109,3 +109,16 @@ func TestPushProtectionUnavailable(t *testing.T) {
 	// Off, the protector is never asked.
 	git(t, src, "push", "-q", e.remote("alice/pub", "rw"), "main")
 }
+
+// TestPushProtectionNotConfigured: a server without a protector serves
+// repositories whose setting is on as if it were off.
+func TestPushProtectionNotConfigured(t *testing.T) {
+	e := newEnv(t)
+	src := t.TempDir()
+	git(t, src, "init", "-q", "--initial-branch=main")
+	tip := commitFile(t, src, "conf.txt", leak)
+	git(t, src, "push", "-q", e.remote("alice/guard", "rw"), "main")
+	if !strings.Contains(e.logRefs("guard"), tip) {
+		t.Fatal("push not committed")
+	}
+}

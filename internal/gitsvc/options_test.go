@@ -40,11 +40,14 @@ func TestParsePushOptions(t *testing.T) {
 		t.Fatalf("parse without push-options = %+v, %v", req, err)
 	}
 	// No flush after the options; too many options.
+	delim := head("push-options", "a")
+	delim.WriteString("0001")
 	for name, b := range map[string]*bytes.Buffer{
 		"unterminated": head("push-options", "a"),
 		"too many":     head("push-options", slices.Repeat([]string{"x"}, maxPushOptions+1)...),
+		"delimiter":    delim,
 	} {
-		if name == "too many" {
+		if name != "unterminated" {
 			pktline.WriteFlush(b)
 		}
 		_, err := parseCommands(bytes.NewReader(b.Bytes()))
