@@ -30,6 +30,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 	"github.com/ghost-scm/ghost/internal/web"
@@ -154,6 +155,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.MaxGitProcesses = opts.MaxGitProcesses
 	svc.GitQueue = opts.GitQueue
 	svc.GitQueueTimeout = opts.GitQueueTimeout
+	alertStore := alerts.New(opts.Store)
+	protect, err := pushprotect.New(nil, alertStore, pushprotect.Options{})
+	if err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	svc.PushProtect = protect
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions:      svc,
 		Auth:                auth,
@@ -320,7 +328,7 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection}
 	if p != nil {
 		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
 	}
