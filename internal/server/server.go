@@ -172,7 +172,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	alertStore := alerts.New(opts.Store)
 	ui, err := web.New(ctx, web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache},
 		Alerts: alertStore, Git: opts.Git, SSHURL: opts.SSHCloneURL, Logger: opts.Logger,
