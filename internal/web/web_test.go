@@ -589,3 +589,21 @@ func TestFormBodiesAreBounded(t *testing.T) {
 		t.Error("a 32 KiB sign-in form was accepted")
 	}
 }
+
+func TestAlertFromABypassedPush(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	_, err := f.alerts.RecordBypass(context.Background(), "alice", f.priv.ID, alerts.Finding{
+		RuleID: "aws-access-token", Path: "keys.txt", Line: 3, BlobID: strings.Repeat("b", 40),
+		Match: "AKIA****", Secret: "AKIAIOSFODNN7EXAMPLE",
+	}, "alice", alerts.BypassWillFixLater)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, body := f.signedIn(f.alice).get("/alice/priv/-/alerts")
+	if res.StatusCode != 200 || !strings.Contains(body, "pushed past protection by alice (will_fix_later)") || !strings.Contains(body, "keys.txt:3") {
+		t.Errorf("alerts page %d:\n%s", res.StatusCode, body)
+	}
+	if strings.Contains(body, "AKIAIOSFODNN7EXAMPLE") {
+		t.Error("the alerts page shows the secret")
+	}
+}
