@@ -17,19 +17,19 @@ import (
 // end in a CRC-32C of everything before it, so a torn or bit-flipped object
 // is reported as corrupt rather than misread.
 const (
-	indexMagic  = "GHOSTIDX"
-	entryMagic  = "GHOSTENT"
-	formatV1    = 1
+	indexMagic = "GHOSTIDX"
+	entryMagic = "GHOSTENT"
+	formatV1   = 1
 	// Index flags. flagCheckpoint was added with compaction
 	// (docs/adr/0050-compaction.md): an index without it encodes exactly
 	// as before, and a reader that predates it refuses one with it as
 	// corrupt rather than misread it.
 	flagDeleted    = 1 << 0
 	flagCheckpoint = 1 << 1
-	maxRefName  = 1024
-	maxRefs     = 1 << 20
-	maxLayers   = 1 << 22
-	maxPushedBy = 256
+	maxRefName     = 1024
+	maxRefs        = 1 << 20
+	maxLayers      = 1 << 22
+	maxPushedBy    = 256
 	// MaxEntryHeader bounds an entry header; larger ones are corrupt.
 	MaxEntryHeader = 64 << 20
 	// MaxIndexSize bounds what ReadIndex will load.
