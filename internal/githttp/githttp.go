@@ -309,8 +309,6 @@ func (h *Handler) materializeError(w http.ResponseWriter, r *http.Request, err e
 	switch {
 	case errors.Is(err, wal.ErrRepoDeleted):
 		notFound(w)
-	case errors.Is(err, repocache.ErrCompacted):
-		h.internalError(w, r, "materialize (compacted logs are not supported yet)", err)
 	default:
 		h.internalError(w, r, "materialize", err)
 	}

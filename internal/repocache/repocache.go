@@ -41,11 +41,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// ErrCompacted reports a log whose older layers were folded into a
-// checkpoint. Replaying checkpoints is not implemented yet, so such a
-// repository cannot be materialized (rather than be served wrong).
-var ErrCompacted = errors.New("repository log is compacted (checkpoints are not supported by this cache yet)")
-
 // Options tune a Cache. The zero value is usable.
 type Options struct {
 	// Git runs git; nil means "git" from PATH.
@@ -59,6 +54,12 @@ type Options struct {
 	// materialization runs detached from the request that started it,
 	// because other requests may be waiting for it.
 	Timeout time.Duration
+	// MaxPacks bounds the packs a repository keeps before the cache
+	// consolidates them with a geometric repack and a multi-pack index
+	// with a bitmap (default 16; negative disables). Every push adds a
+	// pack, and git's cost per request grows with their number
+	// (docs/design.md §5.6).
+	MaxPacks int
 }
 
 // Event describes one materialization, for metrics and logs.
@@ -70,7 +71,11 @@ type Event struct {
 	// without running git index-pack.
 	Installed int
 	Rebuilt   bool // the repository was rebuilt from scratch
-	Err       error
+	// Checkpoint is set when a checkpoint was installed.
+	Checkpoint bool
+	// Consolidated is set when the packs were consolidated (MaxPacks).
+	Consolidated bool
+	Err          error
 }
 
 // Snapshot is a materialized repository: a bare git repository whose
@@ -92,6 +97,7 @@ type Cache struct {
 	logger  *slog.Logger
 	observe func(Event)
 	timeout time.Duration
+	maxPks  int
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -136,10 +142,13 @@ func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
 	}
+	if opts.MaxPacks == 0 {
+		opts.MaxPacks = 16
+	}
 	base, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		dir: abs, log: log, git: opts.Git, logger: opts.Logger, observe: opts.Observe,
-		timeout: opts.Timeout, base: base, cancel: cancel, slots: map[string]*slot{},
+		timeout: opts.Timeout, maxPks: opts.MaxPacks, base: base, cancel: cancel, slots: map[string]*slot{},
 	}
 	if err := c.ensureDirs(); err != nil {
 		cancel()
@@ -211,8 +220,9 @@ func (c *Cache) slot(id string) *slot {
 // Materialize brings the repository's cache forward to the log's current
 // index and returns it. Concurrent calls for one repository collapse into
 // one materialization. It fails with wal.ErrRepoDeleted for a tombstoned
-// repository (and drops its cache) and with ErrCompacted for a compacted
-// log. An absent index is an empty repository.
+// repository (and drops its cache). An absent index is an empty
+// repository. A compacted log is installed from its checkpoint when the
+// cache lacks layers the checkpoint folded (docs/design.md §5.2).
 func (c *Cache) Materialize(ctx context.Context, repo string) (*Snapshot, error) {
 	if err := wal.CheckRepoID(repo); err != nil {
 		return nil, err
@@ -289,9 +299,6 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 		c.discard(dir)
 		return nil, fmt.Errorf("%s: %w", repo, wal.ErrRepoDeleted)
 	}
-	if x.CompactedThroughSeq > 0 {
-		return nil, fmt.Errorf("%s (compacted through seq %d): %w", repo, x.CompactedThroughSeq, ErrCompacted)
-	}
 
 	st, why := c.check(dir, x)
 	if st != nil {
@@ -332,31 +339,89 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 }
 
 // apply brings the repository in dir, whose recorded state is st, to x:
-// index the missing layers, reconcile refs, set HEAD.
+// install the checkpoint when the cache lacks layers it folded (only an
+// empty repository can: check rebuilds any other), index the missing
+// layers, reconcile refs, set HEAD, and consolidate the packs when there
+// are too many.
 func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) error {
-	for i := st.seq; i < x.Seq; i++ {
-		layer := x.Layers[i]
-		pack, installed, err := c.indexLayer(ctx, dir, repo, layer)
-		if installed {
-			ev.Installed++
-		}
-		if err != nil {
-			return fmt.Errorf("layer seq %d (%s): %w", i+1, layer.ULID, err)
-		}
-		st.layers = append(st.layers, stateLayer{id: layer.ULID, pack: pack})
-		st.seq = i + 1
-		ev.Layers++
-		if err := writeState(dir, st); err != nil {
-			return err
-		}
-	}
-	if err := writeState(dir, st); err != nil {
+	if err := c.applyObjects(ctx, repo, x, dir, st, ev); err != nil {
 		return err
 	}
 	if err := c.reconcileRefs(ctx, dir, x.Refs); err != nil {
 		return err
 	}
-	return c.setHead(ctx, dir, x.Refs)
+	if err := c.setHead(ctx, dir, x.Refs); err != nil {
+		return err
+	}
+	c.consolidate(ctx, repo, x, dir, st, ev)
+	return nil
+}
+
+// applyObjects installs what the cache lacks of x's objects: the
+// checkpoint when st predates it, then each missing layer in seq order.
+func (c *Cache) applyObjects(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) error {
+	if st.seq < x.CompactedThroughSeq {
+		if st.seq != 0 || len(st.base.packs) > 0 {
+			return fmt.Errorf("cache at seq %d predates the checkpoint at seq %d", st.seq, x.CompactedThroughSeq)
+		}
+		ck := *x.Checkpoint
+		pack, installed, err := c.installPack(ctx, dir, repo, checkpointSource(c.log, repo, ck))
+		if installed {
+			ev.Installed++
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint at seq %d: %w", ck.Seq, err)
+		}
+		ev.Checkpoint = true
+		st.base = stateBase{seq: ck.Seq, checkpoint: ck.SHA256, packs: []string{pack}}
+		st.seq = ck.Seq
+		if err := writeState(dir, st); err != nil {
+			return err
+		}
+	}
+	for seq := st.seq + 1; seq <= x.Seq; seq++ {
+		layer := x.Layers[seq-x.CompactedThroughSeq-1]
+		pack, installed, err := c.indexLayer(ctx, dir, repo, layer)
+		if installed {
+			ev.Installed++
+		}
+		if err != nil {
+			return fmt.Errorf("layer seq %d (%s): %w", seq, layer.ULID, err)
+		}
+		st.layers = append(st.layers, stateLayer{id: layer.ULID, pack: pack})
+		st.seq = seq
+		ev.Layers++
+		if err := writeState(dir, st); err != nil {
+			return err
+		}
+	}
+	return writeState(dir, st)
+}
+
+// Build materializes x into a new bare repository at dir, which must not
+// exist, outside the cache: every object of the checkpoint and the layers,
+// and x's refs. The compactor builds its checkpoint from it
+// (docs/adr/0050-compaction.md). It returns the pack each layer after the
+// checkpoint produced, by entry ("" for a layer without objects).
+func (c *Cache) Build(ctx context.Context, repo string, x *wal.Index, dir string) (map[ulid.ULID]string, error) {
+	if x == nil || x.Deleted {
+		return nil, fmt.Errorf("build %s: %w", repo, wal.ErrRepoDeleted)
+	}
+	if err := c.initRepo(ctx, dir); err != nil {
+		return nil, err
+	}
+	st := &state{}
+	if err := c.applyObjects(ctx, repo, x, dir, st, &Event{Repo: repo}); err != nil {
+		return nil, fmt.Errorf("build %s: %w", repo, err)
+	}
+	if err := c.reconcileRefs(ctx, dir, x.Refs); err != nil {
+		return nil, fmt.Errorf("build %s: %w", repo, err)
+	}
+	packs := make(map[ulid.ULID]string, len(st.layers))
+	for _, l := range st.layers {
+		packs[l.id] = l.pack
+	}
+	return packs, nil
 }
 
 // check returns the cache's recorded state if the log explains it, or nil
@@ -372,15 +437,21 @@ func (c *Cache) check(dir string, x *wal.Index) (*state, string) {
 	if st.seq > x.Seq {
 		return nil, fmt.Sprintf("cache is at seq %d, ahead of the log at seq %d", st.seq, x.Seq)
 	}
-	for i, l := range st.layers {
-		if x.Layers[i].ULID != l.id {
-			return nil, fmt.Sprintf("layer seq %d is %s in the cache but %s in the log", i+1, l.id, x.Layers[i].ULID)
+	if why := checkAgainstLog(st, x); why != "" {
+		return nil, why
+	}
+	packDir := filepath.Join(dir, "objects", "pack")
+	for _, p := range st.base.packs {
+		if err := checkPack(packDir, p); err != nil {
+			return nil, fmt.Sprintf("packs through seq %d: %v", st.base.seq, err)
 		}
+	}
+	for i, l := range st.layers {
 		if l.pack == "" {
 			continue
 		}
-		if err := checkPack(filepath.Join(dir, "objects", "pack"), l.pack); err != nil {
-			return nil, fmt.Sprintf("layer seq %d: %v", i+1, err)
+		if err := checkPack(packDir, l.pack); err != nil {
+			return nil, fmt.Sprintf("layer seq %d: %v", st.base.seq+uint64(i)+1, err)
 		}
 	}
 	for _, f := range []string{"HEAD", "config", "refs"} {
@@ -389,6 +460,39 @@ func (c *Cache) check(dir string, x *wal.Index) (*state, string) {
 		}
 	}
 	return st, ""
+}
+
+// checkAgainstLog compares what the state recorded with what the log
+// still lists, and returns why they disagree ("" when they do not). Layers
+// a checkpoint folded are no longer listed, so they are taken as recorded:
+// their packs were checked against the log when they were installed. A
+// cache that lacks some of them (it is behind the checkpoint) is rebuilt,
+// which installs the checkpoint: it costs what a cold node pays, and it
+// leaves the repository exactly as a cold node's (docs/design.md §5.3).
+func checkAgainstLog(st *state, x *wal.Index) string {
+	ctc := x.CompactedThroughSeq
+	if st.seq < ctc {
+		return fmt.Sprintf("cache at seq %d predates the checkpoint at seq %d", st.seq, ctc)
+	}
+	b := st.base
+	if b.checkpoint != ([32]byte{}) {
+		if b.seq > ctc || b.seq == ctc && b.checkpoint != x.Checkpoint.SHA256 {
+			return fmt.Sprintf("cache holds a checkpoint at seq %d the log does not name", b.seq)
+		}
+	}
+	if b.last != (ulid.ULID{}) && b.seq > ctc && x.Layers[b.seq-ctc-1].ULID != b.last {
+		return fmt.Sprintf("layer seq %d is %s in the cache but %s in the log", b.seq, b.last, x.Layers[b.seq-ctc-1].ULID)
+	}
+	for i, l := range st.layers {
+		seq := b.seq + uint64(i) + 1
+		if seq <= ctc {
+			continue
+		}
+		if got := x.Layers[seq-ctc-1].ULID; got != l.id {
+			return fmt.Sprintf("layer seq %d is %s in the cache but %s in the log", seq, l.id, got)
+		}
+	}
+	return ""
 }
 
 // repoConfig is appended to every cache repository's config. gc.auto=0
@@ -428,7 +532,45 @@ func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Laye
 	if layer.Size == 0 {
 		return "", false, nil
 	}
-	name, err = c.installStoredIndex(ctx, dir, repo, layer)
+	return c.installPack(ctx, dir, repo, layerSource(c.log, repo, layer))
+}
+
+// packSource is where a pack of the log and its stored .idx are read
+// from: a layer's entry, or a checkpoint.
+type packSource struct {
+	what     string
+	openPack func(ctx context.Context) (io.ReadCloser, error) // verifies size and sha256
+	openIdx  func(ctx context.Context) (io.ReadCloser, error) // objstore.ErrNotFound when none
+}
+
+func layerSource(log *wal.Log, repo string, layer wal.Layer) packSource {
+	return packSource{
+		what: "layer " + layer.ULID.String(),
+		openPack: func(ctx context.Context) (io.ReadCloser, error) {
+			rc, _, err := log.OpenPack(ctx, repo, layer)
+			return rc, err
+		},
+		openIdx: func(ctx context.Context) (io.ReadCloser, error) {
+			rc, _, err := log.OpenPackIndex(ctx, repo, layer)
+			return rc, err
+		},
+	}
+}
+
+func checkpointSource(log *wal.Log, repo string, ck wal.Checkpoint) packSource {
+	return packSource{
+		what:     fmt.Sprintf("checkpoint %d", ck.Seq),
+		openPack: func(ctx context.Context) (io.ReadCloser, error) { return log.OpenCheckpoint(ctx, repo, ck) },
+		openIdx:  func(ctx context.Context) (io.ReadCloser, error) { return log.OpenCheckpointIndex(ctx, repo, ck) },
+	}
+}
+
+// installPack adds one pack of the log to the repository in dir: by
+// copying it with its stored .idx when that fits, otherwise by streaming
+// it into git index-pack. It returns the pack's name and whether the
+// stored index was used.
+func (c *Cache) installPack(ctx context.Context, dir, repo string, src packSource) (name string, installed bool, err error) {
+	name, err = c.installStoredIndex(ctx, dir, src)
 	switch {
 	case err == nil:
 		return name, true, nil
@@ -437,14 +579,14 @@ func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Laye
 	case !errors.Is(err, objstore.ErrNotFound):
 		// A damaged or mismatched stored index costs an index-pack run,
 		// nothing more.
-		c.logger.Warn("stored pack index unusable; indexing the pack instead", "repo", repo, "layer", layer.ULID.String(), "err", err)
+		c.logger.Warn("stored pack index unusable; indexing the pack instead", "repo", repo, "pack", src.what, "err", err)
 	}
-	rc, _, err := c.log.OpenPack(ctx, repo, layer)
+	rc, err := src.openPack(ctx)
 	if err != nil {
 		return "", false, &logError{err}
 	}
 	defer rc.Close()
-	src := &logReader{r: rc}
+	lr := &logReader{r: rc}
 	cmd := c.git.Command(ctx, dir, nil, "index-pack", "--stdin")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -455,21 +597,21 @@ func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Laye
 	if err := cmd.Start(); err != nil {
 		return "", false, cmd.Wrap(err)
 	}
-	_, cpErr := io.Copy(stdin, src)
+	_, cpErr := io.Copy(stdin, lr)
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
-		if src.err != nil {
+		if lr.err != nil {
 			// index-pack failed because the log's pack did not read
 			// or verify (git usually notices first).
-			return "", false, &logError{errors.Join(cmd.Wrap(err), src.err)}
+			return "", false, &logError{errors.Join(cmd.Wrap(err), lr.err)}
 		}
 		return "", false, cmd.Wrap(errors.Join(err, cpErr))
 	}
 	if cpErr != nil {
 		// The pack did not verify against the index (or the read broke):
 		// never record it as applied.
-		if src.err != nil {
-			return "", false, &logError{src.err}
+		if lr.err != nil {
+			return "", false, &logError{lr.err}
 		}
 		return "", false, cpErr
 	}
@@ -509,8 +651,8 @@ func (l *logReader) Read(p []byte) (int, error) {
 // renamed into place before its index, because git finds packs through
 // their index. It returns an error matching objstore.ErrNotFound when the
 // entry has no stored index.
-func (c *Cache) installStoredIndex(ctx context.Context, dir, repo string, layer wal.Layer) (string, error) {
-	irc, _, err := c.log.OpenPackIndex(ctx, repo, layer)
+func (c *Cache) installStoredIndex(ctx context.Context, dir string, src packSource) (string, error) {
+	irc, err := src.openIdx(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -528,7 +670,7 @@ func (c *Cache) installStoredIndex(ctx context.Context, dir, repo string, layer 
 	if err != nil {
 		return "", fmt.Errorf("stored pack index: %w", err)
 	}
-	prc, _, err := c.log.OpenPack(ctx, repo, layer)
+	prc, err := src.openPack(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -821,11 +963,27 @@ func (c *Cache) Adopt(ctx context.Context, repo string, seq uint64, layer ulid.U
 	return true, nil
 }
 
-// state is what the cache has applied: the layers, in seq order, with the
-// pack each produced. It lives in <repo>/ghost-state.
+// state is what the cache has applied: a base (the objects of every seq
+// through base.seq, in base.packs), then the layers after it in seq
+// order, with the pack each produced. It lives in <repo>/ghost-state.
 type state struct {
 	seq    uint64
-	layers []stateLayer
+	base   stateBase
+	layers []stateLayer // seqs base.seq+1 .. seq
+}
+
+// stateBase is what replaced the first layers: a checkpoint that was
+// installed, or the packs a consolidation left (docs/design.md §5.6).
+type stateBase struct {
+	seq uint64
+	// last is the log's layer at seq, when seq was a layer's (zero when
+	// it is a checkpoint's seq or unknown); it is checked against the log
+	// while the log still lists that layer.
+	last ulid.ULID
+	// checkpoint is the sha256 of the checkpoint installed at seq (zero
+	// when the base did not come from one).
+	checkpoint [32]byte
+	packs      []string
 }
 
 type stateLayer struct {
@@ -851,11 +1009,23 @@ func readState(dir string) (*state, error) {
 		return bad("no seq")
 	}
 	seq, err := strconv.ParseUint(n, 10, 64)
-	if err != nil || seq != uint64(len(lines)-2) {
-		return bad("seq does not match the layer list")
+	if err != nil {
+		return bad("bad seq")
 	}
 	st := &state{seq: seq}
-	for _, l := range lines[2:] {
+	lines = lines[2:]
+	if len(lines) > 0 && strings.HasPrefix(lines[0], "base ") {
+		b, err := parseBase(lines[0])
+		if err != nil {
+			return bad(err.Error())
+		}
+		st.base = b
+		lines = lines[1:]
+	}
+	if seq != st.base.seq+uint64(len(lines)) {
+		return bad("seq does not match the layer list")
+	}
+	for _, l := range lines {
 		f := strings.Fields(l)
 		if len(f) != 3 || f[0] != "layer" {
 			return bad("bad layer line")
@@ -876,10 +1046,56 @@ func readState(dir string) (*state, error) {
 	return st, nil
 }
 
+// parseBase reads "base <seq> <last ULID|-> <checkpoint sha256|-> <pack>...".
+func parseBase(line string) (stateBase, error) {
+	f := strings.Fields(line)
+	if len(f) < 4 {
+		return stateBase{}, errors.New("short base line")
+	}
+	var b stateBase
+	var err error
+	if b.seq, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+		return stateBase{}, errors.New("bad base seq")
+	}
+	if f[2] != "-" {
+		if b.last, err = ulid.ParseStrict(f[2]); err != nil {
+			return stateBase{}, errors.New("bad base layer id")
+		}
+	}
+	if f[3] != "-" {
+		raw, err := hex.DecodeString(f[3])
+		if err != nil || len(raw) != 32 {
+			return stateBase{}, errors.New("bad base checkpoint")
+		}
+		copy(b.checkpoint[:], raw)
+	}
+	for _, p := range f[4:] {
+		if !isHex(p) {
+			return stateBase{}, errors.New("bad base pack name")
+		}
+		b.packs = append(b.packs, p)
+	}
+	return b, nil
+}
+
 // writeState replaces the state file atomically (write, then rename).
 func writeState(dir string, st *state) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nseq %d\n", stateMagic, st.seq)
+	if bs := st.base; bs.seq > 0 || len(bs.packs) > 0 {
+		last, ck := "-", "-"
+		if bs.last != (ulid.ULID{}) {
+			last = bs.last.String()
+		}
+		if bs.checkpoint != ([32]byte{}) {
+			ck = hex.EncodeToString(bs.checkpoint[:])
+		}
+		fmt.Fprintf(&b, "base %d %s %s", bs.seq, last, ck)
+		for _, p := range bs.packs {
+			b.WriteString(" " + p)
+		}
+		b.WriteString("\n")
+	}
 	for _, l := range st.layers {
 		p := l.pack
 		if p == "" {
@@ -895,4 +1111,72 @@ func writeState(dir string, st *state) error {
 		return fmt.Errorf("write cache state: %w", err)
 	}
 	return nil
+}
+
+// consolidate keeps the number of packs git sees small (docs/design.md
+// §5.6). Every layer adds a pack; past MaxPacks recorded packs, a
+// geometric repack (`git repack --geometric=2 -d`) rolls the small packs
+// into larger ones, so a repository holds O(log n) packs, and writes a
+// multi-pack index with a reachability bitmap. The repack packs every
+// object of the packs it rolls up, reachable or not, so the repository
+// still holds exactly the log's objects: the cache stays a function of
+// the log. The state then records the resulting packs as its base.
+//
+// A failure is logged and otherwise ignored: the repository is still
+// whole (git removes rolled-up packs only after writing their
+// replacement), and a pack the state names that is gone makes the next
+// check rebuild it.
+func (c *Cache) consolidate(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) {
+	n := len(st.base.packs)
+	for _, l := range st.layers {
+		if l.pack != "" {
+			n++
+		}
+	}
+	if c.maxPks < 0 || n <= c.maxPks {
+		return
+	}
+	if _, err := c.git.Run(ctx, dir, nil, nil, "repack", "--geometric=2", "-d", "-q", "--write-midx", "--write-bitmap-index"); err != nil {
+		c.logger.Warn("consolidating packs failed", "repo", repo, "err", err)
+		return
+	}
+	packs, err := listPacks(filepath.Join(dir, "objects", "pack"))
+	if err != nil {
+		c.logger.Warn("consolidating packs: list packs", "repo", repo, "err", err)
+		return
+	}
+	b := stateBase{seq: st.seq, packs: packs}
+	switch ctc := x.CompactedThroughSeq; {
+	case st.seq > ctc:
+		b.last = x.Layers[st.seq-ctc-1].ULID
+	case st.seq == ctc && x.Checkpoint != nil:
+		b.checkpoint = x.Checkpoint.SHA256
+	}
+	next := &state{seq: st.seq, base: b}
+	if err := writeState(dir, next); err != nil {
+		c.logger.Warn("consolidating packs: record state", "repo", repo, "err", err)
+		return
+	}
+	*st = *next
+	ev.Consolidated = true
+}
+
+// listPacks returns the names of the packs in a pack directory that have
+// an index (git finds packs by their index).
+func listPacks(packDir string) ([]string, error) {
+	ents, err := os.ReadDir(packDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".idx")
+		if !ok {
+			continue
+		}
+		if h, ok := strings.CutPrefix(name, "pack-"); ok && isHex(h) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }

@@ -409,7 +409,7 @@ func TestMaterializeTwoCachesOneDirectory(t *testing.T) {
 	f.checkMatches(t, repo, f.materialize(t, repo))
 }
 
-func TestMaterializeDeletedAndCompacted(t *testing.T) {
+func TestMaterializeDeleted(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
@@ -423,18 +423,6 @@ func TestMaterializeDeletedAndCompacted(t *testing.T) {
 	}
 	if _, err := os.Stat(snap.Dir); !os.IsNotExist(err) {
 		t.Fatalf("deleted repository's cache still there: %v", err)
-	}
-
-	x := &wal.Index{Seq: 3, CompactedThroughSeq: 3}
-	b, err := x.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Put(context.Background(), wal.IndexKey("compacted"), bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.cache.Materialize(context.Background(), "compacted"); !errors.Is(err, repocache.ErrCompacted) {
-		t.Fatalf("err = %v, want ErrCompacted", err)
 	}
 }
 
