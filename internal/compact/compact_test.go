@@ -1,0 +1,394 @@
+package compact_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/memstore"
+	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+const repo = "r"
+
+// gitT runs git in dir and returns trimmed stdout.
+func gitT(t *testing.T, dir string, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, stderr.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// pusher owns a work tree and one branch, and pushes one commit at a time
+// through the log, as the push path would after validation: a
+// self-contained pack of the new objects and one ref transition.
+type pusher struct {
+	t      *testing.T
+	log    *wal.Log
+	dir    string
+	branch string
+	tip    string
+	n      int
+}
+
+func newPusher(t *testing.T, log *wal.Log, branch string) *pusher {
+	dir := t.TempDir()
+	gitT(t, dir, "", "init", "--quiet", "--initial-branch="+branch)
+	return &pusher{t: t, log: log, dir: dir, branch: branch}
+}
+
+// commit makes one commit that changes a shared file a little (so the
+// checkpoint has deltas to find) and adds a new one.
+func (p *pusher) commit() string {
+	p.n++
+	body := strings.Repeat(fmt.Sprintf("%s line\n", p.branch), 40) + fmt.Sprintf("change %d\n", p.n)
+	os.WriteFile(filepath.Join(p.dir, "shared.txt"), []byte(body), 0o644)
+	os.WriteFile(filepath.Join(p.dir, fmt.Sprintf("f%d.txt", p.n)), []byte(fmt.Sprintf("%s %d\n", p.branch, p.n)), 0o644)
+	gitT(p.t, p.dir, "", "add", ".")
+	gitT(p.t, p.dir, "", "commit", "--quiet", "-m", fmt.Sprintf("%s %d", p.branch, p.n))
+	return gitT(p.t, p.dir, "", "rev-parse", "HEAD")
+}
+
+func (p *pusher) pack(tip, excl string) []byte {
+	in := tip + "\n"
+	if excl != "" {
+		in += "^" + excl + "\n"
+	}
+	cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
+	cmd.Dir = p.dir
+	cmd.Stdin = strings.NewReader(in)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		p.t.Fatalf("pack-objects: %v: %s", err, stderr.String())
+	}
+	return out.Bytes()
+}
+
+// push commits and pushes; it reports the error rather than failing, so
+// it can run on other goroutines.
+func (p *pusher) push(ctx context.Context) error {
+	c := p.commit()
+	pk := p.pack(c, p.tip)
+	old := p.tip
+	if old == "" {
+		old = wal.ZeroID
+	}
+	_, err := p.log.Commit(ctx, repo, wal.Push{
+		Transitions: []wal.Transition{{Ref: "refs/heads/" + p.branch, Old: old, New: c}},
+		Pack:        bytes.NewReader(pk), PackSize: int64(len(pk)),
+	})
+	if err != nil {
+		return fmt.Errorf("push %s #%d: %w", p.branch, p.n, err)
+	}
+	p.tip = c
+	return nil
+}
+
+func newCache(t *testing.T, log *wal.Log, opts repocache.Options) *repocache.Cache {
+	t.Helper()
+	c, err := repocache.New(t.TempDir(), log, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func materialize(t *testing.T, c *repocache.Cache) *repocache.Snapshot {
+	t.Helper()
+	snap, err := c.Materialize(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// reachable lists the refs and every object they reach: what a full
+// clone gets.
+func reachable(t *testing.T, dir string) string {
+	t.Helper()
+	refs := gitT(t, dir, "", "for-each-ref", "--format=%(objectname) %(refname)")
+	objs := strings.Split(gitT(t, dir, "", "rev-list", "--objects", "--all"), "\n")
+	sort.Strings(objs)
+	return refs + "\n--\n" + strings.Join(objs, "\n")
+}
+
+// checkSnapshot asserts that a cached repository's refs are the log's and
+// that it passes git fsck --full.
+func checkSnapshot(t *testing.T, log *wal.Log, snap *repocache.Snapshot) {
+	t.Helper()
+	x, err := log.Head(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, r := range x.Refs {
+		fmt.Fprintf(&want, "%s %s\n", r.ID, r.Name)
+	}
+	if got := gitT(t, snap.Dir, "", "for-each-ref", "--format=%(objectname) %(refname)"); got != strings.TrimSpace(want.String()) {
+		t.Fatalf("refs differ:\ngot:\n%s\nwant:\n%s", got, want.String())
+	}
+	gitT(t, snap.Dir, "", "fsck", "--full", "--strict", "--no-dangling")
+}
+
+func packCount(t *testing.T, dir string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+// TestCompactUnderLoad makes many small pushes (200 here; the benchmark
+// of issue 12 uses 2,000), then compacts while four pushers keep pushing.
+// No push is lost, every ref is right, a cold node and a warm node serve
+// the same clone, and both pass git fsck --full.
+func TestCompactUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	warm := newCache(t, log, repocache.Options{})
+	main := newPusher(t, log, "main")
+	const history = 200
+	for i := range history {
+		if err := main.push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == history/2 {
+			materialize(t, warm) // the warm node saw half the history
+		}
+	}
+	// A branch pushed and deleted: its objects are unreachable at the
+	// checkpoint, but recent, so they are kept (Options.KeepRecent).
+	junk := newPusher(t, log, "junk")
+	if err := junk.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	junkTip := junk.tip
+	if _, err := log.Commit(ctx, repo, wal.Push{Transitions: []wal.Transition{{Ref: "refs/heads/junk", Old: junkTip, New: wal.ZeroID}}, Pack: bytes.NewReader(nil)}); err != nil {
+		t.Fatal(err)
+	}
+
+	scratch := newCache(t, log, repocache.Options{})
+	var lines []string
+	comp := compact.New(log, scratch, compact.Options{Progress: func(m string) { lines = append(lines, m) }})
+
+	// Four pushers keep pushing until the compaction is over, and at
+	// least three times each, so pushes land while it runs.
+	const pushers = 4
+	done := make(chan struct{})
+	started := make(chan struct{}, pushers)
+	var wg sync.WaitGroup
+	ps := make([]*pusher, pushers)
+	errs := make([]error, pushers)
+	for i := range ps {
+		ps[i] = newPusher(t, log, fmt.Sprintf("p%d", i))
+	}
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				if n == 1 {
+					started <- struct{}{}
+				}
+				select {
+				case <-done:
+					if n >= 3 {
+						return
+					}
+				default:
+				}
+				if err := p.push(ctx); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	for range pushers {
+		<-started
+	}
+	res, err := comp.Compact(ctx, repo)
+	close(done)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("no progress reported")
+	}
+
+	// No push lost: every branch is at its pusher's last commit.
+	x, err := log.Head(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(ps, main) {
+		if got := x.Ref("refs/heads/" + p.branch); got != p.tip {
+			t.Fatalf("%s is %s in the log, its pusher pushed %s", p.branch, got, p.tip)
+		}
+	}
+	if x.Ref("refs/heads/junk") != "" {
+		t.Fatal("junk came back")
+	}
+	if x.CompactedThroughSeq != res.Checkpoint.Seq || res.Checkpoint.Seq < history+2 || x.Seq-x.CompactedThroughSeq != uint64(len(x.Layers)) {
+		t.Fatalf("index %d..%d with %d layers, compaction %+v", x.CompactedThroughSeq, x.Seq, len(x.Layers), res)
+	}
+
+	// A cold node installs the checkpoint and the layers after it.
+	var ev repocache.Event
+	cold := newCache(t, log, repocache.Options{Observe: func(e repocache.Event) { ev = e }})
+	cs := materialize(t, cold)
+	if !ev.Checkpoint || ev.Layers > len(x.Layers) {
+		t.Fatalf("cold materialization: %+v, want the checkpoint and %d layers", ev, len(x.Layers))
+	}
+	checkSnapshot(t, log, cs)
+	gitT(t, cs.Dir, "", "cat-file", "-e", junkTip) // recent strays are kept
+
+	// The warm node predates the checkpoint by half the history; it
+	// comes forward and serves the same clone.
+	ws := materialize(t, warm)
+	checkSnapshot(t, log, ws)
+	if a, b := reachable(t, cs.Dir), reachable(t, ws.Dir); a != b {
+		t.Fatal("a clone from the cold node differs from one from the warm node")
+	}
+	if n := packCount(t, cs.Dir); n > 16+1 {
+		t.Fatalf("the cold node holds %d packs", n)
+	}
+	if n := packCount(t, ws.Dir); n > 16+1 {
+		t.Fatalf("the warm node holds %d packs", n)
+	}
+}
+
+// TestCompactDropsUnreachable: objects no ref reaches at the checkpoint's
+// seq, from layers older than KeepRecent, are not in the checkpoint, and
+// KeepRecent keeps younger ones (the guard of Options.KeepRecent).
+func TestCompactDropsUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keep time.Duration
+		kept bool
+	}{{"old", time.Minute, false}, {"recent", 24 * time.Hour, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			log := wal.New(memstore.New(), wal.Options{})
+			main := newPusher(t, log, "main")
+			junk := newPusher(t, log, "junk")
+			for _, p := range []*pusher{main, junk, main} {
+				if err := p.push(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := log.Commit(ctx, repo, wal.Push{Transitions: []wal.Transition{{Ref: "refs/heads/junk", Old: junk.tip, New: wal.ZeroID}}, Pack: bytes.NewReader(nil)}); err != nil {
+				t.Fatal(err)
+			}
+			cache := newCache(t, log, repocache.Options{})
+			later := func() time.Time { return time.Now().Add(time.Hour) }
+			if _, err := compact.New(log, cache, compact.Options{KeepRecent: tc.keep, Now: later}).Compact(ctx, repo); err != nil {
+				t.Fatal(err)
+			}
+			snap := materialize(t, newCache(t, log, repocache.Options{}))
+			checkSnapshot(t, log, snap)
+			cmd := exec.Command("git", "cat-file", "-e", junk.tip)
+			cmd.Dir = snap.Dir
+			if got := cmd.Run() == nil; got != tc.kept {
+				t.Fatalf("junk commit in the checkpoint: %v, want %v", got, tc.kept)
+			}
+		})
+	}
+}
+
+// TestCompactTwiceAndNothing: a second compaction folds the first
+// checkpoint with the later layers; with no layer left it does nothing.
+func TestCompactTwiceAndNothing(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	cache := newCache(t, log, repocache.Options{})
+	comp := compact.New(log, cache, compact.Options{})
+	main := newPusher(t, log, "main")
+	for round := range 2 {
+		for range 3 {
+			if err := main.push(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := comp.Compact(ctx, repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(3 * (round + 1)); res.Checkpoint.Seq != want || res.Folded != 3 {
+			t.Fatalf("round %d: %+v", round, res)
+		}
+		// The node's own cache keeps working across checkpoints.
+		checkSnapshot(t, log, materialize(t, cache))
+	}
+	if _, err := comp.Compact(ctx, repo); !errors.Is(err, compact.ErrNothingToCompact) {
+		t.Fatalf("err = %v, want ErrNothingToCompact", err)
+	}
+	checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
+}
+
+// TestTrigger: a commit below the policy starts nothing; one at it
+// compacts in the background.
+func TestTrigger(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	cache := newCache(t, log, repocache.Options{})
+	ran := make(chan error, 1)
+	tr := compact.NewTrigger(compact.New(log, cache, compact.Options{}), compact.TriggerOptions{
+		Policy: compact.Policy{MaxLayers: 3},
+		Done:   func(_ string, _ compact.Result, err error) { ran <- err },
+	})
+	defer tr.Close()
+	main := newPusher(t, log, "main")
+	for i := range 3 {
+		if err := main.push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		x, _ := log.Head(ctx, repo)
+		started := tr.AfterCommit(repo, wal.Result{Layers: len(x.Layers)})
+		if started != (i == 2) {
+			t.Fatalf("push %d: started = %v", i+1, started)
+		}
+	}
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != 3 {
+		t.Fatalf("not compacted: %+v", x)
+	}
+	if !compact.DefaultPolicy().Due(50, 0) || compact.DefaultPolicy().Due(49, 1) || !compact.DefaultPolicy().Due(1, 256<<20) || compact.DefaultPolicy().Due(0, 1<<40) {
+		t.Fatal("DefaultPolicy.Due")
+	}
+}
+
+var _ = objstore.ErrNotFound
