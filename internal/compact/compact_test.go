@@ -71,12 +71,16 @@ func (p *pusher) commit() string {
 	return gitT(p.t, p.dir, "", "rev-parse", "HEAD")
 }
 
-func (p *pusher) pack(tip, excl string) []byte {
+// pack returns a self-contained pack of what tip has beyond excl, and
+// git's .idx for it, which the push path stores beside the entry
+// (docs/design.md §3.4) and which lets nodes install layers by copying.
+func (p *pusher) pack(tip, excl string) ([]byte, []byte) {
 	in := tip + "\n"
 	if excl != "" {
 		in += "^" + excl + "\n"
 	}
-	cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
+	base := filepath.Join(p.dir, ".git", "out")
+	cmd := exec.Command("git", "pack-objects", "--revs", "-q", base)
 	cmd.Dir = p.dir
 	cmd.Stdin = strings.NewReader(in)
 	var out, stderr bytes.Buffer
@@ -84,14 +88,23 @@ func (p *pusher) pack(tip, excl string) []byte {
 	if err := cmd.Run(); err != nil {
 		p.t.Fatalf("pack-objects: %v: %s", err, stderr.String())
 	}
-	return out.Bytes()
+	name := base + "-" + strings.TrimSpace(out.String())
+	pk, err := os.ReadFile(name + ".pack")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	idx, err := os.ReadFile(name + ".idx")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	os.Remove(name + ".pack")
+	os.Remove(name + ".idx")
+	return pk, idx
 }
 
-// push commits and pushes; it reports the error rather than failing, so
-// it can run on other goroutines.
-func (p *pusher) push(ctx context.Context) error {
-	c := p.commit()
-	pk := p.pack(c, p.tip)
+// commitPack lands one push of c on the pusher's branch.
+func (p *pusher) commitPack(ctx context.Context, c string) error {
+	pk, idx := p.pack(c, p.tip)
 	old := p.tip
 	if old == "" {
 		old = wal.ZeroID
@@ -99,12 +112,47 @@ func (p *pusher) push(ctx context.Context) error {
 	_, err := p.log.Commit(ctx, repo, wal.Push{
 		Transitions: []wal.Transition{{Ref: "refs/heads/" + p.branch, Old: old, New: c}},
 		Pack:        bytes.NewReader(pk), PackSize: int64(len(pk)),
+		PackIndex: bytes.NewReader(idx), PackIndexSize: int64(len(idx)),
 	})
 	if err != nil {
 		return fmt.Errorf("push %s #%d: %w", p.branch, p.n, err)
 	}
 	p.tip = c
 	return nil
+}
+
+// push commits and pushes; it reports the error rather than failing, so
+// it can run on other goroutines.
+func (p *pusher) push(ctx context.Context) error {
+	return p.commitPack(ctx, p.commit())
+}
+
+// history lands n pushes of one commit each on the pusher's branch. The
+// commits are made with one git fast-import, which keeps the test fast.
+func (p *pusher) history(ctx context.Context, n int, at func(i int)) {
+	p.t.Helper()
+	var in strings.Builder
+	for i := 1; i <= n; i++ {
+		blob := func(path, body string) { fmt.Fprintf(&in, "M 644 inline %s\ndata %d\n%s\n", path, len(body), body) }
+		msg := fmt.Sprintf("%s %d", p.branch, i)
+		fmt.Fprintf(&in, "commit refs/heads/%s\nmark :%d\ncommitter t <t@example.com> %d +0000\ndata %d\n%s\n", p.branch, i, 1700000000+i, len(msg), msg)
+		if i > 1 {
+			fmt.Fprintf(&in, "from :%d\n", i-1)
+		}
+		blob("shared.txt", strings.Repeat(p.branch+" line\n", 40)+fmt.Sprintf("change %d\n", i))
+		blob(fmt.Sprintf("h%d.txt", i), fmt.Sprintf("%s %d\n", p.branch, i))
+	}
+	gitT(p.t, p.dir, in.String(), "fast-import", "--quiet")
+	gitT(p.t, p.dir, "", "checkout", "--quiet", "-f", p.branch)
+	ids := strings.Split(gitT(p.t, p.dir, "", "rev-list", "--reverse", p.branch), "\n")
+	for i, c := range ids {
+		if err := p.commitPack(ctx, c); err != nil {
+			p.t.Fatal(err)
+		}
+		if at != nil {
+			at(i)
+		}
+	}
 }
 
 func newCache(t *testing.T, log *wal.Log, opts repocache.Options) *repocache.Cache {
@@ -173,14 +221,11 @@ func TestCompactUnderLoad(t *testing.T) {
 	warm := newCache(t, log, repocache.Options{})
 	main := newPusher(t, log, "main")
 	const history = 200
-	for i := range history {
-		if err := main.push(ctx); err != nil {
-			t.Fatal(err)
-		}
+	main.history(ctx, history, func(i int) {
 		if i == history/2 {
 			materialize(t, warm) // the warm node saw half the history
 		}
-	}
+	})
 	// A branch pushed and deleted: its objects are unreachable at the
 	// checkpoint, but recent, so they are kept (Options.KeepRecent).
 	junk := newPusher(t, log, "junk")
@@ -194,12 +239,12 @@ func TestCompactUnderLoad(t *testing.T) {
 
 	scratch := newCache(t, log, repocache.Options{})
 	var lines []string
-	comp := compact.New(log, scratch, compact.Options{Progress: func(m string) { lines = append(lines, m) }})
+	comp := compact.New(log, scratch, compact.Options{Progress: func(m string) { lines = append(lines, m); t.Log(m) }})
 
-	// Four pushers keep pushing until the compaction is over, and at
-	// least three times each, so pushes land while it runs.
+	// Four pushers push 8 times each; the compaction starts once each has
+	// pushed once, so pushes land while it runs (wal's
+	// TestCompactKeepsLayersPushedMeanwhile forces the interleaving).
 	const pushers = 4
-	done := make(chan struct{})
 	started := make(chan struct{}, pushers)
 	var wg sync.WaitGroup
 	ps := make([]*pusher, pushers)
@@ -215,12 +260,8 @@ func TestCompactUnderLoad(t *testing.T) {
 				if n == 1 {
 					started <- struct{}{}
 				}
-				select {
-				case <-done:
-					if n >= 3 {
-						return
-					}
-				default:
+				if n == 8 {
+					return
 				}
 				if err := p.push(ctx); err != nil {
 					errs[i] = err
@@ -233,7 +274,6 @@ func TestCompactUnderLoad(t *testing.T) {
 		<-started
 	}
 	res, err := comp.Compact(ctx, repo)
-	close(done)
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("compact: %v", err)
