@@ -1022,7 +1022,7 @@ func readState(dir string) (*state, error) {
 		st.base = b
 		lines = lines[1:]
 	}
-	if seq != st.base.seq+uint64(len(lines)) {
+	if st.base.seq > seq || seq-st.base.seq != uint64(len(lines)) {
 		return bad("seq does not match the layer list")
 	}
 	for _, l := range lines {
@@ -1082,7 +1082,7 @@ func parseBase(line string) (stateBase, error) {
 func writeState(dir string, st *state) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nseq %d\n", stateMagic, st.seq)
-	if bs := st.base; bs.seq > 0 || len(bs.packs) > 0 {
+	if bs := st.base; bs.seq > 0 || len(bs.packs) > 0 || bs.last != (ulid.ULID{}) || bs.checkpoint != ([32]byte{}) {
 		last, ck := "-", "-"
 		if bs.last != (ulid.ULID{}) {
 			last = bs.last.String()
