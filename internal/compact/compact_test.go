@@ -368,12 +368,15 @@ func TestCompactDropsUnreachable(t *testing.T) {
 }
 
 // TestCompactTwiceAndNothing: a second compaction folds the first
-// checkpoint with the later layers; with no layer left it does nothing.
+// checkpoint with the later layers; with no layer left it does nothing. A
+// warm node that was at the head when the log was compacted keeps its
+// repository and only installs the layers after it.
 func TestCompactTwiceAndNothing(t *testing.T) {
 	ctx := context.Background()
 	log := wal.New(memstore.New(), wal.Options{})
-	cache := newCache(t, log, repocache.Options{})
-	comp := compact.New(log, cache, compact.Options{})
+	comp := compact.New(log, newCache(t, log, repocache.Options{}), compact.Options{})
+	var ev repocache.Event
+	warm := newCache(t, log, repocache.Options{Observe: func(e repocache.Event) { ev = e }})
 	main := newPusher(t, log, "main")
 	for round := range 2 {
 		for range 3 {
@@ -381,20 +384,31 @@ func TestCompactTwiceAndNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		materialize(t, warm)
 		res, err := comp.Compact(ctx, repo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := uint64(3 * (round + 1)); res.Checkpoint.Seq != want || res.Folded != 3 {
-			t.Fatalf("round %d: %+v", round, res)
+		if want := uint64(4*round + 3); res.Checkpoint.Seq != want || res.Folded != 3+round {
+			t.Fatalf("round %d: %+v, want a checkpoint at seq %d", round, res, want)
 		}
-		// The node's own cache keeps working across checkpoints.
-		checkSnapshot(t, log, materialize(t, cache))
+		if err := main.push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		snap := materialize(t, warm)
+		if ev.Rebuilt || ev.Checkpoint || ev.Layers != 1 {
+			t.Fatalf("round %d: the warm node did %+v, want one layer", round, ev)
+		}
+		checkSnapshot(t, log, snap)
+	}
+	if _, err := comp.Compact(ctx, repo); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := comp.Compact(ctx, repo); !errors.Is(err, compact.ErrNothingToCompact) {
 		t.Fatalf("err = %v, want ErrNothingToCompact", err)
 	}
 	checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
+	checkSnapshot(t, log, materialize(t, warm))
 }
 
 // TestTrigger: a commit below the policy starts nothing; one at it
