@@ -53,6 +53,7 @@ func runRepo(ctx context.Context, env *Env, args []string) error {
 		"delete":     {"repo delete <owner>/<name>", "delete a repository (its log is tombstoned; the name becomes free)", repoDelete},
 		"fork":       {"repo fork <src-owner>/<name> <dst-owner>[/<name>]", "fork a repository", repoFork},
 		"visibility": {"repo visibility <owner>/<name> public|private", "make a repository public or private", repoVisibility},
+		"compact":    {"repo compact <owner>/<name>", "fold the repository's log into a checkpoint now, showing progress", repoCompact},
 	}, args)
 }
 
