@@ -79,6 +79,11 @@ type Options struct {
 	// has arrived (default 15 minutes). That phase does not stop when the
 	// client disconnects, so a push either lands whole or not at all.
 	PushTimeout time.Duration
+	// AfterCommit, when set, is called once a push is committed, with the
+	// repository's log id and the commit's result. It must not block: the
+	// server starts background compaction from it
+	// (docs/adr/0050-compaction.md).
+	AfterCommit func(repoID string, res wal.Result)
 }
 
 // Handler serves /<owner>/<repo>[.git]/... git smart HTTP requests.

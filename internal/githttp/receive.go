@@ -418,6 +418,9 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 	case err != nil:
 		return nil, res, err
 	}
+	if h.opts.AfterCommit != nil {
+		h.opts.AfterCommit(acc.RepoID, res)
+	}
 
 	// 6. Bring this node's cache forward, reusing the quarantine's pack
 	// when the push is the very next layer.

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ghost-scm/ghost/internal/api"
+	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -55,6 +56,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// WAL tunes the log's commit loop (tests shorten the backoff).
 	WAL wal.Options
+	// Compaction tunes background compaction after pushes; the zero
+	// value means compact.DefaultPolicy, one at a time
+	// (docs/adr/0050-compaction.md).
+	Compaction compact.TriggerOptions
 }
 
 // Server is a ghost node.
@@ -64,6 +69,7 @@ type Server struct {
 	log      *wal.Log
 	meta     *meta.Store
 	cache    *repocache.Cache
+	compact  *compact.Trigger
 	registry *prometheus.Registry
 	handler  http.Handler
 }
@@ -100,6 +106,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.cache = cache
+	copts := opts.Compaction
+	if copts.Logger == nil {
+		copts.Logger = opts.Logger
+	}
+	s.compact = compact.NewTrigger(compact.New(s.log, cache, compact.Options{Logger: opts.Logger}), copts)
 	auth := opts.Auth
 	if auth == nil {
 		auth = metaAuth{s.meta}
@@ -107,8 +118,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	git, err := githttp.NewHandler(githttp.Options{
 		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
 		MaxPushBytes: opts.MaxPushBytes,
+		AfterCommit:  func(repo string, res wal.Result) { s.compact.AfterCommit(repo, res) },
 	})
 	if err != nil {
+		s.compact.Close()
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -142,8 +155,11 @@ func (s *Server) Cache() *repocache.Cache { return s.cache }
 // Registry returns the metrics registry.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
-// Close stops background work. Call it after Serve has returned.
+// Close stops background work (compactions in flight are cancelled; an
+// interrupted compaction leaves the log as it was). Call it after Serve
+// has returned.
 func (s *Server) Close() error {
+	s.compact.Close()
 	s.cache.Close()
 	return nil
 }
