@@ -166,7 +166,7 @@ func TestAdminErrors(t *testing.T) {
 		{[]string{"tenant", "frobnicate"}, 2, "unknown command"},
 		{[]string{"tenant", "create"}, 2, "usage: ghost tenant create <name>"},
 		{[]string{"tenant", "create", "a", "b"}, 2, "usage"},
-		{[]string{"tenant", "create", "x", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"tenant", "create", "x", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"tenant", "create", "alice"}, 1, "already exists"},
 		{[]string{"tenant", "create", "ALICE"}, 1, "already exists"},
 		{[]string{"tenant", "create", "../etc"}, 1, "invalid name"},
@@ -201,9 +201,35 @@ func TestAdminErrors(t *testing.T) {
 	}
 
 	// Help is not an error.
-	for _, args := range [][]string{{"tenant", "-h"}, {"repo", "create", "-h"}} {
-		if r := ghost(t, dir, args...); r.code != 0 {
-			t.Errorf("ghost %v: exit %d", args, r.code)
+	for _, args := range [][]string{{"tenant", "-h"}, {"tenant", "help"}, {"repo", "create", "-h"}, {"token", "create", "--help"}, {"repo", "create", "-help"}} {
+		if r := ghost(t, dir, args...); r.code != 0 || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("ghost %v: exit %d, stdout %q", args, r.code, r.stdout)
 		}
+	}
+}
+
+// TestAdminNamesItsStore checks that admin commands say on stderr which
+// store they used, leaving stdout as scripts read it.
+func TestAdminNamesItsStore(t *testing.T) {
+	t.Setenv("GHOST_S3_BUCKET", "")
+	dir := t.TempDir()
+	r := ghost(t, dir, "tenant", "create", "zed")
+	if r.code != 0 || r.stdout != "created user zed\n" || !strings.Contains(r.stderr, "wrote to "+dir+"\n") {
+		t.Fatalf("tenant create: %+v", r)
+	}
+	r = ghost(t, dir, "token", "create", "zed")
+	if first, rest, _ := strings.Cut(r.stdout, "\n"); r.code != 0 || !strings.HasPrefix(first, meta.TokenPrefix) || rest != "" || !strings.Contains(r.stderr, "wrote to "+dir) {
+		t.Fatalf("token create: %+v", r)
+	}
+	r = ghost(t, dir, "tenant", "list")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "NAME") || !strings.Contains(r.stderr, "read from "+dir) {
+		t.Fatalf("tenant list: %+v", r)
+	}
+	// A relative data directory is named by its absolute path, so a run
+	// in the wrong directory shows.
+	t.Chdir(dir)
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"tenant", "create", "amy", "-data-dir", "rel"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "wrote to "+filepath.Join(dir, "rel")+"\n") {
+		t.Fatalf("relative data dir: exit %d, stderr %q", code, errb.String())
 	}
 }

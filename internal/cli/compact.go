@@ -6,40 +6,49 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// repoCompact is "ghost repo compact <owner>/<name>": fold the
+// newRepoCompactCmd returns "ghost repo compact <owner>/<name>": fold the
 // repository's log into a checkpoint now, whatever the policy says
 // (docs/adr/0050-compaction.md). Servers do this on their own after
 // pushes; the command is for operators and benchmarks.
-func repoCompact(ctx context.Context, env *Env, args []string) error {
-	l := newLeaf(env, "repo compact <owner>/<name>")
-	pos, err := l.parse(args, 1, 1)
-	if err != nil {
-		return err
+func newRepoCompactCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "compact <owner>/<name>",
+		Short: "fold the repository's log into a checkpoint now, showing progress",
+		Args:  exactArgs(1),
 	}
-	owner, name, err := l.splitRepo(pos[0])
-	if err != nil {
-		return err
+	a := newAdmin(env, cmd)
+	a.cfg.RegisterCache(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		objects, err := a.cfg.OpenStore(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := meta.New(objects, wal.New(objects, wal.Options{})).Repo(ctx, owner, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "%s/%s is log %s in %s\n", owner, name, r.ID, a.cfg.Location())
+		if err := compactRepo(ctx, objects, a.cfg.Cache(), r.ID, env.Stdout); err != nil {
+			return err
+		}
+		a.wrote()
+		return nil
 	}
-	objects, err := l.cfg.OpenStore(ctx)
-	if err != nil {
-		return err
-	}
-	s, err := l.open(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := s.Repo(ctx, owner, name)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "%s/%s is log %s\n", owner, name, r.ID)
-	return compactRepo(ctx, objects, l.cfg.Cache(), r.ID, env.Stdout)
+	return cmd
 }
 
 // compactRepo compacts one log, printing progress to out. It builds in

@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/coord"
@@ -18,64 +18,102 @@ import (
 // defaultCoordNamespace is where ghost keeps its coordination keys in etcd.
 const defaultCoordNamespace = "/ghost/coord"
 
-// runCoord dispatches the coordination-store admin subcommands:
+// newCoordCmd returns "ghost coord", the coordination-store admin
+// commands:
 //
-//	ghost coord repair-counters   recount the shard counters from the records
-//	ghost coord gc -retention D   remove runs terminal for longer than D
+//	ghost coord repair-counters       recount the shard counters from the records
+//	ghost coord gc [--retention D]    remove runs terminal for longer than D
 //
-// Both work on the embedded etcd under --data-dir unless --etcd-endpoints
+// They work on the embedded etcd under --data-dir unless --etcd-endpoints
 // names a cluster. Embedded etcd is single-process: stop "ghost serve"
 // first, or it holds the data directory.
-func runCoord(ctx context.Context, env *Env, args []string) error {
-	const usage = "ghost coord repair-counters|gc [flags]"
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, usage)
+func newCoordCmd(env *Env) *cobra.Command {
+	return newGroupCmd("coord", "coordination store admin: repair-counters, gc",
+		newCoordRepairCountersCmd(env),
+		newCoordGCCmd(env),
+	)
+}
+
+// coordAdmin is the shared part of a coord subcommand: where the etcd is
+// and the key prefix of the records.
+type coordAdmin struct {
+	cfg config.Config
+	ns  string
+}
+
+// newCoordAdmin registers the coordination store's flags on cmd.
+func newCoordAdmin(cmd *cobra.Command) *coordAdmin {
+	c := &coordAdmin{}
+	f := cmd.Flags()
+	c.cfg.RegisterDataDir(f)
+	c.cfg.RegisterEtcd(f)
+	config.StringVar(f, &c.ns, "namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
+	return c
+}
+
+// open connects to the coordination store; the caller closes the closer.
+func (c *coordAdmin) open(cmd *cobra.Command) (*etcdcoord.Backend, func() error, error) {
+	if err := etcdcoord.ValidateNamespace(c.ns); err != nil {
+		return nil, nil, usageErrorf("--namespace: %v", err)
 	}
-	fs := flag.NewFlagSet("coord "+args[0], flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	var cfg config.Config
-	cfg.Register(fs)
-	ns := fs.String("namespace", config.Env("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
-	var retention *time.Duration
-	switch args[0] {
-	case "repair-counters":
-	case "gc":
-		retention = fs.Duration("retention", 7*24*time.Hour, "keep terminal runs this long")
-	default:
-		return fmt.Errorf("%w: unknown subcommand %q: %s", errUsage, args[0], usage)
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: %s takes no arguments", errUsage, usage)
-	}
-	if err := etcdcoord.ValidateNamespace(*ns); err != nil {
-		return fmt.Errorf("%w: --namespace: %v", errUsage, err)
-	}
-	client, closer, err := etcdserver.Open(ctx, cfg.DataDir, cfg.EtcdEndpoints)
+	client, closer, err := etcdserver.Open(cmd.Context(), c.cfg.DataDir, c.cfg.EtcdEndpoints)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer closer.Close()
-	b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: *ns, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
+	b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: c.ns, MaxTxnOps: txnOps(c.cfg), MaxTxnBytes: txnBytes(c.cfg)})
 	if err != nil {
-		return err
+		closer.Close()
+		return nil, nil, err
 	}
-	if retention != nil {
-		n, err := b.GC(ctx, coord.TimeOf(time.Now()), *retention)
+	return b, closer.Close, nil
+}
+
+func newCoordRepairCountersCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "repair-counters",
+		Short: "recount the shard counters from the records",
+		Args:  exactArgs(0),
+	}
+	c := newCoordAdmin(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		b, closeStore, err := c.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		counts, err := b.RepairCounters(cmd.Context())
+		if err != nil {
+			if errors.Is(err, coord.ErrLimitExceeded) {
+				return fmt.Errorf("%w (too many tenants for one transaction; raise the cluster's --max-txn-ops)", err)
+			}
+			return err
+		}
+		printCounts(env, c.ns, counts)
+		return nil
+	}
+	return cmd
+}
+
+func newCoordGCCmd(env *Env) *cobra.Command {
+	var retention time.Duration
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "remove runs terminal for longer than --retention",
+		Args:  exactArgs(0),
+	}
+	c := newCoordAdmin(cmd)
+	config.DurationVar(cmd.Flags(), &retention, "retention", "GHOST_COORD_GC_RETENTION", 7*24*time.Hour, "keep terminal runs this long")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		b, closeStore, err := c.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		n, err := b.GC(cmd.Context(), coord.TimeOf(time.Now()), retention)
 		fmt.Fprintf(env.Stdout, "removed %d runs\n", n)
 		return err
 	}
-	counts, err := b.RepairCounters(ctx)
-	if err != nil {
-		if errors.Is(err, coord.ErrLimitExceeded) {
-			return fmt.Errorf("%w (too many tenants for one transaction; raise the cluster's --max-txn-ops)", err)
-		}
-		return err
-	}
-	printCounts(env, *ns, counts)
-	return nil
+	return cmd
 }
 
 // txnOps and txnBytes are the transaction limits to assume: the embedded

@@ -32,10 +32,18 @@ func TestCoordRepairCountersOnEmbeddedEtcd(t *testing.T) {
 }
 
 func TestCoordUsage(t *testing.T) {
-	for _, args := range [][]string{{"coord"}, {"coord", "frobnicate"}, {"coord", "repair-counters", "extra"}, {"coord", "gc", "-namespace", "bad/"}} {
+	for _, args := range [][]string{{"coord"}, {"coord", "frobnicate"}, {"coord", "repair-counters", "extra"}, {"coord", "gc", "-namespace", "bad/"}, {"coord", "gc", "--s3-bucket", "b"}, {"coord", "gc", "--retention", "soon"}} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
 		}
+	}
+}
+
+func TestCoordRetentionFromEnvironment(t *testing.T) {
+	t.Setenv("GHOST_COORD_GC_RETENTION", "soon")
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"coord", "gc", "--data-dir", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "GHOST_COORD_GC_RETENTION") {
+		t.Fatalf("bad GHOST_COORD_GC_RETENTION: exit %d, %s", code, errb.String())
 	}
 }

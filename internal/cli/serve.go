@@ -1,72 +1,85 @@
 package cli
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/server"
 )
 
-// runServe runs a ghost node until ctx ends (SIGINT/SIGTERM in main), then
-// shuts down gracefully. With no flags it works out of the box: it
-// listens on 127.0.0.1:8080 and keeps everything under ./ghost-data.
-func runServe(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	var cfg config.Config
-	cfg.Register(fs)
-	listen := fs.String("listen", config.Env("GHOST_LISTEN", "127.0.0.1:8080"), "address to listen on (env GHOST_LISTEN)")
-	logLevel := fs.String("log-level", config.Env("GHOST_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env GHOST_LOG_LEVEL)")
-	logFormat := fs.String("log-format", config.Env("GHOST_LOG_FORMAT", "text"), "log format: text or json (env GHOST_LOG_FORMAT)")
-	maxPush := fs.Int64("max-push-bytes", 0, "largest push body accepted, 0 for no limit")
-	coordNS := fs.String("coord-namespace", config.Env("GHOST_COORD_NAMESPACE", defaultCoordNamespace), "etcd key prefix of the coordination records (env GHOST_COORD_NAMESPACE)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// newServeCmd returns "ghost serve", which runs a ghost node until its
+// context ends (SIGINT/SIGTERM in main), then shuts down gracefully. With
+// no flags it works out of the box: it listens on 127.0.0.1:8080 and keeps
+// everything under ./ghost-data.
+func newServeCmd(env *Env) *cobra.Command {
+	var (
+		cfg       config.Config
+		listen    string
+		logLevel  string
+		logFormat string
+		maxPush   int64
+		coordNS   string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the git server (smart HTTP + REST API)",
+		Args:  exactArgs(0),
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: ghost serve [flags] takes no arguments", errUsage)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var logger *slog.Logger
-	switch strings.ToLower(*logFormat) {
-	case "text":
-		logger = slog.New(slog.NewTextHandler(env.Stderr, hopts))
-	case "json":
-		logger = slog.New(slog.NewJSONHandler(env.Stderr, hopts))
-	default:
-		return fmt.Errorf("%w: --log-format must be text or json", errUsage)
-	}
+	f := cmd.Flags()
+	cfg.RegisterStore(f)
+	cfg.RegisterCache(f)
+	cfg.RegisterEtcd(f)
+	config.StringVar(f, &listen, "listen", "GHOST_LISTEN", "127.0.0.1:8080", "address to listen on")
+	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
+	config.Int64Var(f, &maxPush, "max-push-bytes", "GHOST_MAX_PUSH_BYTES", 0, "largest push body accepted, 0 for no limit")
+	config.StringVar(f, &coordNS, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
 
-	store, err := cfg.OpenStore(ctx)
-	if err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			return usageErrorf("--log-level: %v", err)
+		}
+		hopts := &slog.HandlerOptions{Level: level}
+		var logger *slog.Logger
+		switch strings.ToLower(logFormat) {
+		case "text":
+			logger = slog.New(slog.NewTextHandler(env.Stderr, hopts))
+		case "json":
+			logger = slog.New(slog.NewJSONHandler(env.Stderr, hopts))
+		default:
+			return usageErrorf("--log-format must be text or json")
+		}
+
+		store, err := cfg.OpenStore(ctx)
+		if err != nil {
+			return err
+		}
+		srv, err := server.New(ctx, server.Options{
+			Store:        store,
+			CacheDir:     cfg.Cache(),
+			Logger:       logger,
+			MaxPushBytes: maxPush,
+		})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
+		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
+		coord := startCoordination(ctx, logger, cfg, coordNS)
+		defer coord.Close()
+		return srv.Serve(ctx, ln)
 	}
-	srv, err := server.New(ctx, server.Options{
-		Store:        store,
-		CacheDir:     cfg.Cache(),
-		Logger:       logger,
-		MaxPushBytes: *maxPush,
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
-	logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
-	coord := startCoordination(ctx, logger, cfg, *coordNS)
-	defer coord.Close()
-	return srv.Serve(ctx, ln)
+	return cmd
 }

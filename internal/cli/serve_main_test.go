@@ -99,6 +99,14 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	if code := Main(context.Background(), []string{"serve", "extra"}, &out, &errb); code != 2 {
 		t.Fatalf("extra argument: exit %d", code)
 	}
+	if code := Main(context.Background(), []string{"serve", "--org"}, &out, &errb); code != 2 {
+		t.Fatalf("another command's flag: exit %d", code)
+	}
+	t.Setenv("GHOST_MAX_PUSH_BYTES", "lots")
+	errb.Reset()
+	if code := Main(context.Background(), []string{"serve"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "GHOST_MAX_PUSH_BYTES") {
+		t.Fatalf("bad GHOST_MAX_PUSH_BYTES: exit %d, %s", code, errb.String())
+	}
 }
 
 // TestServeRunsEmbeddedEtcd checks that serve starts etcd in-process under

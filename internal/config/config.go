@@ -1,17 +1,24 @@
-// Package config holds the settings every ghost command shares (where the
-// object store and the cache live) and binds them to flags and GHOST_*
-// environment variables, so "ghost serve" and the admin commands always
-// agree on where the data is.
+// Package config holds the settings ghost's commands share (where the
+// object store, the cache and etcd are) and binds every command-line flag
+// to its GHOST_* environment variable, so "ghost serve" and the admin
+// commands always agree on where the data is.
+//
+// A command registers only the groups it uses: RegisterStore for the
+// object store, RegisterCache for the node cache, RegisterDataDir and
+// RegisterEtcd for the coordination store. Its own flags go through
+// StringVar, BoolVar, IntVar, Int64Var, DurationVar or Var, which give
+// each flag its environment variable and name it in the help text.
 package config
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
@@ -43,22 +50,33 @@ type S3 struct {
 	PathStyle bool
 }
 
-// Register binds the shared settings to fs. Each flag's default comes from
-// its GHOST_* environment variable when set, so flags win over the
-// environment, which wins over built-in defaults.
-func (c *Config) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.DataDir, "data-dir", Env("GHOST_DATA_DIR", "ghost-data"), "data directory (env GHOST_DATA_DIR)")
-	fs.StringVar(&c.CacheDir, "cache-dir", Env("GHOST_CACHE_DIR", ""), "repository cache directory, default <data-dir>/cache (env GHOST_CACHE_DIR)")
-	fs.StringVar(&c.S3.Bucket, "s3-bucket", Env("GHOST_S3_BUCKET", ""), "S3 bucket; empty uses the filesystem store (env GHOST_S3_BUCKET)")
-	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", Env("GHOST_S3_ENDPOINT", ""), "S3 endpoint URL for S3-compatible servers (env GHOST_S3_ENDPOINT)")
-	fs.StringVar(&c.S3.Region, "s3-region", Env("GHOST_S3_REGION", "us-east-1"), "S3 region (env GHOST_S3_REGION)")
-	fs.StringVar(&c.S3.Prefix, "s3-prefix", Env("GHOST_S3_PREFIX", ""), "key prefix inside the bucket (env GHOST_S3_PREFIX)")
-	fs.BoolVar(&c.S3.PathStyle, "s3-path-style", Env("GHOST_S3_PATH_STYLE", "") == "true", "use path-style S3 addressing (env GHOST_S3_PATH_STYLE=true)")
-	fs.Func("etcd-endpoints", "comma-separated etcd endpoints; empty runs etcd embedded (env GHOST_ETCD_ENDPOINTS)", func(s string) error {
-		c.EtcdEndpoints = splitList(s)
-		return nil
-	})
-	c.EtcdEndpoints = splitList(os.Getenv("GHOST_ETCD_ENDPOINTS"))
+// RegisterDataDir binds --data-dir alone, for commands that need the data
+// directory but not the object store (the embedded etcd lives under it).
+func (c *Config) RegisterDataDir(fs *pflag.FlagSet) {
+	StringVar(fs, &c.DataDir, "data-dir", "GHOST_DATA_DIR", "ghost-data", "data directory")
+}
+
+// RegisterStore binds the object store's settings: --data-dir and the
+// --s3-* flags. Every command that opens the store registers it.
+func (c *Config) RegisterStore(fs *pflag.FlagSet) {
+	c.RegisterDataDir(fs)
+	StringVar(fs, &c.S3.Bucket, "s3-bucket", "GHOST_S3_BUCKET", "", "S3 bucket; empty uses the filesystem store under --data-dir")
+	StringVar(fs, &c.S3.Endpoint, "s3-endpoint", "GHOST_S3_ENDPOINT", "", "S3 endpoint URL for S3-compatible servers")
+	StringVar(fs, &c.S3.Region, "s3-region", "GHOST_S3_REGION", "us-east-1", "S3 region")
+	StringVar(fs, &c.S3.Prefix, "s3-prefix", "GHOST_S3_PREFIX", "", "key prefix inside the bucket")
+	BoolVar(fs, &c.S3.PathStyle, "s3-path-style", "GHOST_S3_PATH_STYLE", false, "use path-style S3 addressing")
+}
+
+// RegisterCache binds --cache-dir, the node cache of "ghost serve".
+func (c *Config) RegisterCache(fs *pflag.FlagSet) {
+	StringVar(fs, &c.CacheDir, "cache-dir", "GHOST_CACHE_DIR", "", "repository cache directory, default <data-dir>/cache")
+}
+
+// RegisterEtcd binds --etcd-endpoints. With none, commands run etcd
+// embedded under the data directory, so they register that too (through
+// RegisterDataDir or RegisterStore).
+func (c *Config) RegisterEtcd(fs *pflag.FlagSet) {
+	Var(fs, (*listValue)(&c.EtcdEndpoints), "etcd-endpoints", "GHOST_ETCD_ENDPOINTS", "comma-separated etcd endpoints; empty runs etcd embedded under --data-dir")
 }
 
 // Env returns the variable's value, or def when it is unset or empty (an
@@ -71,22 +89,32 @@ func Env(name, def string) string {
 	return def
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // Cache returns the cache directory.
 func (c *Config) Cache() string {
 	if c.CacheDir != "" {
 		return c.CacheDir
 	}
 	return filepath.Join(c.DataDir, "cache")
+}
+
+// Location names the object store the settings select, for messages that
+// tell an operator which data a command acted on: s3://bucket/prefix (and
+// the endpoint, when set), or the absolute path of the data directory.
+func (c *Config) Location() string {
+	if c.S3.Bucket != "" {
+		s := "s3://" + c.S3.Bucket
+		if p := strings.Trim(c.S3.Prefix, "/"); p != "" {
+			s += "/" + p
+		}
+		if c.S3.Endpoint != "" {
+			s += " at " + c.S3.Endpoint
+		}
+		return s
+	}
+	if abs, err := filepath.Abs(c.DataDir); err == nil {
+		return abs
+	}
+	return c.DataDir
 }
 
 // OpenStore opens the configured object store.

@@ -2,32 +2,124 @@ package config
 
 import (
 	"context"
-	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
 )
+
+// flags returns a flag set with every shared setting registered on c.
+func flags(c *Config) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	c.RegisterStore(fs)
+	c.RegisterCache(fs)
+	c.RegisterEtcd(fs)
+	return fs
+}
 
 func TestFlagsOverrideEnvOverrideDefaults(t *testing.T) {
 	t.Setenv("GHOST_DATA_DIR", "/from/env")
 	t.Setenv("GHOST_ETCD_ENDPOINTS", "http://127.0.0.1:1, http://127.0.0.1:2")
+	t.Setenv("GHOST_S3_PATH_STYLE", "true")
 	var c Config
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	c.Register(fs)
-	if err := fs.Parse(nil); err != nil {
+	if err := flags(&c).Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if c.DataDir != "/from/env" || len(c.EtcdEndpoints) != 2 || c.Cache() != "/from/env/cache" {
+	if c.DataDir != "/from/env" || len(c.EtcdEndpoints) != 2 || c.Cache() != "/from/env/cache" || !c.S3.PathStyle {
 		t.Fatalf("env defaults not applied: %+v", c)
 	}
 	var c2 Config
-	fs2 := flag.NewFlagSet("x", flag.ContinueOnError)
-	c2.Register(fs2)
-	if err := fs2.Parse([]string{"--data-dir", "/flag", "--cache-dir", "/c", "--etcd-endpoints", ""}); err != nil {
+	if err := flags(&c2).Parse([]string{"--data-dir", "/flag", "--cache-dir", "/c", "--etcd-endpoints", "", "--s3-path-style=false"}); err != nil {
 		t.Fatal(err)
 	}
-	if c2.DataDir != "/flag" || c2.Cache() != "/c" || len(c2.EtcdEndpoints) != 0 {
+	if c2.DataDir != "/flag" || c2.Cache() != "/c" || len(c2.EtcdEndpoints) != 0 || c2.S3.PathStyle {
 		t.Fatalf("flags did not win: %+v", c2)
+	}
+}
+
+func TestEmptyEnvMeansDefault(t *testing.T) {
+	t.Setenv("GHOST_DATA_DIR", "")
+	var c Config
+	if err := flags(&c).Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "ghost-data" {
+		t.Fatalf("DataDir = %q, want the default", c.DataDir)
+	}
+}
+
+// TestRegisterGroups checks each group registers only its own flags, so a
+// command lists only the flags it uses.
+func TestRegisterGroups(t *testing.T) {
+	for _, tc := range []struct {
+		register func(*Config, *pflag.FlagSet)
+		want     string
+	}{
+		{(*Config).RegisterDataDir, "data-dir"},
+		{(*Config).RegisterStore, "data-dir s3-bucket s3-endpoint s3-path-style s3-prefix s3-region"},
+		{(*Config).RegisterCache, "cache-dir"},
+		{(*Config).RegisterEtcd, "etcd-endpoints"},
+	} {
+		var c Config
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		tc.register(&c, fs)
+		var names []string
+		fs.VisitAll(func(f *pflag.Flag) {
+			names = append(names, f.Name)
+			if env := EnvOf(f); !strings.HasPrefix(env, "GHOST_") || !strings.Contains(f.Usage, "(env "+env+")") {
+				t.Errorf("--%s: env %q, usage %q", f.Name, env, f.Usage)
+			}
+		})
+		if got := strings.Join(names, " "); got != tc.want {
+			t.Errorf("registered %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestEnvBinding(t *testing.T) {
+	t.Setenv("GHOST_TEST_DURATION", "90s")
+	t.Setenv("GHOST_TEST_INT", "many")
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	var d time.Duration
+	var n int64
+	DurationVar(fs, &d, "d", "GHOST_TEST_DURATION", time.Hour, "a duration")
+	Int64Var(fs, &n, "n", "GHOST_TEST_INT", 7, "a number")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if d != 90*time.Second {
+		t.Errorf("d = %v, want the environment's 90s", d)
+	}
+	if !strings.Contains(fs.FlagUsages(), `(default 1m30s)`) {
+		t.Errorf("help does not show the environment's default:\n%s", fs.FlagUsages())
+	}
+	err := CheckEnv(fs)
+	if err == nil || !strings.Contains(err.Error(), `GHOST_TEST_INT="many"`) {
+		t.Fatalf("CheckEnv = %v, want an error naming GHOST_TEST_INT", err)
+	}
+	// A flag on the command line makes the bad variable irrelevant.
+	if err := fs.Parse([]string{"--n", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckEnv(fs); err != nil || n != 3 {
+		t.Fatalf("after --n 3: n = %d, CheckEnv = %v", n, err)
+	}
+}
+
+func TestLocation(t *testing.T) {
+	dir := t.TempDir()
+	if got := (&Config{DataDir: dir}).Location(); got != dir {
+		t.Errorf("filesystem location %q, want %q", got, dir)
+	}
+	rel := Config{DataDir: "ghost-data"}
+	if got := rel.Location(); !filepath.IsAbs(got) || filepath.Base(got) != "ghost-data" {
+		t.Errorf("relative data dir: location %q, want an absolute path", got)
+	}
+	s3 := Config{S3: S3{Bucket: "b", Prefix: "p/", Endpoint: "http://minio:9000"}}
+	if got := s3.Location(); got != "s3://b/p at http://minio:9000" {
+		t.Errorf("S3 location %q", got)
 	}
 }
 
@@ -47,18 +139,5 @@ func TestOpenStore(t *testing.T) {
 	bad := Config{DataDir: filepath.Join(t.TempDir(), "x"), S3: S3{Bucket: "b", Prefix: "/abs"}}
 	if _, err := bad.OpenStore(ctx); err == nil {
 		t.Fatal("invalid S3 prefix accepted")
-	}
-}
-
-func TestEmptyEnvMeansDefault(t *testing.T) {
-	t.Setenv("GHOST_DATA_DIR", "")
-	var c Config
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	c.Register(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if c.DataDir != "ghost-data" {
-		t.Fatalf("DataDir = %q, want the default", c.DataDir)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -51,6 +52,39 @@ var ErrOutcomeUnknown = errors.New("write outcome unknown: it may have applied")
 // ErrInvalidKey reports a key that no backend may store: empty, absolute,
 // containing "." or ".." segments, empty segments, or control bytes.
 var ErrInvalidKey = errors.New("invalid object key")
+
+// Error records a failed Store operation and the key it was about, as
+// fs.PathError does for a file and url.Error for a request. Every backend
+// returns the errors of its Store methods as an *Error, so that the
+// backends, whose causes differ (a syscall, an S3 answer, a map lookup),
+// still report failures one way:
+//
+//   - callers branch on what happened with errors.Is and the sentinels
+//     (ErrNotFound, ErrPreconditionFailed, ErrOutcomeUnknown,
+//     ErrInvalidKey), which Err wraps when they apply; their meaning is
+//     the contract of docs/adr/0006-write-outcomes.md, whatever the
+//     backend;
+//   - logs get the operation and the key from errors.As, in the same
+//     shape for every backend, and the cause from Err.
+//
+// The conformance suite in storetest checks this for every backend.
+type Error struct {
+	// Op is the name of the Store method that failed, spelled as in the
+	// interface: "Get", "GetRange", "Put", "PutIfMatch", "PutIfAbsent",
+	// "Delete", "List" or "Copy".
+	Op string
+	// Key is the key the operation was about. For List it is the prefix;
+	// for Copy it is the source if the source is missing or invalid, and
+	// the destination otherwise.
+	Key string
+	// Err is the cause. It wraps a sentinel of this package when one
+	// applies.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Op + " " + strconv.Quote(e.Key) + ": " + e.Err.Error() }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 // Info describes a stored object.
 type Info struct {
@@ -102,18 +136,22 @@ type Store interface {
 // ValidateKey reports whether key is acceptable to every backend. Keys are
 // '/'-separated paths of non-empty segments without "." or "..", so that a
 // filesystem backend can map them to paths without escaping its root.
+//
+// The error wraps ErrInvalidKey and says what is wrong with the key, but
+// does not repeat it: a backend returns it inside an *Error, which names
+// the key.
 func ValidateKey(key string) error {
 	if key == "" || len(key) > 1024 {
-		return fmt.Errorf("%w: %q: length must be 1..1024", ErrInvalidKey, key)
+		return fmt.Errorf("%w: length must be 1..1024", ErrInvalidKey)
 	}
 	for _, seg := range strings.Split(key, "/") {
 		if seg == "" || seg == "." || seg == ".." {
-			return fmt.Errorf("%w: %q: empty, '.' or '..' segment", ErrInvalidKey, key)
+			return fmt.Errorf("%w: empty, '.' or '..' segment", ErrInvalidKey)
 		}
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c == 0x7f || c == '\\' {
-			return fmt.Errorf("%w: %q: control byte or backslash", ErrInvalidKey, key)
+			return fmt.Errorf("%w: control byte or backslash", ErrInvalidKey)
 		}
 	}
 	return nil

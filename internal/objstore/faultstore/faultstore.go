@@ -42,6 +42,10 @@ const (
 
 var opNames = [numOps]string{"get", "get-range", "put", "put-if-match", "put-if-absent", "delete", "list", "copy"}
 
+// methods are the Store methods the operations are, as objstore.Error.Op
+// spells them.
+var methods = [numOps]string{"Get", "GetRange", "Put", "PutIfMatch", "PutIfAbsent", "Delete", "List", "Copy"}
+
 func (o Op) String() string {
 	if o < 0 || o >= numOps {
 		return fmt.Sprintf("Op(%d)", int(o))
@@ -113,9 +117,10 @@ type Call struct {
 // Fault is a Plan's answer for one call.
 type Fault struct {
 	Outcome Outcome
-	// Err, if set, replaces the error the caller gets for a failing
-	// outcome. It lets a test model a backend that breaks the contract,
-	// such as one that lands a conditional put and then reports
+	// Err, if set, replaces the cause of the error the caller gets for a
+	// failing outcome (which, as from every backend, is an
+	// *objstore.Error). It lets a test model a backend that breaks the
+	// contract, such as one that lands a conditional put and then reports
 	// objstore.ErrPreconditionFailed (a retrying SDK).
 	Err error
 }
@@ -160,7 +165,8 @@ func (s *Store) CASCount() int {
 	return s.cas
 }
 
-// decide counts the call and asks the plan.
+// decide counts the call and asks the plan. The error is the one a failing
+// outcome reports: an *objstore.Error, as a backend's would be.
 func (s *Store) decide(op Op, key, etag string) (Fault, error) {
 	s.mu.Lock()
 	s.counts[op]++
@@ -178,14 +184,15 @@ func (s *Store) decide(op Op, key, etag string) (Fault, error) {
 	if f.Outcome == Pass {
 		return f, nil
 	}
-	if f.Err != nil {
-		return f, f.Err
+	err := f.Err
+	switch {
+	case err != nil:
+	case f.Outcome == Refused || op == OpGet || op == OpGetRange || op == OpList:
+		err = fmt.Errorf("%w: call %d: %s", ErrInjected, c.N, f.Outcome)
+	default:
+		err = fmt.Errorf("%w: call %d: %s: %w", ErrInjected, c.N, f.Outcome, objstore.ErrOutcomeUnknown)
 	}
-	what := fmt.Sprintf("%s %s (call %d): %s", op, key, c.N, f.Outcome)
-	if f.Outcome == Refused || op == OpGet || op == OpGetRange || op == OpList {
-		return f, fmt.Errorf("%w: %s", ErrInjected, what)
-	}
-	return f, fmt.Errorf("%w: %s: %w", ErrInjected, what, objstore.ErrOutcomeUnknown)
+	return f, &objstore.Error{Op: methods[op], Key: key, Err: err}
 }
 
 // Get implements objstore.Store.

@@ -81,7 +81,7 @@ func (s *Store) lock(key string) (func(), error) {
 	name := filepath.Join(s.root, "locks", fmt.Sprintf("%02x", h.Sum32()%stripes))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("fsstore: lock: %w", err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -91,12 +91,14 @@ func (s *Store) lock(key string) (func(), error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("fsstore: flock: %w", err)
+		return nil, fmt.Errorf("flock %s: %w", name, err)
 	}
 	return func() { f.Close() }, nil // closing the descriptor drops the lock
 }
 
-// open opens an object file and reads its header.
+// open opens an object file and reads its header. Its errors, like those of
+// the other helpers, are causes: the exported methods wrap them in an
+// *objstore.Error.
 func (s *Store) open(key string) (*os.File, objstore.Info, error) {
 	p, err := s.path(key)
 	if err != nil {
@@ -105,9 +107,9 @@ func (s *Store) open(key string) (*os.File, objstore.Info, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, objstore.Info{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
+			return nil, objstore.Info{}, objstore.ErrNotFound
 		}
-		return nil, objstore.Info{}, fmt.Errorf("fsstore: %w", err)
+		return nil, objstore.Info{}, err
 	}
 	info, err := readHeader(f, key)
 	if err != nil {
@@ -120,14 +122,14 @@ func (s *Store) open(key string) (*os.File, objstore.Info, error) {
 func readHeader(f *os.File, key string) (objstore.Info, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return objstore.Info{}, fmt.Errorf("fsstore: %w", err)
+		return objstore.Info{}, err
 	}
 	if st.IsDir() {
-		return objstore.Info{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
+		return objstore.Info{}, objstore.ErrNotFound
 	}
 	var h [headerSize]byte
 	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:len(magic)]) != magic {
-		return objstore.Info{}, fmt.Errorf("fsstore: %s: damaged object header", key)
+		return objstore.Info{}, errors.New("damaged object header")
 	}
 	return objstore.Info{
 		Key:  key,
@@ -139,11 +141,11 @@ func readHeader(f *os.File, key string) (objstore.Info, error) {
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, objstore.Info{}, err
+		return nil, objstore.Info{}, opError("Get", key, err)
 	}
 	f, info, err := s.open(key)
 	if err != nil {
-		return nil, objstore.Info{}, err
+		return nil, objstore.Info{}, opError("Get", key, err)
 	}
 	return f, info, nil
 }
@@ -156,14 +158,14 @@ type sectionCloser struct {
 // GetRange implements objstore.Store.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, opError("GetRange", key, err)
 	}
 	if offset < 0 || length < 0 {
-		return nil, fmt.Errorf("fsstore: range %d+%d of %s: negative", offset, length, key)
+		return nil, opError("GetRange", key, fmt.Errorf("negative range %d+%d", offset, length))
 	}
 	f, info, err := s.open(key)
 	if err != nil {
-		return nil, err
+		return nil, opError("GetRange", key, err)
 	}
 	start := min(offset, info.Size)
 	n := min(length, info.Size-start)
@@ -186,7 +188,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 		return objstore.Info{}, err
 	}
 	if size < 0 {
-		return objstore.Info{}, fmt.Errorf("fsstore: put %s: negative size %d", key, size)
+		return objstore.Info{}, fmt.Errorf("negative size %d", size)
 	}
 	tmp, tag, err := s.writeTemp(ctx, key, r, size)
 	if err != nil {
@@ -208,21 +210,21 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 		case err != nil && !errors.Is(err, objstore.ErrNotFound):
 			return objstore.Info{}, err
 		case c == ifMatch && (err != nil || cur != etag):
-			return objstore.Info{}, fmt.Errorf("put %s if-match %s: %w", key, etag, objstore.ErrPreconditionFailed)
+			return objstore.Info{}, objstore.ErrPreconditionFailed
 		case c == ifAbsent && err == nil:
-			return objstore.Info{}, fmt.Errorf("put %s if-none-match: %w", key, objstore.ErrPreconditionFailed)
+			return objstore.Info{}, objstore.ErrPreconditionFailed
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return objstore.Info{}, fmt.Errorf("fsstore: put %s: %w", key, err)
+		return objstore.Info{}, err
 	}
 	if err := os.Rename(tmp, p); err != nil {
-		return objstore.Info{}, fmt.Errorf("fsstore: put %s: %w", key, err)
+		return objstore.Info{}, err
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {
 		// The rename happened: readers see the new object, but a crash
 		// may still undo it (docs/adr/0006-write-outcomes.md).
-		return objstore.Info{}, fmt.Errorf("put %s: %w: %w", key, objstore.ErrOutcomeUnknown, err)
+		return objstore.Info{}, fmt.Errorf("%w: %w", objstore.ErrOutcomeUnknown, err)
 	}
 	return objstore.Info{Key: key, Size: size, ETag: tag}, nil
 }
@@ -241,11 +243,11 @@ func (s *Store) currentETag(key string) (string, error) {
 func (s *Store) writeTemp(ctx context.Context, key string, r io.Reader, size int64) (string, string, error) {
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
-		return "", "", fmt.Errorf("fsstore: %w", err)
+		return "", "", err
 	}
 	f, err := os.CreateTemp(filepath.Join(s.root, "tmp"), "put-*")
 	if err != nil {
-		return "", "", fmt.Errorf("fsstore: %w", err)
+		return "", "", err
 	}
 	name := f.Name()
 	fail := func(err error) (string, string, error) {
@@ -254,21 +256,21 @@ func (s *Store) writeTemp(ctx context.Context, key string, r io.Reader, size int
 		return "", "", err
 	}
 	if _, err := f.Write(append([]byte(magic), id[:]...)); err != nil {
-		return fail(fmt.Errorf("fsstore: put %s: %w", key, err))
+		return fail(err)
 	}
 	n, err := io.Copy(f, io.LimitReader(ctxReader{ctx, r}, size+1))
 	if err != nil {
-		return fail(fmt.Errorf("fsstore: put %s: %w", key, err))
+		return fail(err)
 	}
 	if n != size {
-		return fail(fmt.Errorf("fsstore: put %s: body is %d bytes, declared %d", key, n, size))
+		return fail(fmt.Errorf("body is %d bytes, declared %d", n, size))
 	}
 	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("fsstore: put %s: %w", key, err))
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(name)
-		return "", "", fmt.Errorf("fsstore: put %s: %w", key, err)
+		return "", "", err
 	}
 	return name, `"` + hex.EncodeToString(id[:]) + `"`, nil
 }
@@ -289,28 +291,28 @@ func (c ctxReader) Read(p []byte) (int, error) {
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("fsstore: %w", err)
+		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsstore: sync %s: %w", dir, err)
-	}
-	return nil
+	return d.Sync()
 }
 
 // Put implements objstore.Store.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
-	return s.put(ctx, key, r, size, none, "")
+	info, err := s.put(ctx, key, r, size, none, "")
+	return info, opError("Put", key, err)
 }
 
 // PutIfMatch implements objstore.Store.
 func (s *Store) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
-	return s.put(ctx, key, r, size, ifMatch, etag)
+	info, err := s.put(ctx, key, r, size, ifMatch, etag)
+	return info, opError("PutIfMatch", key, err)
 }
 
 // PutIfAbsent implements objstore.Store.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
-	return s.put(ctx, key, r, size, ifAbsent, "")
+	info, err := s.put(ctx, key, r, size, ifAbsent, "")
+	return info, opError("PutIfAbsent", key, err)
 }
 
 // Delete implements objstore.Store. Emptied parent directories are removed
@@ -318,18 +320,18 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size i
 func (s *Store) Delete(ctx context.Context, key string) error {
 	p, err := s.path(key)
 	if err != nil {
-		return err
+		return opError("Delete", key, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return opError("Delete", key, err)
 	}
 	unlock, err := s.lock(key)
 	if err != nil {
-		return err
+		return opError("Delete", key, err)
 	}
 	defer unlock()
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-		return fmt.Errorf("fsstore: delete %s: %w", key, err)
+		return opError("Delete", key, err)
 	}
 	objects := filepath.Join(s.root, "objects")
 	for d := filepath.Dir(p); d != objects && strings.HasPrefix(d, objects); d = filepath.Dir(d) {
@@ -345,13 +347,13 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // is not byte-wise key order.
 func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.Info, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("fsstore: list %q: limit %d must be positive", prefix, limit)
+		return nil, opError("List", prefix, fmt.Errorf("limit %d must be positive", limit))
 	}
 	objects := filepath.Join(s.root, "objects")
 	dir := objects
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		if err := objstore.ValidateKey(prefix[:i]); err != nil {
-			return nil, err
+			return nil, opError("List", prefix, err)
 		}
 		dir = filepath.Join(objects, filepath.FromSlash(prefix[:i]))
 	}
@@ -379,7 +381,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 		return nil
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("fsstore: list %q: %w", prefix, err)
+		return nil, opError("List", prefix, err)
 	}
 	sort.Strings(keys)
 	out := make([]objstore.Info, 0, min(len(keys), limit))
@@ -392,7 +394,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 			continue // deleted since the walk
 		}
 		if err != nil {
-			return nil, err
+			return nil, opError("List", prefix, fmt.Errorf("%s: %w", k, err))
 		}
 		f.Close()
 		out = append(out, info)
@@ -404,9 +406,18 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	f, info, err := s.open(src)
 	if err != nil {
-		return err
+		return opError("Copy", src, err)
 	}
 	defer f.Close()
 	_, err = s.put(ctx, dst, f, info.Size, none, "")
-	return err
+	return opError("Copy", dst, err)
+}
+
+// opError wraps err, if any, in the *objstore.Error that every backend
+// returns.
+func opError(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &objstore.Error{Op: op, Key: key, Err: err}
 }

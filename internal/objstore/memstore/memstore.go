@@ -43,7 +43,7 @@ func (s *Store) lookup(key string) (object, error) {
 	defer s.mu.Unlock()
 	o, ok := s.objects[key]
 	if !ok {
-		return object{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
+		return object{}, objstore.ErrNotFound
 	}
 	return o, nil
 }
@@ -51,11 +51,11 @@ func (s *Store) lookup(key string) (object, error) {
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, objstore.Info{}, err
+		return nil, objstore.Info{}, opError("Get", key, err)
 	}
 	o, err := s.lookup(key)
 	if err != nil {
-		return nil, objstore.Info{}, err
+		return nil, objstore.Info{}, opError("Get", key, err)
 	}
 	return io.NopCloser(bytes.NewReader(o.data)), objstore.Info{Key: key, Size: int64(len(o.data)), ETag: o.etag}, nil
 }
@@ -63,14 +63,14 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.In
 // GetRange implements objstore.Store.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, opError("GetRange", key, err)
 	}
 	if offset < 0 || length < 0 {
-		return nil, fmt.Errorf("range %d+%d of %s: negative", offset, length, key)
+		return nil, opError("GetRange", key, fmt.Errorf("negative range %d+%d", offset, length))
 	}
 	o, err := s.lookup(key)
 	if err != nil {
-		return nil, err
+		return nil, opError("GetRange", key, err)
 	}
 	n := int64(len(o.data))
 	start, end := min(offset, n), min(offset+length, n)
@@ -89,13 +89,15 @@ const (
 	ifAbsent
 )
 
+// put does the three puts; its errors are causes, which the exported
+// methods wrap in an *objstore.Error.
 func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c cond, etag string) (objstore.Info, error) {
 	if err := objstore.ValidateKey(key); err != nil {
 		return objstore.Info{}, err
 	}
 	data, err := readExactly(r, size)
 	if err != nil {
-		return objstore.Info{}, fmt.Errorf("put %s: %w", key, err)
+		return objstore.Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return objstore.Info{}, err
@@ -105,9 +107,9 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 	cur, exists := s.objects[key]
 	switch {
 	case c == ifMatch && (!exists || cur.etag != etag):
-		return objstore.Info{}, fmt.Errorf("put %s if-match %q: %w", key, etag, objstore.ErrPreconditionFailed)
+		return objstore.Info{}, objstore.ErrPreconditionFailed
 	case c == ifAbsent && exists:
-		return objstore.Info{}, fmt.Errorf("put %s if-none-match: %w", key, objstore.ErrPreconditionFailed)
+		return objstore.Info{}, objstore.ErrPreconditionFailed
 	}
 	s.gen++
 	o := object{data: data, etag: `"` + strconv.FormatUint(s.gen, 16) + `"`}
@@ -132,26 +134,29 @@ func readExactly(r io.Reader, size int64) ([]byte, error) {
 
 // Put implements objstore.Store.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
-	return s.put(ctx, key, r, size, none, "")
+	info, err := s.put(ctx, key, r, size, none, "")
+	return info, opError("Put", key, err)
 }
 
 // PutIfMatch implements objstore.Store.
 func (s *Store) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
-	return s.put(ctx, key, r, size, ifMatch, etag)
+	info, err := s.put(ctx, key, r, size, ifMatch, etag)
+	return info, opError("PutIfMatch", key, err)
 }
 
 // PutIfAbsent implements objstore.Store.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
-	return s.put(ctx, key, r, size, ifAbsent, "")
+	info, err := s.put(ctx, key, r, size, ifAbsent, "")
+	return info, opError("PutIfAbsent", key, err)
 }
 
 // Delete implements objstore.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := objstore.ValidateKey(key); err != nil {
-		return err
+		return opError("Delete", key, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return opError("Delete", key, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,10 +167,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // List implements objstore.Store.
 func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.Info, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, opError("List", prefix, err)
 	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("list %q: limit %d must be positive", prefix, limit)
+		return nil, opError("List", prefix, fmt.Errorf("limit %d must be positive", limit))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -186,8 +191,17 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	o, err := s.lookup(src)
 	if err != nil {
-		return err
+		return opError("Copy", src, err)
 	}
 	_, err = s.put(ctx, dst, bytes.NewReader(o.data), int64(len(o.data)), none, "")
-	return err
+	return opError("Copy", dst, err)
+}
+
+// opError wraps err, if any, in the *objstore.Error that every backend
+// returns.
+func opError(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &objstore.Error{Op: op, Key: key, Err: err}
 }

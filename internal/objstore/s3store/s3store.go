@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	prefix := cfg.Prefix
 	if prefix != "" {
 		if err := objstore.ValidateKey(strings.TrimSuffix(prefix, "/")); err != nil {
-			return nil, fmt.Errorf("s3store: Config.Prefix: %w", err)
+			return nil, fmt.Errorf("s3store: Config.Prefix %q: %w", cfg.Prefix, err)
 		}
 		if !strings.HasSuffix(prefix, "/") {
 			prefix += "/"
@@ -180,7 +180,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	return &Store{client: client, bucket: cfg.Bucket, prefix: prefix, threshold: threshold, partSize: partSize}, nil
 }
 
-// fullKey validates key and returns the bucket key it maps to.
+// fullKey validates key and returns the bucket key it maps to. Its errors,
+// like those of the other helpers, are causes: the exported methods wrap
+// them in an *objstore.Error.
 func (s *Store) fullKey(key string) (string, error) {
 	if err := objstore.ValidateKey(key); err != nil {
 		return "", err
@@ -208,29 +210,35 @@ func unsignedPayload(o *s3.Options) {
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
-		return nil, objstore.Info{}, err
+		return nil, objstore.Info{}, opError("Get", key, err)
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &full})
 	if err != nil {
-		return nil, objstore.Info{}, mapError(err, "get", key, opRead)
+		return nil, objstore.Info{}, opError("Get", key, mapError(err, opRead))
 	}
 	return out.Body, objstore.Info{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}, nil
 }
 
 // GetRange implements objstore.Store.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	rc, err := s.getRange(ctx, key, offset, length)
+	return rc, opError("GetRange", key, err)
+}
+
+// getRange is GetRange without the *objstore.Error around its errors.
+func (s *Store) getRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
 		return nil, err
 	}
 	if offset < 0 || length < 0 {
-		return nil, fmt.Errorf("s3store: range %d+%d of %s: negative", offset, length, key)
+		return nil, fmt.Errorf("negative range %d+%d", offset, length)
 	}
 	if length == 0 {
 		// A Range header cannot express zero bytes; a HEAD still reports a
 		// missing key the way every other backend does.
 		if _, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &full}); err != nil {
-			return nil, mapError(err, "head", key, opRead)
+			return nil, mapError(err, opRead)
 		}
 		return http.NoBody, nil
 	}
@@ -246,13 +254,13 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 			// one is NoSuchKey first.
 			return http.NoBody, nil
 		}
-		return nil, mapError(err, "get range", key, opRead)
+		return nil, mapError(err, opRead)
 	}
 	if out.ContentRange == nil && offset > 0 && aws.ToInt64(out.ContentLength) > 0 {
 		// A 200 with the whole object: the server ignored Range. Returning
 		// it would hand the caller bytes from the wrong offset.
 		out.Body.Close()
-		return nil, fmt.Errorf("s3store: get range %s: server ignored Range %q", key, rng)
+		return nil, fmt.Errorf("server ignored Range %q", rng)
 	}
 	return readCloser{io.LimitReader(out.Body, length), out.Body}, nil
 }
@@ -267,44 +275,46 @@ type readCloser struct {
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
-		return objstore.Info{}, err
+		return objstore.Info{}, opError("Put", key, err)
 	}
-	if size < 0 {
-		return objstore.Info{}, fmt.Errorf("s3store: put %s: negative size %d", key, size)
-	}
+	var info objstore.Info
 	if size > s.threshold {
-		return s.putMultipart(ctx, key, full, r, size)
+		info, err = s.putMultipart(ctx, key, full, r, size)
+	} else {
+		info, err = s.putObject(ctx, key, full, r, size, opPut, nil, nil)
 	}
-	return s.putObject(ctx, key, full, r, size, opPut, nil, nil)
+	return info, opError("Put", key, err)
 }
 
 // PutIfMatch implements objstore.Store.
 func (s *Store) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
-		return objstore.Info{}, err
+		return objstore.Info{}, opError("PutIfMatch", key, err)
 	}
 	if etag == "" {
 		// An empty If-Match header is dropped by the SDK, which would turn
 		// a compare-and-swap into an unconditional overwrite.
-		return objstore.Info{}, fmt.Errorf("s3store: put %s if-match: empty ETag", key)
+		return objstore.Info{}, opError("PutIfMatch", key, errors.New("empty ETag"))
 	}
-	return s.putObject(ctx, key, full, r, size, opPutIfMatch, &etag, nil)
+	info, err := s.putObject(ctx, key, full, r, size, opPutIfMatch, &etag, nil)
+	return info, opError("PutIfMatch", key, err)
 }
 
 // PutIfAbsent implements objstore.Store.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
-		return objstore.Info{}, err
+		return objstore.Info{}, opError("PutIfAbsent", key, err)
 	}
-	return s.putObject(ctx, key, full, r, size, opPutIfAbsent, nil, aws.String("*"))
+	info, err := s.putObject(ctx, key, full, r, size, opPutIfAbsent, nil, aws.String("*"))
+	return info, opError("PutIfAbsent", key, err)
 }
 
 // putObject is one (possibly conditional) PutObject streaming r.
 func (s *Store) putObject(ctx context.Context, key, full string, r io.Reader, size int64, kind opKind, ifMatch, ifNoneMatch *string) (objstore.Info, error) {
 	if size < 0 {
-		return objstore.Info{}, fmt.Errorf("s3store: %s %s: negative size %d", kind, key, size)
+		return objstore.Info{}, fmt.Errorf("negative size %d", size)
 	}
 	body := newSizedBody(r, size)
 	optFns := []func(*s3.Options){unsignedPayload}
@@ -322,10 +332,10 @@ func (s *Store) putObject(ctx context.Context, key, full string, r io.Reader, si
 	if berr := body.failure(); berr != nil {
 		// The body was short or long: the request was cut off before the
 		// declared length went out, so nothing was stored.
-		return objstore.Info{}, fmt.Errorf("s3store: %s %s: %w", kind, key, berr)
+		return objstore.Info{}, berr
 	}
 	if err != nil {
-		return objstore.Info{}, mapError(err, kind.String(), key, kind)
+		return objstore.Info{}, mapError(err, kind)
 	}
 	return objstore.Info{Key: key, Size: size, ETag: aws.ToString(out.ETag)}, nil
 }
@@ -337,7 +347,7 @@ func (s *Store) putMultipart(ctx context.Context, key, full string, r io.Reader,
 	partSize := max(s.partSize, (size+maxParts-1)/maxParts)
 	created, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &full})
 	if err != nil {
-		return objstore.Info{}, mapError(err, "create multipart upload", key, opPut)
+		return objstore.Info{}, mapError(err, opPut)
 	}
 	uploadID := created.UploadId
 	abort := func(cause error) (objstore.Info, error) {
@@ -359,7 +369,7 @@ func (s *Store) putMultipart(ctx context.Context, key, full string, r io.Reader,
 			if berr := body.failure(); berr != nil {
 				err = berr
 			}
-			return abort(fmt.Errorf("s3store: put %s: read part %d: %w", key, n, err))
+			return abort(fmt.Errorf("read part %d: %w", n, err))
 		}
 		remaining -= int64(len(chunk))
 		out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
@@ -371,7 +381,7 @@ func (s *Store) putMultipart(ctx context.Context, key, full string, r io.Reader,
 			ContentLength: aws.Int64(int64(len(chunk))),
 		}, unsignedPayload)
 		if err != nil {
-			return abort(mapError(err, fmt.Sprintf("upload part %d", n), key, opPut))
+			return abort(fmt.Errorf("part %d: %w", n, mapError(err, opPut)))
 		}
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
 	}
@@ -381,7 +391,7 @@ func (s *Store) putMultipart(ctx context.Context, key, full string, r io.Reader,
 		if berr := body.failure(); berr != nil {
 			err = berr
 		}
-		return abort(fmt.Errorf("s3store: put %s: %w", key, err))
+		return abort(err)
 	}
 	done, err := s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket:          &s.bucket,
@@ -390,7 +400,7 @@ func (s *Store) putMultipart(ctx context.Context, key, full string, r io.Reader,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 	})
 	if err != nil {
-		return abort(mapError(err, "complete multipart upload", key, opPut))
+		return abort(mapError(err, opPut))
 	}
 	return objstore.Info{Key: key, Size: size, ETag: aws.ToString(done.ETag)}, nil
 }
@@ -399,11 +409,11 @@ func (s *Store) putMultipart(ctx context.Context, key, full string, r io.Reader,
 func (s *Store) Delete(ctx context.Context, key string) error {
 	full, err := s.fullKey(key)
 	if err != nil {
-		return err
+		return opError("Delete", key, err)
 	}
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &full}); err != nil {
-		if err := mapError(err, "delete", key, opRead); !errors.Is(err, objstore.ErrNotFound) {
-			return err
+		if err := mapError(err, opRead); !errors.Is(err, objstore.ErrNotFound) {
+			return opError("Delete", key, err)
 		}
 	}
 	return nil
@@ -414,7 +424,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // contract reads a short page as the end of the listing.
 func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.Info, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("s3store: list %q: limit %d must be positive", prefix, limit)
+		return nil, opError("List", prefix, fmt.Errorf("limit %d must be positive", limit))
 	}
 	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix + prefix)}
 	if startAfter != "" {
@@ -425,7 +435,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 		in.MaxKeys = aws.Int32(int32(min(limit-len(out), 1000)))
 		page, err := s.client.ListObjectsV2(ctx, in)
 		if err != nil {
-			return nil, mapError(err, "list", s.prefix+prefix, opList)
+			return nil, opError("List", prefix, mapError(err, opList))
 		}
 		for _, o := range page.Contents {
 			k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)
@@ -460,11 +470,11 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	fullSrc, err := s.fullKey(src)
 	if err != nil {
-		return err
+		return opError("Copy", src, err)
 	}
 	fullDst, err := s.fullKey(dst)
 	if err != nil {
-		return err
+		return opError("Copy", dst, err)
 	}
 	_, err = s.client.CopyObject(ctx, &s3.CopyObjectInput{
 		Bucket:     &s.bucket,
@@ -472,9 +482,22 @@ func (s *Store) Copy(ctx context.Context, src, dst string) error {
 		CopySource: aws.String(copySource(s.bucket, fullSrc)),
 	})
 	if err != nil {
-		return mapError(err, "copy "+src+" to", dst, opCopy)
+		err = mapError(err, opCopy)
+		if errors.Is(err, objstore.ErrNotFound) {
+			return opError("Copy", src, err) // only the source can be missing
+		}
+		return opError("Copy", dst, err)
 	}
 	return nil
+}
+
+// opError wraps err, if any, in the *objstore.Error that every backend
+// returns.
+func opError(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &objstore.Error{Op: op, Key: key, Err: err}
 }
 
 // copySource URL-escapes bucket/key for x-amz-copy-source. Segments are
@@ -505,26 +528,11 @@ const (
 	opCopy
 )
 
-func (k opKind) String() string {
-	switch k {
-	case opPut:
-		return "put"
-	case opPutIfMatch:
-		return "put if-match"
-	case opPutIfAbsent:
-		return "put if-none-match"
-	case opList:
-		return "list"
-	case opCopy:
-		return "copy"
-	default:
-		return "read"
-	}
-}
-
 // mapError translates an SDK error into the objstore contract, keeping the
-// SDK error in the chain for diagnosis.
-func mapError(err error, what, key string, kind opKind) error {
+// SDK error (which names the S3 operation and the answer) in the chain for
+// diagnosis. The result is a cause, for the caller to wrap in an
+// *objstore.Error.
+func mapError(err error, kind opKind) error {
 	status := 0
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
@@ -565,9 +573,9 @@ func mapError(err error, what, key string, kind opKind) error {
 		sentinel = objstore.ErrOutcomeUnknown
 	}
 	if sentinel != nil {
-		return fmt.Errorf("s3store: %s %s: %w: %w", what, key, sentinel, err)
+		return fmt.Errorf("%w: %w", sentinel, err)
 	}
-	return fmt.Errorf("s3store: %s %s: %w", what, key, err)
+	return err
 }
 
 // isInvalidRange reports S3's 416 answer to a range starting at or past the

@@ -468,8 +468,9 @@ func TestErrorMapping(t *testing.T) {
 			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutcomeUnknown)) {
 				t.Fatalf("err = %v, want none of ErrPreconditionFailed, ErrNotFound, ErrOutcomeUnknown", err)
 			}
-			if !strings.Contains(err.Error(), key) {
-				t.Errorf("err %q does not name the key", err)
+			var oe *objstore.Error
+			if !errors.As(err, &oe) || oe.Key != key {
+				t.Errorf("err %q is not an *objstore.Error naming the key", err)
 			}
 		})
 	}

@@ -5,7 +5,8 @@
 //
 // The suite is the contract the write-ahead log relies on: linearizable
 // conditional puts with one precondition error, ranged reads, streamed
-// puts with flat memory, and listing in key order across pages.
+// puts with flat memory, listing in key order across pages, and errors
+// reported as an *objstore.Error naming the operation and the key.
 package storetest
 
 import (
@@ -58,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store, opts ...Optio
 	}
 	t.Run("GetPutDelete", func(t *testing.T) { testGetPutDelete(t, newStore(t)) })
 	t.Run("InvalidKeys", func(t *testing.T) { testInvalidKeys(t, newStore(t)) })
+	t.Run("Errors", func(t *testing.T) { testErrors(t, newStore(t)) })
 	t.Run("SizeMismatch", func(t *testing.T) { testSizeMismatch(t, newStore(t)) })
 	t.Run("Conditional", func(t *testing.T) { testConditional(t, newStore(t)) })
 	t.Run("Range", func(t *testing.T) { testRange(t, newStore(t)) })
@@ -146,6 +148,62 @@ func testInvalidKeys(t *testing.T, s objstore.Store) {
 	}
 	if page, err := s.List(ctx, "", "", 10); err != nil || len(page) != 0 {
 		t.Fatalf("after invalid puts List = %v, %v; want empty", page, err)
+	}
+}
+
+// checkError reports whether err matches sentinel and is an
+// *objstore.Error for op on key, and fails t if not.
+func checkError(t *testing.T, err error, op, key string, sentinel error) {
+	t.Helper()
+	var e *objstore.Error
+	switch {
+	case !errors.Is(err, sentinel):
+		t.Errorf("%s %q: err = %v, want %v", op, key, err, sentinel)
+	case !errors.As(err, &e):
+		t.Errorf("%s %q: err = %v (%T), want an *objstore.Error", op, key, err, err)
+	case e.Op != op || e.Key != key:
+		t.Errorf("%s %q: err = %v: *objstore.Error has Op %q and Key %q", op, key, err, e.Op, e.Key)
+	}
+}
+
+// testErrors checks that a missing key, a lost compare-and-swap and an
+// invalid key come back as an *objstore.Error that names the Store method
+// and the key, so that callers can log every backend's failures the same
+// way, and still match the sentinels.
+func testErrors(t *testing.T, s objstore.Store) {
+	ctx := context.Background()
+	const missing, present = "repos/r/missing", "repos/r/index"
+	put(t, s, present, "v")
+
+	_, _, err := s.Get(ctx, missing)
+	checkError(t, err, "Get", missing, objstore.ErrNotFound)
+	_, err = s.GetRange(ctx, missing, 0, 1)
+	checkError(t, err, "GetRange", missing, objstore.ErrNotFound)
+	err = s.Copy(ctx, missing, "repos/r/copy")
+	checkError(t, err, "Copy", missing, objstore.ErrNotFound)
+
+	_, err = s.PutIfMatch(ctx, missing, strings.NewReader("x"), 1, `"nope"`)
+	checkError(t, err, "PutIfMatch", missing, objstore.ErrPreconditionFailed)
+	_, err = s.PutIfAbsent(ctx, present, strings.NewReader("x"), 1)
+	checkError(t, err, "PutIfAbsent", present, objstore.ErrPreconditionFailed)
+
+	for _, k := range []string{"", "a//b", "../x", "nul\x00byte"} {
+		_, _, err := s.Get(ctx, k)
+		checkError(t, err, "Get", k, objstore.ErrInvalidKey)
+		_, err = s.GetRange(ctx, k, 0, 1)
+		checkError(t, err, "GetRange", k, objstore.ErrInvalidKey)
+		_, err = s.Put(ctx, k, strings.NewReader("x"), 1)
+		checkError(t, err, "Put", k, objstore.ErrInvalidKey)
+		_, err = s.PutIfMatch(ctx, k, strings.NewReader("x"), 1, `"nope"`)
+		checkError(t, err, "PutIfMatch", k, objstore.ErrInvalidKey)
+		_, err = s.PutIfAbsent(ctx, k, strings.NewReader("x"), 1)
+		checkError(t, err, "PutIfAbsent", k, objstore.ErrInvalidKey)
+		err = s.Delete(ctx, k)
+		checkError(t, err, "Delete", k, objstore.ErrInvalidKey)
+		err = s.Copy(ctx, k, "repos/r/copy")
+		checkError(t, err, "Copy", k, objstore.ErrInvalidKey)
+		err = s.Copy(ctx, present, k)
+		checkError(t, err, "Copy", k, objstore.ErrInvalidKey)
 	}
 }
 

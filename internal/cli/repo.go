@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// newRepoCmd returns "ghost repo" and its subcommands.
+func newRepoCmd(env *Env) *cobra.Command {
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, compact",
+		newRepoCreateCmd(env),
+		newRepoListCmd(env),
+		newRepoDeleteCmd(env),
+		newRepoForkCmd(env),
+		newRepoVisibilityCmd(env),
+		newRepoCompactCmd(env),
+	)
+}
+
+func newRepoCreateCmd(env *Env) *cobra.Command {
+	var public bool
+	cmd := &cobra.Command{
+		Use:   "create <owner>/<name>",
+		Short: "create an empty repository",
+		Args:  exactArgs(1),
+	}
+	a := newAdmin(env, cmd)
+	cmd.Flags().BoolVar(&public, "public", false, "anyone may clone it")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		r, err := s.CreateRepo(cmd.Context(), owner, name, public)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "created %s %s (id %s)\n", visibility(r.Public), r.FullName(), r.ID)
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+func visibility(public bool) string {
+	if public {
+		return "public"
+	}
+	return "private"
+}
+
+func newRepoListCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list <owner>",
+		Short: "list an owner's repositories",
+		Args:  exactArgs(1),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		rs, err := s.ListRepos(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REPOSITORY\tVISIBILITY\tID\tCREATED\tFORKED FROM")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.FullName(), visibility(r.Public), r.ID, r.CreatedAt.Format(time.RFC3339), r.ForkedFrom)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		a.read()
+		return nil
+	}
+	return cmd
+}
+
+func newRepoDeleteCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "delete <owner>/<name>",
+		Short: "delete a repository (its log is tombstoned; the name becomes free)",
+		Args:  exactArgs(1),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if err := s.DeleteRepo(cmd.Context(), owner, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "deleted %s/%s\n", owner, name)
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+func newRepoForkCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fork <src-owner>/<name> <dst-owner>[/<name>]",
+		Short: "fork a repository",
+		Args:  exactArgs(2),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		srcOwner, srcName, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		dstOwner, dstName := args[1], ""
+		if strings.Contains(args[1], "/") {
+			if dstOwner, dstName, err = splitRepo(args[1]); err != nil {
+				return err
+			}
+		}
+		s, err := a.open(ctx)
+		if err != nil {
+			return err
+		}
+		if dstName == "" {
+			src, err := s.Repo(ctx, srcOwner, srcName)
+			if err != nil {
+				return err
+			}
+			dstName = src.Name
+		}
+		r, err := s.ForkRepo(ctx, srcOwner, srcName, dstOwner, dstName)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "forked %s to %s (id %s)\n", r.ForkedFrom, r.FullName(), r.ID)
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+func newRepoVisibilityCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "visibility <owner>/<name> public|private",
+		Short: "make a repository public or private",
+		Args:  exactArgs(2),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		var public bool
+		switch args[1] {
+		case "public":
+			public = true
+		case "private":
+		default:
+			return usageErrorf("%q: want public or private", args[1])
+		}
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if err := s.SetVisibility(cmd.Context(), owner, name, public); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "%s/%s is %s\n", owner, name, args[1])
+		a.wrote()
+		return nil
+	}
+	return cmd
+}

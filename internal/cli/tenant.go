@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ghost-scm/ghost/internal/meta"
+)
+
+// newTenantCmd returns "ghost tenant" and its subcommands.
+func newTenantCmd(env *Env) *cobra.Command {
+	return newGroupCmd("tenant", "manage tenants: create, list, add-member, remove-member, delete",
+		newTenantCreateCmd(env),
+		newTenantListCmd(env),
+		newTenantAddMemberCmd(env),
+		newTenantRemoveMemberCmd(env),
+		newTenantDeleteCmd(env),
+	)
+}
+
+func newTenantCreateCmd(env *Env) *cobra.Command {
+	var org bool
+	cmd := &cobra.Command{
+		Use:   "create <name>",
+		Short: "create a user (or, with --org, an organization)",
+		Args:  exactArgs(1),
+	}
+	a := newAdmin(env, cmd)
+	cmd.Flags().BoolVar(&org, "org", false, "create an organization instead of a user")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		kind := meta.KindUser
+		if org {
+			kind = meta.KindOrg
+		}
+		t, err := s.CreateTenant(cmd.Context(), args[0], kind)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "created %s %s\n", t.Kind, t.Name)
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+func newTenantListCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "list tenants",
+		Args:  exactArgs(0),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		ts, err := s.ListTenants(cmd.Context())
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tKIND\tCREATED")
+		for _, t := range ts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Kind, t.CreatedAt.Format(time.RFC3339))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		a.read()
+		return nil
+	}
+	return cmd
+}
+
+func newTenantAddMemberCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "add-member <org> <user>",
+		Short: "let a user act on an org's repositories",
+		Args:  exactArgs(2),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if err := s.AddMember(cmd.Context(), args[0], args[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "%s is a member of %s\n", args[1], args[0])
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+func newTenantRemoveMemberCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "remove-member <org> <user>",
+		Short: "take a user's access to an org's repositories away",
+		Args:  exactArgs(2),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if err := s.RemoveMember(cmd.Context(), args[0], args[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "%s is no longer a member of %s\n", args[1], args[0])
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+func newTenantDeleteCmd(env *Env) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete <name>",
+		Short: "delete a tenant and its tokens; --force also deletes its repositories",
+		Args:  exactArgs(1),
+	}
+	a := newAdmin(env, cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "also delete the tenant's repositories (otherwise a tenant that owns any is refused)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if err := s.DeleteTenant(cmd.Context(), args[0], force); err != nil {
+			if errors.Is(err, meta.ErrNotEmpty) {
+				return fmt.Errorf("%w\nrerun with --force to delete its repositories too", err)
+			}
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "deleted tenant %s\n", args[0])
+		a.wrote()
+		return nil
+	}
+	return cmd
+}

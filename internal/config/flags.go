@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Flag annotations: the environment variable of a flag, and why that
+// variable's value was refused.
+const (
+	envAnnotation    = "ghost_env"
+	envErrAnnotation = "ghost_env_error"
+)
+
+// StringVar defines a string flag whose default is the environment
+// variable env when set (see Env), else def. Flags win over the
+// environment, which wins over built-in defaults.
+func StringVar(fs *pflag.FlagSet, p *string, name, env, def, usage string) {
+	fs.StringVar(p, name, def, usage)
+	bindEnv(fs, name, env)
+}
+
+// BoolVar is StringVar for a boolean flag; the variable takes the values
+// strconv.ParseBool accepts.
+func BoolVar(fs *pflag.FlagSet, p *bool, name, env string, def bool, usage string) {
+	fs.BoolVar(p, name, def, usage)
+	bindEnv(fs, name, env)
+}
+
+// IntVar is StringVar for an int flag.
+func IntVar(fs *pflag.FlagSet, p *int, name, env string, def int, usage string) {
+	fs.IntVar(p, name, def, usage)
+	bindEnv(fs, name, env)
+}
+
+// Int64Var is StringVar for an int64 flag.
+func Int64Var(fs *pflag.FlagSet, p *int64, name, env string, def int64, usage string) {
+	fs.Int64Var(p, name, def, usage)
+	bindEnv(fs, name, env)
+}
+
+// DurationVar is StringVar for a duration flag in time.ParseDuration
+// syntax (10m, 168h).
+func DurationVar(fs *pflag.FlagSet, p *time.Duration, name, env string, def time.Duration, usage string) {
+	fs.DurationVar(p, name, def, usage)
+	bindEnv(fs, name, env)
+}
+
+// Var is StringVar for a flag of any type; value holds the built-in
+// default.
+func Var(fs *pflag.FlagSet, value pflag.Value, name, env, usage string) {
+	fs.Var(value, name, usage)
+	bindEnv(fs, name, env)
+}
+
+// bindEnv names env in the flag's help, records it, and makes its value
+// the flag's default. A value the flag refuses is kept for CheckEnv to
+// report, since only a flag given on the command line makes it harmless.
+func bindEnv(fs *pflag.FlagSet, name, env string) {
+	f := fs.Lookup(name)
+	f.Usage += " (env " + env + ")"
+	fs.SetAnnotation(name, envAnnotation, []string{env})
+	v := Env(env, "")
+	if v == "" {
+		return
+	}
+	if err := f.Value.Set(v); err != nil {
+		fs.SetAnnotation(name, envErrAnnotation, []string{fmt.Sprintf("%s=%q: %v", env, v, err)})
+		return
+	}
+	f.DefValue = f.Value.String()
+}
+
+// EnvOf returns the environment variable bound to f, or "" if none is.
+func EnvOf(f *pflag.Flag) string {
+	if v := f.Annotations[envAnnotation]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// CheckEnv reports the first environment variable of fs whose value its
+// flag refused, unless the flag was set on the command line. Call it
+// after parsing.
+func CheckEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if msg := f.Annotations[envErrAnnotation]; err == nil && len(msg) > 0 && !f.Changed {
+			err = fmt.Errorf("invalid environment: %s", msg[0])
+		}
+	})
+	return err
+}
+
+// listValue is a comma-separated list flag. Unlike pflag's StringSlice it
+// trims spaces around items, drops empty ones, and each use replaces the
+// list, so --etcd-endpoints "" clears what the environment set.
+type listValue []string
+
+func (l *listValue) Set(s string) error {
+	*l = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+func (l *listValue) String() string { return strings.Join(*l, ",") }
+
+func (l *listValue) Type() string { return "strings" }
