@@ -54,6 +54,11 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 			if !has("data-dir") || !has("etcd-endpoints") || has("s3-bucket") || has("cache-dir") {
 				t.Errorf("%s: want --data-dir and --etcd-endpoints only of the shared flags", path)
 			}
+		case path == "ghost repo compact":
+			// It builds the checkpoint in the cache's scratch space.
+			if !has("data-dir") || !has("s3-bucket") || !has("cache-dir") || has("etcd-endpoints") {
+				t.Errorf("%s: want the store flags and --cache-dir", path)
+			}
 		case cmd.Runnable() && !cmd.HasSubCommands() && path != "ghost version":
 			// tenant, token and repo verbs: the object store only.
 			if !has("data-dir") || !has("s3-bucket") || has("cache-dir") || has("etcd-endpoints") {
