@@ -446,3 +446,30 @@ func TestTrigger(t *testing.T) {
 }
 
 var _ = objstore.ErrNotFound
+
+// TestCompactNoRefs: a log whose refs were all deleted compacts to an
+// empty checkpoint, which nodes install, and pushes go on from there.
+func TestCompactNoRefs(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	p := newPusher(t, log, "main")
+	if err := p.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Commit(ctx, repo, wal.Push{Transitions: []wal.Transition{{Ref: "refs/heads/main", Old: p.tip, New: wal.ZeroID}}, Pack: bytes.NewReader(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := compact.New(log, newCache(t, log, repocache.Options{}), compact.Options{KeepRecent: -1}).Compact(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Objects != 0 {
+		t.Fatalf("checkpoint of no refs holds %d objects", res.Objects)
+	}
+	checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
+	p.tip = ""
+	if err := p.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
+}

@@ -352,12 +352,14 @@ type loop struct {
 // index cannot tell whether our write landed: observe marks the loop
 // blind, and the caller ends with an unknown outcome rather than guess
 // (docs/adr/0050-compaction.md). A compaction writes the same seq it read,
-// so it never makes a pending write look dead by itself.
+// so it never makes a pending write look dead by itself. Only a layer can
+// be folded: a tombstone is never folded, and a compaction pending under
+// a later checkpoint can no longer land.
 func (st *loop) observe(cur *Index) bool {
 	if st.landed != nil && st.landed(cur) {
 		return true
 	}
-	if st.pending && cur.CompactedThroughSeq > st.pendingSeq && !cur.Deleted {
+	if st.pending && st.mine != (ulid.ULID{}) && cur.CompactedThroughSeq > st.pendingSeq && !cur.Deleted {
 		st.blind = true
 		return false
 	}
