@@ -473,3 +473,38 @@ func TestCompactNoRefs(t *testing.T) {
 	}
 	checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
 }
+
+// TestTriggerOneAtATime: while a compaction runs, a second one for the
+// same repository, or one beyond the concurrency, is not started.
+func TestTriggerOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	p := newPusher(t, log, "main")
+	if err := p.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	comp := compact.New(log, newCache(t, log, repocache.Options{}), compact.Options{Progress: func(msg string) {
+		if strings.HasPrefix(msg, "compacting") {
+			close(entered)
+			<-release
+		}
+	}})
+	ran := make(chan error, 1)
+	tr := compact.NewTrigger(comp, compact.TriggerOptions{Done: func(_ string, _ compact.Result, err error) { ran <- err }})
+	defer tr.Close()
+	if !tr.Start(repo) {
+		t.Fatal("first start refused")
+	}
+	<-entered
+	if tr.Start(repo) {
+		t.Fatal("a second compaction of the same repository started")
+	}
+	if tr.Start("other") {
+		t.Fatal("a compaction beyond the concurrency started")
+	}
+	close(release)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+}

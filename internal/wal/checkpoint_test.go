@@ -334,3 +334,25 @@ func TestForkAndDeleteCompacted(t *testing.T) {
 		t.Fatalf("%d objects left after delete", left)
 	}
 }
+
+// TestCompactRefusesAnotherLog: a checkpoint built from an index whose
+// layers are not the log's is refused as corrupt, and a snapshot with no
+// layer to fold is already compacted; the index is untouched either way.
+func TestCompactRefusesAnotherLog(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	l := newLog(s)
+	other := commitN(t, l, "other", 3)
+	commitN(t, l, "r", 3)
+	before := indexSize(t, s, "r")
+	if _, err := l.Compact(ctx, "r", ckPack(other, "ck")); !errors.Is(err, wal.ErrCorrupt) {
+		t.Fatalf("err = %v, want ErrCorrupt", err)
+	}
+	x, _ := l.Head(ctx, "r")
+	if x.CompactedThroughSeq != 0 || indexSize(t, s, "r") != before {
+		t.Fatalf("index changed: %+v", x)
+	}
+	if _, err := l.Compact(ctx, "r", ckPack(&wal.Index{}, "ck")); !errors.Is(err, wal.ErrAlreadyCompacted) {
+		t.Fatalf("empty snapshot: err = %v, want ErrAlreadyCompacted", err)
+	}
+}
