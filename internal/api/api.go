@@ -1,4 +1,4 @@
-// Package api is ghost's JSON REST API for tenants, tokens and
+// Package api is ghost's JSON REST API for tenants, tokens, SSH keys and
 // repositories, served under /api/ next to the git smart-HTTP endpoints.
 //
 // Authentication is the same as for git (docs/design.md §7.6): HTTP Basic with the
@@ -60,6 +60,9 @@ func NewHandler(s *meta.Store, logger *slog.Logger) http.Handler {
 	h.route("POST /api/tenants/{tenant}/tokens", h.createToken)
 	h.route("GET /api/tenants/{tenant}/tokens", h.listTokens)
 	h.route("DELETE /api/tenants/{tenant}/tokens/{id}", h.revokeToken)
+	h.route("POST /api/tenants/{tenant}/keys", h.addSSHKey)
+	h.route("GET /api/tenants/{tenant}/keys", h.listSSHKeys)
+	h.route("DELETE /api/tenants/{tenant}/keys/{fingerprint...}", h.removeSSHKey)
 	h.route("GET /api/repos/{owner}", h.listRepos)
 	h.route("POST /api/repos/{owner}", h.createRepo)
 	h.route("GET /api/repos/{owner}/{name}", h.getRepo)

@@ -44,6 +44,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newServeCmd(env),
 		newTenantCmd(env),
 		newTokenCmd(env),
+		newKeyCmd(env),
 		newRepoCmd(env),
 		newCoordCmd(env),
 		newGCCmd(env),

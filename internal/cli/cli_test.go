@@ -17,7 +17,7 @@ import (
 
 // options are the flags that are per-call arguments, not settings, and so
 // have no GHOST_* variable. Every other flag has one.
-var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run"}
+var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

@@ -64,6 +64,30 @@ func creations() []creation {
 			},
 		},
 		{
+			name: "ssh-key", prefix: sshKeysPrefix, op: faultstore.OpPutIfAbsent,
+			setup: func(t *testing.T, s *Store) { mustTenant(t, s, "kim", KindUser) },
+			create: func(s *Store) (func() error, error) {
+				pub, line := genSSHKey("")
+				_, err := s.AddSSHKey(ctx, "kim", "k", line)
+				return func() error { _, err := s.AuthenticateKey(ctx, pub); return err }, err
+			},
+		},
+		{
+			name: "ssh-key-listing", prefix: sshKeyIDsPrefix, op: faultstore.OpPutIfAbsent,
+			setup: func(t *testing.T, s *Store) { mustTenant(t, s, "lee", KindUser) },
+			create: func(s *Store) (func() error, error) {
+				pub, line := genSSHKey("")
+				_, err := s.AddSSHKey(ctx, "lee", "k", line)
+				return func() error {
+					if ks, err := s.ListSSHKeys(ctx, "lee"); err != nil || len(ks) != 1 {
+						return fmt.Errorf("listed %v, %v; want one key", ks, err)
+					}
+					_, err := s.AuthenticateKey(ctx, pub)
+					return err
+				}, err
+			},
+		},
+		{
 			name: "repo", prefix: reposPrefix, op: faultstore.OpPutIfAbsent,
 			setup: func(t *testing.T, s *Store) { mustTenant(t, s, "dave", KindUser) },
 			create: func(s *Store) (func() error, error) {

@@ -17,6 +17,8 @@
 //	meta/tokens/<sha256hex>         tokenRecord, looked up by Authenticate
 //	meta/tokenids/<tenant>/<id>     tokenIDRecord, finds the hash to revoke by id
 //	meta/repos/<owner>/<name>       repoRecord (a deleted name keeps a tombstone)
+//	meta/sshkeys/<sha256hex>        sshKeyRecord, looked up by AuthenticateKey
+//	meta/sshkeyids/<tenant>/<hex>   sshKeyRecord, the tenant's listing
 //
 // Names are case-insensitive: keys use the lowercase form, records keep the
 // name as first written for display. See docs/adr/0020-meta-namespace.md and

@@ -168,7 +168,8 @@ func (s *Store) RemoveMember(ctx context.Context, org, user string) error {
 //  3. the tenant record: from here on its tokens stop authenticating,
 //     because Authenticate checks that the token's tenant exists and is
 //     the incarnation the token was minted for;
-//  4. the tenant's tokens, which are then only garbage.
+//  4. the tenant's tokens and SSH keys, which are then only garbage (and
+//     would free the keys for another tenant).
 //
 // A crash before step 3 leaves the tenant in place and DeleteTenant can
 // simply run again; after it, the leftovers grant nothing. A repository
@@ -203,6 +204,9 @@ func (s *Store) DeleteTenant(ctx context.Context, name string, force bool) error
 	}
 	if err := s.deleteTokens(ctx, key); err != nil {
 		return fmt.Errorf("delete tenant %s: tenant deleted, but removing its tokens failed (they no longer authenticate): %w", t.Name, err)
+	}
+	if err := s.deleteSSHKeys(ctx, key); err != nil {
+		return fmt.Errorf("delete tenant %s: tenant deleted, but removing its ssh keys failed (they no longer authenticate): %w", t.Name, err)
 	}
 	return nil
 }

@@ -1,0 +1,375 @@
+// Package sshd serves git over SSH, the second transport next to smart
+// HTTP (docs/design.md §10.5, §7.7; issue 14).
+//
+// The server does three things and no more: it proves the client holds a
+// key and maps the key to a tenant (meta.Store.AuthenticateKey), it parses
+// the git command the client asks to run (ParseCommand), and it connects
+// the session's streams to a GitService. It makes no authorization
+// decision of its own: whether the principal may read or push the named
+// repository is decided inside the GitService by the same code that
+// decides it for HTTP, so the two transports cannot drift apart. It is
+// built directly on golang.org/x/crypto/ssh; docs/adr/0060-ssh-server.md
+// says why, and why anonymous access rides on keyboard-interactive
+// authentication rather than on unknown keys.
+//
+// The host key is shared by every node through the object store
+// (HostKey).
+package sshd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/ghost-scm/ghost/internal/meta"
+)
+
+// GitService runs git's server side of one command over any transport.
+// Implementations check authorization themselves (CanRead, CanWrite, as
+// HTTP does) and report refusals as errors wrapping meta's errors:
+// ErrNotFound for a repository the principal may not see or that does not
+// exist, ErrForbidden for one it may read but not write, ErrUnauthenticated
+// for an anonymous push, ErrUnavailable for a storage outage. A service
+// that does not run a command returns an error wrapping
+// errors.ErrUnsupported. Anything else is reported to the client as an
+// internal error and logged.
+type GitService interface {
+	UploadPack(ctx context.Context, req Request) error
+	ReceivePack(ctx context.Context, req Request) error
+	UploadArchive(ctx context.Context, req Request) error
+}
+
+// Request is one git command to run. Stdin is the client's stream and
+// ends when the client closes its side; Stdout carries git's protocol;
+// Stderr reaches the user's terminal (git prints it as "remote: ...").
+type Request struct {
+	Principal   *meta.Principal // nil: anonymous (Options.AnonymousRead)
+	Owner       string
+	Repo        string // without ".git"
+	Stdin       io.Reader
+	Stdout      io.Writer
+	Stderr      io.Writer
+	GitProtocol string // the client's GIT_PROTOCOL, when well formed; "" otherwise
+}
+
+// KeyAuthenticator maps a public key the client has proven it holds to
+// its tenant. *meta.Store implements it.
+type KeyAuthenticator interface {
+	AuthenticateKey(ctx context.Context, pub ssh.PublicKey) (meta.Principal, error)
+}
+
+// Options configures a Server.
+type Options struct {
+	HostKey ssh.Signer       // required; see HostKey
+	Keys    KeyAuthenticator // required
+	Git     GitService       // required
+	// AnonymousRead lets clients without a registered key in, as the
+	// anonymous principal (nil). What anonymous callers may do is the
+	// GitService's decision: with ghost's rules, clone public
+	// repositories and nothing else. Off by default.
+	AnonymousRead bool
+	// HandshakeTimeout bounds the SSH handshake and authentication, so
+	// that connections that never finish it do not pile up. Zero means
+	// 30 seconds.
+	HandshakeTimeout time.Duration
+	// AuthTimeout bounds one key lookup in the metadata store. Zero means
+	// 10 seconds.
+	AuthTimeout time.Duration
+	Logger      *slog.Logger // nil discards
+}
+
+// Server is an SSH server for git. It is safe for concurrent use; one
+// Server may Serve several listeners.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New checks opts and returns a Server.
+func New(opts Options) (*Server, error) {
+	if opts.HostKey == nil || opts.Keys == nil || opts.Git == nil {
+		return nil, errors.New("sshd: HostKey, Keys and Git are required")
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = 30 * time.Second
+	}
+	if opts.AuthTimeout <= 0 {
+		opts.AuthTimeout = 10 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts, log: log}, nil
+}
+
+// Serve accepts connections on ln until ctx ends or ln fails. Either way
+// it closes ln and every connection and waits for their sessions to
+// return; then it returns nil if ctx ended, or else the Accept error.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Deferred in this order so that, whatever ends Serve, the connections
+	// are told to stop (cancel) before Serve waits for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sshd: accept: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+// authResult travels from the authentication callbacks to the sessions
+// in ssh.Permissions.ExtraData.
+type authResult struct {
+	principal *meta.Principal // nil: anonymous
+	keyFP     string
+	// err is a storage failure while looking the key up. The client is
+	// let in, so that it is told "try again later" on stderr instead of a
+	// misleading "Permission denied"; it can run nothing.
+	err error
+}
+
+type authKey struct{}
+
+func (s *Server) config(ctx context.Context) *ssh.ServerConfig {
+	cfg := &ssh.ServerConfig{
+		ServerVersion: "SSH-2.0-ghost",
+		PublicKeyCallback: func(conn ssh.ConnMetadata, pub ssh.PublicKey) (*ssh.Permissions, error) {
+			// x/crypto/ssh keeps these Permissions and hands them to the
+			// connection only once the client has signed with this very
+			// key, so an offered but unproven key grants nothing.
+			actx, cancel := context.WithTimeout(ctx, s.opts.AuthTimeout)
+			defer cancel()
+			fp := ssh.FingerprintSHA256(pub)
+			p, err := s.opts.Keys.AuthenticateKey(actx, pub)
+			res := authResult{keyFP: fp}
+			switch {
+			case err == nil:
+				res.principal = &p
+			case errors.Is(err, meta.ErrUnauthenticated):
+				// Unknown keys are refused even with AnonymousRead, so the
+				// client goes on to offer its other keys: accepting this
+				// one as anonymous would hide a registered key offered
+				// after it. Anonymous callers come in through
+				// keyboard-interactive, which clients try last.
+				return nil, fmt.Errorf("unknown key %s", fp)
+			default:
+				s.log.ErrorContext(ctx, "ssh key lookup failed", "remote", conn.RemoteAddr().String(), "key", fp, "err", err)
+				res.err = err
+			}
+			return &ssh.Permissions{ExtraData: map[any]any{authKey{}: res}}, nil
+		},
+	}
+	if s.opts.AnonymousRead {
+		cfg.KeyboardInteractiveCallback = func(ssh.ConnMetadata, ssh.KeyboardInteractiveChallenge) (*ssh.Permissions, error) {
+			return &ssh.Permissions{ExtraData: map[any]any{authKey{}: authResult{}}}, nil
+		}
+	}
+	cfg.AddHostKey(s.opts.HostKey)
+	return cfg
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout)); err != nil {
+		return
+	}
+	conn, chans, reqs, err := ssh.NewServerConn(c, s.config(ctx))
+	if err != nil {
+		s.log.DebugContext(ctx, "ssh handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	defer conn.Close()
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return
+	}
+	res, ok := conn.Permissions.ExtraData[authKey{}].(authResult)
+	if !ok {
+		// Both auth callbacks set it, so this cannot happen; if it ever
+		// did, the zero authResult would mean anonymous: fail closed.
+		s.log.ErrorContext(ctx, "ssh connection authenticated without an auth result", "remote", c.RemoteAddr().String())
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "ghost serves git sessions only")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.session(ctx, res, ch, creqs)
+		}()
+	}
+}
+
+// gitProtocolValue is what GIT_PROTOCOL may hold: the same rule as the
+// HTTP transport's Git-Protocol header (internal/githttp).
+var gitProtocolValue = regexp.MustCompile(`^[A-Za-z0-9=:.,_-]{1,200}$`)
+
+// session serves one channel: env requests until an exec or shell
+// request, which starts the one thing the channel does (an env request
+// after it changes nothing: the command has its GIT_PROTOCOL). It returns
+// when the channel is closed by either side.
+func (s *Server) session(ctx context.Context, res authResult, ch ssh.Channel, reqs <-chan *ssh.Request) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // the client closed the channel: stop the command
+	var gitProtocol string
+	started := false
+	for req := range reqs {
+		ok := false
+		switch req.Type {
+		case "env":
+			var kv struct{ Name, Value string }
+			if ssh.Unmarshal(req.Payload, &kv) == nil && kv.Name == "GIT_PROTOCOL" && gitProtocolValue.MatchString(kv.Value) {
+				gitProtocol, ok = kv.Value, true
+			}
+		case "exec", "shell":
+			if started {
+				break
+			}
+			var cmd struct{ Command string }
+			if req.Type == "exec" && ssh.Unmarshal(req.Payload, &cmd) != nil {
+				break
+			}
+			started = true
+			// Reply before the command can write or close the channel.
+			if req.WantReply {
+				_ = req.Reply(true, nil)
+			}
+			wg.Add(1)
+			go func(line, proto string) {
+				defer wg.Done()
+				code := s.run(ctx, res, ch, line, proto)
+				_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{code}))
+				_ = ch.Close()
+			}(cmd.Command, gitProtocol)
+			continue
+		}
+		// Everything else (pty-req, subsystem, x11-req, ...) is refused:
+		// git asks for none of them.
+		if req.WantReply {
+			_ = req.Reply(ok, nil)
+		}
+	}
+}
+
+// run runs one exec (or shell, line "") and returns its exit status.
+func (s *Server) run(ctx context.Context, res authResult, ch ssh.Channel, line, proto string) uint32 {
+	stderr := ch.Stderr()
+	if res.err != nil {
+		fmt.Fprintf(stderr, "ERROR: %s\n", clientMessage(res.err))
+		return 1
+	}
+	if line == "" {
+		fmt.Fprintln(stderr, greeting(res.principal))
+		return 1
+	}
+	cmd, err := ParseCommand(line)
+	if err != nil {
+		fmt.Fprintf(stderr, "ERROR: %s\n", clientMessage(err))
+		return 1
+	}
+	req := Request{
+		Principal: res.principal, Owner: cmd.Owner, Repo: cmd.Repo,
+		Stdin: ch, Stdout: ch, Stderr: stderr, GitProtocol: proto,
+	}
+	start := time.Now()
+	switch cmd.Service {
+	case UploadPack:
+		err = s.opts.Git.UploadPack(ctx, req)
+	case ReceivePack:
+		err = s.opts.Git.ReceivePack(ctx, req)
+	case UploadArchive:
+		err = s.opts.Git.UploadArchive(ctx, req)
+	}
+	attrs := []any{"service", string(cmd.Service), "repo", cmd.Owner + "/" + cmd.Repo, "tenant", tenantName(res.principal), "key", res.keyFP, "duration", time.Since(start)}
+	if err == nil {
+		s.log.InfoContext(ctx, "ssh git command", attrs...)
+		return 0
+	}
+	if ctx.Err() != nil {
+		// The client went away; nobody reads stderr.
+		s.log.InfoContext(ctx, "ssh git command ended by the client", append(attrs, "err", err)...)
+		return 1
+	}
+	msg := clientMessage(err)
+	if msg == internalError {
+		s.log.ErrorContext(ctx, "ssh git command failed", append(attrs, "err", err)...)
+	} else {
+		s.log.InfoContext(ctx, "ssh git command refused", append(attrs, "err", err)...)
+	}
+	fmt.Fprintf(stderr, "ERROR: %s\n", msg)
+	return 1
+}
+
+const internalError = "internal error"
+
+// clientMessage says in plain words what went wrong, for the client's
+// terminal. Like the HTTP answers (docs/design.md §7.4), a repository the
+// principal may not read is "not found", the same as a missing one, and
+// storage and internal errors do not show their chains (object keys, the
+// store's own messages): those go to the log.
+func clientMessage(err error) string {
+	switch {
+	case errors.Is(err, ErrBadCommand):
+		return err.Error()
+	case errors.Is(err, meta.ErrNotFound):
+		return "repository not found"
+	case errors.Is(err, meta.ErrUnauthenticated):
+		return "authentication required: add an SSH key to your ghost account (ghost key add)"
+	case errors.Is(err, meta.ErrForbidden):
+		return "permission denied: you may read this repository but not write to it"
+	case errors.Is(err, meta.ErrUnavailable):
+		return "storage is temporarily unavailable; try again later"
+	case errors.Is(err, errors.ErrUnsupported):
+		return "not supported by this server"
+	}
+	return internalError
+}
+
+func greeting(p *meta.Principal) string {
+	if p == nil {
+		return "Hi there! You've connected anonymously, but ghost does not provide shell access."
+	}
+	return fmt.Sprintf("Hi %s! You've successfully authenticated, but ghost does not provide shell access.", p.Tenant)
+}
+
+func tenantName(p *meta.Principal) string {
+	if p == nil {
+		return ""
+	}
+	return p.Tenant
+}
