@@ -24,7 +24,7 @@ import (
 const repo = "r"
 
 // gitT runs git in dir and returns trimmed stdout.
-func gitT(t *testing.T, dir string, stdin string, args ...string) string {
+func gitT(t testing.TB, dir string, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -45,7 +45,7 @@ func gitT(t *testing.T, dir string, stdin string, args ...string) string {
 // through the log, as the push path would after validation: a
 // self-contained pack of the new objects and one ref transition.
 type pusher struct {
-	t      *testing.T
+	t      testing.TB
 	log    *wal.Log
 	dir    string
 	branch string
@@ -53,7 +53,7 @@ type pusher struct {
 	n      int
 }
 
-func newPusher(t *testing.T, log *wal.Log, branch string) *pusher {
+func newPusher(t testing.TB, log *wal.Log, branch string) *pusher {
 	dir := t.TempDir()
 	gitT(t, dir, "", "init", "--quiet", "--initial-branch="+branch)
 	return &pusher{t: t, log: log, dir: dir, branch: branch}
@@ -155,7 +155,7 @@ func (p *pusher) history(ctx context.Context, n int, at func(i int)) {
 	}
 }
 
-func newCache(t *testing.T, log *wal.Log, opts repocache.Options) *repocache.Cache {
+func newCache(t testing.TB, log *wal.Log, opts repocache.Options) *repocache.Cache {
 	t.Helper()
 	c, err := repocache.New(t.TempDir(), log, opts)
 	if err != nil {
@@ -165,7 +165,7 @@ func newCache(t *testing.T, log *wal.Log, opts repocache.Options) *repocache.Cac
 	return c
 }
 
-func materialize(t *testing.T, c *repocache.Cache) *repocache.Snapshot {
+func materialize(t testing.TB, c *repocache.Cache) *repocache.Snapshot {
 	t.Helper()
 	snap, err := c.Materialize(context.Background(), repo)
 	if err != nil {
