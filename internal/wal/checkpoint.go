@@ -98,7 +98,8 @@ type CompactResult struct {
 // racing compactor that built the same bytes, and the folded entries are
 // left to GC. Errors: ErrAlreadyCompacted when the log is already
 // compacted through At.Seq (another compactor won; harmless),
-// ErrRepoDeleted, ErrContention, and ErrOutcomeUnknown when the index
+// ErrRepoDeleted, ErrContention, a *CorruptError when At's layers are not
+// the log's, and ErrOutcomeUnknown when the index
 // write's outcome could not be learned; a re-read of the index tells
 // (docs/adr/0006-write-outcomes.md). Compact never blocks a push: it holds
 // no lock, and a push that races it only makes its CAS retry.
@@ -141,12 +142,6 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 	out := CompactResult{Checkpoint: ck, Folded: folded, Seq: res.Seq, Attempts: res.Attempts}
 	if err != nil {
 		return out, fmt.Errorf("compact %s through seq %d: %w", repo, ck.Seq, err)
-	}
-	if res.Seq == 0 { // seen landed by a read rather than by our write's answer
-		x, _, rerr := l.ReadIndex(ctx, repo)
-		if rerr == nil {
-			out.Seq = x.Seq
-		}
 	}
 	return out, nil
 }

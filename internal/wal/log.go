@@ -548,7 +548,12 @@ func (st *loop) unknown(cause error) error {
 	return fmt.Errorf("commit to %s: %w: %w", st.repo, ErrOutcomeUnknown, cause)
 }
 
+// seqOf is the seq of layer id in x, or x's seq for a write without a
+// layer of its own (a compaction, a tombstone).
 func seqOf(x *Index, id ulid.ULID) uint64 {
+	if id == (ulid.ULID{}) {
+		return x.Seq
+	}
 	for i, l := range x.Layers {
 		if l.ULID == id {
 			return x.CompactedThroughSeq + uint64(i) + 1
