@@ -168,12 +168,19 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 // extension and its object count. The objects are those `git rev-list
 // --objects --all` names (everything the refs at the seq reach, with the
 // path names git's delta search sorts by), and every object of the layers
-// younger than KeepRecent. pack-objects reuses the deltas the layers
+// younger than KeepRecent (and of the previous checkpoint, while the
+// newest layer it folded is). pack-objects reuses the deltas the layers
 // already hold and searches for new ones, as `git repack -a` does.
 func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs map[ulid.ULID]string) (string, int, error) {
 	var recent []string
 	if c.opts.KeepRecent > 0 {
 		cutoff := c.opts.Now().Add(-c.opts.KeepRecent)
+		// The previous checkpoint kept the strays of the layers it folded
+		// that were recent then; while any of them still is, keep all of
+		// its objects, or a quick second compaction would drop them.
+		if ck := x.Checkpoint; ck != nil && packs[ulid.ULID{}] != "" && !time.UnixMilli(ck.Newest).Before(cutoff) {
+			recent = append(recent, packs[ulid.ULID{}])
+		}
 		for _, l := range x.Layers {
 			if p := packs[l.ULID]; p != "" && !ulid.Time(l.ULID.Time()).Before(cutoff) {
 				recent = append(recent, p)

@@ -331,13 +331,21 @@ func TestCompactUnderLoad(t *testing.T) {
 
 // TestCompactDropsUnreachable: objects no ref reaches at the checkpoint's
 // seq, from layers older than KeepRecent, are not in the checkpoint, and
-// KeepRecent keeps younger ones (the guard of Options.KeepRecent).
+// KeepRecent keeps younger ones (the guard of Options.KeepRecent), also
+// through a second compaction soon after the first, when they live in
+// the previous checkpoint rather than in a layer.
 func TestCompactDropsUnreachable(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		keep time.Duration
-		kept bool
-	}{{"old", time.Minute, false}, {"recent", 24 * time.Hour, true}} {
+		name  string
+		keep  time.Duration
+		twice bool
+		kept  bool
+	}{
+		{"old", time.Minute, false, false},
+		{"recent", 24 * time.Hour, false, true},
+		{"old/twice", time.Minute, true, false},
+		{"recent/twice", 24 * time.Hour, true, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			log := wal.New(memstore.New(), wal.Options{})
@@ -353,8 +361,17 @@ func TestCompactDropsUnreachable(t *testing.T) {
 			}
 			cache := newCache(t, log, repocache.Options{})
 			later := func() time.Time { return time.Now().Add(time.Hour) }
-			if _, err := compact.New(log, cache, compact.Options{KeepRecent: tc.keep, Now: later}).Compact(ctx, repo); err != nil {
+			comp := compact.New(log, cache, compact.Options{KeepRecent: tc.keep, Now: later})
+			if _, err := comp.Compact(ctx, repo); err != nil {
 				t.Fatal(err)
+			}
+			if tc.twice {
+				if err := main.push(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := comp.Compact(ctx, repo); err != nil {
+					t.Fatal(err)
+				}
 			}
 			snap := materialize(t, newCache(t, log, repocache.Options{}))
 			checkSnapshot(t, log, snap)

@@ -402,7 +402,8 @@ func (c *Cache) applyObjects(ctx context.Context, repo string, x *wal.Index, dir
 // exist, outside the cache: every object of the checkpoint and the layers,
 // and x's refs. The compactor builds its checkpoint from it
 // (docs/adr/0050-compaction.md). It returns the pack each layer after the
-// checkpoint produced, by entry ("" for a layer without objects).
+// checkpoint produced, by entry ("" for a layer without objects), and
+// the checkpoint's pack under the zero ULID.
 func (c *Cache) Build(ctx context.Context, repo string, x *wal.Index, dir string) (map[ulid.ULID]string, error) {
 	if x == nil || x.Deleted {
 		return nil, fmt.Errorf("build %s: %w", repo, wal.ErrRepoDeleted)
@@ -417,7 +418,10 @@ func (c *Cache) Build(ctx context.Context, repo string, x *wal.Index, dir string
 	if err := c.reconcileRefs(ctx, dir, x.Refs); err != nil {
 		return nil, fmt.Errorf("build %s: %w", repo, err)
 	}
-	packs := make(map[ulid.ULID]string, len(st.layers))
+	packs := make(map[ulid.ULID]string, len(st.layers)+1)
+	if st.base.checkpoint != ([32]byte{}) && len(st.base.packs) == 1 {
+		packs[ulid.ULID{}] = st.base.packs[0]
+	}
 	for _, l := range st.layers {
 		packs[l.id] = l.pack
 	}

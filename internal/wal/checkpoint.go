@@ -116,7 +116,7 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 	case p.Size < 0:
 		return CompactResult{}, invalid("negative checkpoint size %d", p.Size)
 	}
-	ck := Checkpoint{Seq: at.Seq, SHA256: p.SHA256, Size: p.Size}
+	ck := Checkpoint{Seq: at.Seq, SHA256: p.SHA256, Size: p.Size, Newest: newest(at)}
 	key := CheckpointKey(repo, ck)
 	v := &verifyReader{rc: io.NopCloser(p.Pack), key: key, want: p.SHA256, size: p.Size, sum: sha256.New()}
 	if _, err := l.store.Put(ctx, key, v, p.Size); err != nil {
@@ -144,6 +144,18 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 		return out, fmt.Errorf("compact %s through seq %d: %w", repo, ck.Seq, err)
 	}
 	return out, nil
+}
+
+// newest is the Newest of a checkpoint built from at.
+func newest(at *Index) int64 {
+	var n int64
+	if at.Checkpoint != nil {
+		n = at.Checkpoint.Newest
+	}
+	for _, l := range at.Layers {
+		n = max(n, int64(l.ULID.Time()))
+	}
+	return n
 }
 
 // fold builds the index that replaces cur's layers through ck.Seq by ck.

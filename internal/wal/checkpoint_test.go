@@ -75,6 +75,9 @@ func TestCompactFoldsLayers(t *testing.T) {
 		if res.Folded != n || res.Seq != uint64(n) {
 			t.Fatalf("folded %d at seq %d, want %d", res.Folded, res.Seq, n)
 		}
+		if want := int64(at.Layers[len(at.Layers)-1].ULID.Time()); res.Checkpoint.Newest != want {
+			t.Fatalf("checkpoint's newest layer time %d, want %d", res.Checkpoint.Newest, want)
+		}
 		x := commitN(t, l, repo, 2)
 		if x.CompactedThroughSeq != uint64(n) || x.Checkpoint == nil || *x.Checkpoint != res.Checkpoint || len(x.Layers) != 2 || x.Seq != uint64(n+2) {
 			t.Fatalf("after compaction and 2 pushes: %+v", x)

@@ -63,6 +63,12 @@ type Checkpoint struct {
 	Seq    uint64   // the last seq it covers; equals CompactedThroughSeq
 	SHA256 [32]byte // of the pack
 	Size   int64    // pack size in bytes
+	// Newest is the newest ULID time (Unix milliseconds) of the layers the
+	// checkpoint folded, its predecessor's included. A compactor keeps the
+	// unreachable objects of layers younger than a grace period; Newest
+	// tells the next compactor whether this checkpoint may still hold
+	// some (docs/adr/0050-compaction.md).
+	Newest int64
 }
 
 // Index is the one mutable record of a repository: the head of its log.
@@ -156,6 +162,7 @@ func (x *Index) MarshalBinary() ([]byte, error) {
 		e.u64(c.Seq)
 		e.Write(c.SHA256[:])
 		e.u64(uint64(c.Size))
+		e.u64(uint64(c.Newest))
 	}
 	e.u32(uint32(len(x.Refs)))
 	for _, r := range x.Refs {
@@ -195,7 +202,7 @@ func (x *Index) validate() error {
 	if x.Deleted && (len(x.Refs) > 0 || len(x.Layers) > 0 || x.Checkpoint != nil) {
 		return invalid("a tombstone carries no refs, layers or checkpoint")
 	}
-	if c := x.Checkpoint; c != nil && (c.Seq == 0 || c.Seq != x.CompactedThroughSeq || c.Size < 0) {
+	if c := x.Checkpoint; c != nil && (c.Seq == 0 || c.Seq != x.CompactedThroughSeq || c.Size < 0 || c.Newest < 0) {
 		return invalid("checkpoint at seq %d (size %d) in an index compacted through %d", c.Seq, c.Size, x.CompactedThroughSeq)
 	}
 	if !x.Deleted && x.CompactedThroughSeq > 0 && x.Checkpoint == nil {
@@ -324,6 +331,7 @@ func DecodeIndex(b []byte, what string) (*Index, error) {
 		c := &Checkpoint{Seq: d.u64()}
 		copy(c.SHA256[:], d.take(32))
 		c.Size = int64(d.u64())
+		c.Newest = int64(d.u64())
 		x.Checkpoint = c
 	}
 	nrefs := d.count(maxRefs, 2+1+20)

@@ -33,7 +33,7 @@ func sampleIndex() *Index {
 func sampleCompacted() *Index {
 	x := sampleIndex()
 	x.Seq, x.CompactedThroughSeq = 7, 5
-	x.Checkpoint = &Checkpoint{Seq: 5, SHA256: [32]byte{9, 8, 7}, Size: 1234}
+	x.Checkpoint = &Checkpoint{Seq: 5, SHA256: [32]byte{9, 8, 7}, Size: 1234, Newest: 1_700_000_000_123}
 	return x
 }
 
@@ -89,6 +89,7 @@ func TestIndexMarshalRejects(t *testing.T) {
 		"compacted w/o checkpoint": {Seq: 3, CompactedThroughSeq: 3},
 		"checkpoint seq":           {Seq: 3, CompactedThroughSeq: 3, Checkpoint: &Checkpoint{Seq: 2}},
 		"checkpoint uncompacted":   {Seq: 0, Checkpoint: &Checkpoint{}},
+		"checkpoint newest":        {Seq: 3, CompactedThroughSeq: 3, Checkpoint: &Checkpoint{Seq: 3, Newest: -1}},
 		"tombstone w/ checkpoint":  {Seq: 3, CompactedThroughSeq: 3, Deleted: true, Checkpoint: &Checkpoint{Seq: 3}},
 	} {
 		if _, err := x.MarshalBinary(); !errors.Is(err, ErrInvalid) {
