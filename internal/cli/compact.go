@@ -7,8 +7,10 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -75,4 +77,30 @@ func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID s
 	}
 	fmt.Fprintf(out, "done: checkpoint %s (%d objects, %d bytes)\n", wal.CheckpointKey(repoID, res.Checkpoint), res.Objects, res.Checkpoint.Size)
 	return nil
+}
+
+// compactFlags are ghost serve's settings of background compaction
+// (docs/adr/0050-compaction.md).
+type compactFlags struct {
+	layers int
+	bytes  int64
+}
+
+func (c *compactFlags) register(f *pflag.FlagSet) {
+	def := compact.DefaultPolicy()
+	config.IntVar(f, &c.layers, "compact-layers", "GHOST_COMPACT_LAYERS", def.MaxLayers, "compact a repository in the background once this many pushes followed its last checkpoint (0: never by count)")
+	config.Int64Var(f, &c.bytes, "compact-bytes", "GHOST_COMPACT_BYTES", def.MaxBytes, "or once those pushes hold this many bytes of packs (0: never by size; both 0: no background compaction)")
+}
+
+// options turns the flags into the server's compaction settings; 0 means
+// "never" here, where the Policy's zero value means the defaults.
+func (c *compactFlags) options() compact.TriggerOptions {
+	p := compact.Policy{MaxLayers: c.layers, MaxBytes: c.bytes}
+	if p.MaxLayers <= 0 {
+		p.MaxLayers = -1
+	}
+	if p.MaxBytes <= 0 {
+		p.MaxBytes = -1
+	}
+	return compact.TriggerOptions{Policy: p}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -87,5 +88,22 @@ func TestRepoCompact(t *testing.T) {
 	}
 	if r := ghost(t, dir, "repo", "compact", "acme/missing"); r.code == 0 {
 		t.Fatal("compacting a missing repository succeeded")
+	}
+}
+
+// TestCompactFlags: serve's flags default to compact.DefaultPolicy, and 0
+// turns a threshold off rather than selecting the default.
+func TestCompactFlags(t *testing.T) {
+	def := compact.DefaultPolicy()
+	on := (&compactFlags{layers: def.MaxLayers, bytes: def.MaxBytes}).options().Policy
+	if on != def {
+		t.Fatalf("defaults give %+v, want %+v", on, def)
+	}
+	off := (&compactFlags{}).options().Policy
+	if off.Due(1<<20, 1<<40) {
+		t.Fatalf("both 0 still compacts: %+v", off)
+	}
+	if p := (&compactFlags{layers: 3}).options().Policy; !p.Due(3, 0) || p.Due(2, 1<<40) {
+		t.Fatalf("--compact-layers 3 --compact-bytes 0: %+v", p)
 	}
 }

@@ -24,6 +24,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		logFormat string
 		maxPush   int64
 		coordNS   string
+		compact   compactFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,6 +40,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
 	config.Int64Var(f, &maxPush, "max-push-bytes", "GHOST_MAX_PUSH_BYTES", 0, "largest push body accepted, 0 for no limit")
 	config.StringVar(f, &coordNS, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
+	compact.register(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -66,6 +68,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			CacheDir:     cfg.Cache(),
 			Logger:       logger,
 			MaxPushBytes: maxPush,
+			Compaction:   compact.options(),
 		})
 		if err != nil {
 			return err
