@@ -235,7 +235,8 @@ func resultOf(x *Index, seq uint64, attempts int) Result {
 // request, or a storage error. On all of those the push certainly did not
 // commit and its entry is deleted. ErrOutcomeUnknown means Commit could
 // not learn whether its index write applied (the store stopped answering,
-// or the context ended while a write was unanswered); the entry is then
+// the context ended while a write was unanswered, or a checkpoint folded
+// the seq the write would have taken: docs/design.md §3.8); the entry is then
 // kept, because the log may reference it, and left for garbage collection
 // if it does not. A nil error means the index references the entry. See
 // docs/adr/0006-write-outcomes.md.
