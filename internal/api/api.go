@@ -1,5 +1,6 @@
-// Package api is ghost's JSON REST API for tenants, tokens, SSH keys and
-// repositories, served under /api/ next to the git smart-HTTP endpoints.
+// Package api is ghost's JSON REST API for tenants, tokens, SSH keys,
+// repositories and their secret-scanning alerts (alerts.go), served under
+// /api/ next to the git smart-HTTP endpoints.
 //
 // Authentication is the same as for git (docs/design.md §7.6): HTTP Basic with the
 // access token as the password (the username is ignored, so git credential
@@ -29,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -39,19 +41,24 @@ import (
 const MaxBodyBytes = 1 << 20
 
 type handler struct {
-	store *meta.Store
-	log   *slog.Logger
-	mux   *http.ServeMux
+	store  *meta.Store
+	alerts *alerts.Store // nil: the alert endpoints answer 501
+	log    *slog.Logger
+	mux    *http.ServeMux
 }
 
 // NewHandler returns the API handler. It serves paths under /api/ and
 // expects to be mounted there with the path intact (not stripped). A nil
-// logger discards logs.
-func NewHandler(s *meta.Store, logger *slog.Logger) http.Handler {
+// logger discards logs. Options add optional parts, such as the alert
+// endpoints (WithAlerts).
+func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{store: s, log: logger, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(h)
+	}
 	h.route("POST /api/tenants", h.createTenant)
 	h.route("GET /api/tenants", h.listTenants)
 	h.route("DELETE /api/tenants/{tenant}", h.deleteTenant)
@@ -69,6 +76,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger) http.Handler {
 	h.route("DELETE /api/repos/{owner}/{name}", h.deleteRepo)
 	h.route("PATCH /api/repos/{owner}/{name}", h.patchRepo)
 	h.route("POST /api/repos/{owner}/{name}/fork", h.forkRepo)
+	h.routeAlerts()
 	return h
 }
 

@@ -48,6 +48,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newRepoCmd(env),
 		newCoordCmd(env),
 		newGCCmd(env),
+		newScanCmd(env),
 		newVersionCmd(env),
 	)
 	root.Long = `ghost is a git server whose repositories live in object storage.
@@ -94,11 +95,25 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "usage: %s\nRun '%s --help' for more information.\n", cmd.UseLine(), cmd.CommandPath())
 		}
 	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	if errors.Is(err, errUsage) {
 		return 2
 	}
 	return 1
 }
+
+// exitError makes Main exit with a chosen code, as "ghost scan
+// --exit-code N" does when it finds secrets.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
 
 // errUsage makes Main exit with code 2. usageError wraps it; an error
 // that is not a command-line mistake but should exit 2 too (as gitleaks

@@ -17,7 +17,9 @@ import (
 
 // options are the flags that are per-call arguments, not settings, and so
 // have no GHOST_* variable. Every other flag has one.
-var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file"}
+var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format",
+	// ghost scan: per-call options, as in gitleaks
+	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it
@@ -58,6 +60,11 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 			// It builds the checkpoint in the cache's scratch space.
 			if !has("data-dir") || !has("s3-bucket") || !has("cache-dir") || has("etcd-endpoints") {
 				t.Errorf("%s: want the store flags and --cache-dir", path)
+			}
+		case path == "ghost scan":
+			// A local scan opens no store, cache or etcd.
+			if has("data-dir") || has("s3-bucket") || has("cache-dir") || has("etcd-endpoints") {
+				t.Errorf("%s: want none of the shared flags", path)
 			}
 		case cmd.Runnable() && !cmd.HasSubCommands() && path != "ghost version":
 			// tenant, token and repo verbs: the object store only.

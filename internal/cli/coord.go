@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -17,6 +16,13 @@ import (
 
 // defaultCoordNamespace is where ghost keeps its coordination keys in etcd.
 const defaultCoordNamespace = "/ghost/coord"
+
+// Coordination GC defaults: runs release their shards when they end, so GC
+// only removes run summaries, kept a week for history.
+const (
+	defaultCoordGCInterval = 10 * time.Minute
+	defaultCoordRetention  = 7 * 24 * time.Hour
+)
 
 // newCoordCmd returns "ghost coord", the coordination-store admin
 // commands:
@@ -83,9 +89,6 @@ func newCoordRepairCountersCmd(env *Env) *cobra.Command {
 		defer closeStore()
 		counts, err := b.RepairCounters(cmd.Context())
 		if err != nil {
-			if errors.Is(err, coord.ErrLimitExceeded) {
-				return fmt.Errorf("%w (too many tenants for one transaction; raise the cluster's --max-txn-ops)", err)
-			}
 			return err
 		}
 		printCounts(env, c.ns, counts)
@@ -102,7 +105,7 @@ func newCoordGCCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(0),
 	}
 	c := newCoordAdmin(cmd)
-	config.DurationVar(cmd.Flags(), &retention, "retention", "GHOST_COORD_GC_RETENTION", 7*24*time.Hour, "keep terminal runs this long")
+	config.DurationVar(cmd.Flags(), &retention, "retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "keep the summaries of ended runs this long")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		b, closeStore, err := c.open(cmd)
 		if err != nil {

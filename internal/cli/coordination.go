@@ -5,9 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,14 +20,34 @@ import (
 // It starts in the background and never holds up or fails the git path:
 // docs/design.md §6.5 requires pushes and clones to work while etcd is down.
 type coordination struct {
+	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
 	closer io.Closer
+	b      *etcdcoord.Backend // once ready
+	// gcs counts the GC passes this node ran, for tests.
+	gcs atomic.Int64
 }
 
-// startCoordination opens the coordination store in the background.
-func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Config, ns string) *coordination {
-	c := &coordination{done: make(chan struct{})}
+// coordOptions are serve's coordination settings.
+type coordOptions struct {
+	Namespace string
+	// GCInterval is how often the node tries to run coordination GC; zero
+	// disables it. Only one node of a namespace runs it at a time
+	// (etcdcoord.Backend.TryGC).
+	GCInterval time.Duration
+	// GCRetention is how long the summaries of ended runs are kept.
+	GCRetention time.Duration
+}
+
+// gcLockTTL is how long a dead node's gc lock outlives it.
+const gcLockTTL = time.Minute
+
+// startCoordination opens the coordination store in the background and
+// then runs GC every o.GCInterval until Close.
+func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Config, o coordOptions) *coordination {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &coordination{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		client, closer, err := openWithRetry(ctx, logger, cfg)
@@ -35,14 +57,47 @@ func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Conf
 		c.mu.Lock()
 		c.closer = closer
 		c.mu.Unlock()
-		if _, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: ns, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)}); err != nil {
+		b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: o.Namespace, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
+		if err != nil {
 			logger.Warn("coordination backend refused its configuration", "err", err)
 			return
 		}
+		c.mu.Lock()
+		c.b = b
+		c.mu.Unlock()
 		embedded := len(cfg.EtcdEndpoints) == 0
-		logger.Info("coordination store ready", "endpoints", client.Endpoints(), "embedded", embedded, "namespace", ns)
+		logger.Info("coordination store ready", "endpoints", client.Endpoints(), "embedded", embedded, "namespace", o.Namespace)
+		if o.GCInterval > 0 {
+			c.gcLoop(ctx, logger, b, o)
+		}
 	}()
 	return c
+}
+
+// gcLoop removes the summaries of runs ended more than o.GCRetention ago,
+// every o.GCInterval until ctx ends. Ended runs released their shards
+// already (docs/adr/0023-atomic-shard-caps.md); GC only bounds what their
+// summaries take in etcd.
+func (c *coordination) gcLoop(ctx context.Context, logger *slog.Logger, b *etcdcoord.Backend, o coordOptions) {
+	tick := time.NewTicker(o.GCInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ran, n, err := b.TryGC(ctx, coord.TimeOf(time.Now()), o.GCRetention, gcLockTTL)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			logger.Warn("coordination gc failed; it runs again next interval", "err", err, "removed", n)
+		case ran:
+			c.gcs.Add(1)
+			logger.Debug("coordination gc", "removed", n)
+		}
+	}
 }
 
 // openWithRetry opens the store, retrying with backoff (1 s doubling to
@@ -71,9 +126,17 @@ func openWithRetry(ctx context.Context, logger *slog.Logger, cfg config.Config) 
 	}
 }
 
-// Close waits for the start to finish, then stops the client and, when
-// embedded, the etcd server.
+// backend returns the backend once the store is ready, or nil.
+func (c *coordination) backend() *etcdcoord.Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b
+}
+
+// Close stops the start or the GC loop and waits for it, then stops the
+// client and, when embedded, the etcd server.
 func (c *coordination) Close() {
+	c.cancel()
 	<-c.done
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -18,6 +18,7 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoForkCmd(env),
 		newRepoVisibilityCmd(env),
 		newRepoCompactCmd(env),
+		newRepoAlertsCmd(env),
 	)
 }
 

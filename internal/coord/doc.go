@@ -55,9 +55,15 @@
 //     ascending id order starting at ClaimOffset, moving on when a candidate
 //     is refused with ErrLeaseHeld, ErrShardParked, ErrShardTerminal or
 //     ErrRetriesExhausted, or when its write loses a race.
-//   - CompleteRun counts the shards that are Active or Parked and passes the
-//     count to ApplyCompleteRun.
+//   - CompleteRun, FailRun and CancelRun count the run's shards by state
+//     (RunSummary) and pass the count to the Apply method; when it changes
+//     the run, the same atomic step deletes the run's shards and takes them
+//     off the tenant and global counters. Shard reads and mutations of an
+//     ended run report Run.ShardsReleased.
+//   - Transitions run at max(now, the record's UpdatedAt): a caller whose
+//     clock is behind another node's is served, never refused (see
+//     docs/adr/0005-coord-pure-transitions.md).
 //
 // Every backend runs coordtest.Run, the conformance suite and the seeded
-// simulation.
+// simulation; a backend shared by processes also runs RunConcurrent.
 package coord

@@ -16,6 +16,12 @@ import (
 
 const encodingVersion = 1
 
+// runSummaryVersion is the run encoding that appends Run.Summary (five
+// uvarints) after the op log. Runs without a summary are still written as
+// version 1, so a reader that predates summaries reads every run that is
+// not terminal.
+const runSummaryVersion = 2
+
 var (
 	runMagic   = [2]byte{'g', 'R'}
 	shardMagic = [2]byte{'g', 'S'}
@@ -131,16 +137,27 @@ func (d *decoder) ops(max int) []OpRecord {
 	return ops
 }
 
-func (d *decoder) header(magic [2]byte) {
+// header checks the magic and returns the version, which must be at most
+// maxVersion.
+func (d *decoder) header(magic [2]byte, maxVersion byte) byte {
 	h := d.raw(3)
 	if d.err != nil {
-		return
+		return 0
 	}
 	if h[0] != magic[0] || h[1] != magic[1] {
 		d.fail(errors.New("bad magic"))
-	} else if h[2] != encodingVersion {
+	} else if h[2] < encodingVersion || h[2] > maxVersion {
 		d.fail(fmt.Errorf("unsupported version %d", h[2]))
 	}
+	return h[2]
+}
+
+func (d *decoder) uint32(what string) uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.fail(fmt.Errorf("%s overflows", what))
+	}
+	return uint32(v)
 }
 
 func (d *decoder) finish() error {
@@ -160,7 +177,11 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 		return nil, err
 	}
 	e := encoder{b: make([]byte, 0, 96+len(r.FailReason)+len(r.Ops)*44)}
-	e.b = append(e.b, runMagic[0], runMagic[1], encodingVersion)
+	version := byte(encodingVersion)
+	if r.Summary != (RunSummary{}) {
+		version = runSummaryVersion
+	}
+	e.b = append(e.b, runMagic[0], runMagic[1], version)
 	e.b = append(e.b, r.Tenant[:]...)
 	e.uvarint(uint64(r.ID))
 	e.byte1(byte(r.State))
@@ -173,6 +194,12 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 	e.uvarint(uint64(r.RootShards))
 	e.bytes([]byte(r.FailReason))
 	e.ops(r.Ops)
+	if version == runSummaryVersion {
+		m := r.Summary
+		for _, v := range []uint32{m.Total, m.Active, m.Done, m.Split, m.Parked} {
+			e.uvarint(uint64(v))
+		}
+	}
 	return e.b, nil
 }
 
@@ -180,7 +207,7 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 func (r *Run) UnmarshalBinary(data []byte) error {
 	d := decoder{b: data}
 	var n Run
-	d.header(runMagic)
+	version := d.header(runMagic, runSummaryVersion)
 	copy(n.Tenant[:], d.raw(len(n.Tenant)))
 	n.ID = RunID(d.uvarint())
 	n.State = RunState(d.byte1())
@@ -205,6 +232,14 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 	n.RootShards = uint32(roots)
 	n.FailReason = string(d.bytes())
 	n.Ops = d.ops(MaxRunOps)
+	if version == runSummaryVersion {
+		m := &n.Summary
+		m.Total, m.Active, m.Done = d.uint32("summary"), d.uint32("summary"), d.uint32("summary")
+		m.Split, m.Parked = d.uint32("summary"), d.uint32("summary")
+		if *m == (RunSummary{}) {
+			d.fail(errors.New("version 2 run without a summary"))
+		}
+	}
 	if err := d.finish(); err != nil {
 		return err
 	}
@@ -259,7 +294,7 @@ func (s *Shard) MarshalBinary() ([]byte, error) {
 func (s *Shard) UnmarshalBinary(data []byte) error {
 	d := decoder{b: data}
 	var n Shard
-	d.header(shardMagic)
+	d.header(shardMagic, encodingVersion)
 	copy(n.Tenant[:], d.raw(len(n.Tenant)))
 	n.Run = RunID(d.uvarint())
 	n.ID = ShardID(d.uvarint())

@@ -37,7 +37,9 @@ func sampleRuns() []Run {
 	failed.State, failed.CompletedAt, failed.FailReason = RunFailed, 3000, "boom"
 	initializing := sampleRun()
 	initializing.State, initializing.RootShards, initializing.Ops = RunInitializing, 0, nil
-	return []Run{sampleRun(), done, failed, initializing}
+	summarized := done
+	summarized.Summary = RunSummary{Total: 9, Done: 5, Split: 4}
+	return []Run{sampleRun(), done, failed, initializing, summarized}
 }
 
 func sampleShards() []Shard {
@@ -115,6 +117,8 @@ func TestEncodingRejects(t *testing.T) {
 		{"run magic for shard", goodRun, false},
 		{"future version", mutate(good, func(b []byte) []byte { b[2] = 2; return b }), false},
 		{"run trailing byte", append(append([]byte(nil), goodRun...), 0), true},
+		{"run future version", mutate(goodRun, func(b []byte) []byte { b[2] = 3; return b }), true},
+		{"run version 2 without summary", mutate(goodRun, func(b []byte) []byte { b[2] = 2; return append(b, 0, 0, 0, 0, 0) }), true},
 		{"run truncated", goodRun[:len(goodRun)-3], true},
 		{"shard magic for run", good, true},
 		{"huge length", append([]byte{'g', 'S', 1}, bytes.Repeat([]byte{0xFF}, 40)...), false},
@@ -166,6 +170,7 @@ func TestValidate(t *testing.T) {
 		{"duplicate child", func(s *Shard) { s.Children = append(s.Children, s.Children[0]) }},
 		{"zero created", func(s *Shard) { s.CreatedAt = 0 }},
 		{"updated before created", func(s *Shard) { s.UpdatedAt = s.CreatedAt - 1 }},
+		{"lease deadline not after updated", func(s *Shard) { s.UpdatedAt = s.Deadline }},
 		{"long op log", func(s *Shard) {
 			s.Ops = nil
 			for i := 0; i <= MaxShardOps; i++ {
@@ -207,6 +212,10 @@ func TestValidate(t *testing.T) {
 			}
 		}},
 		{"duplicate op", func(r *Run) { r.Ops = append(r.Ops, r.Ops[0]) }},
+		{"summary while active", func(r *Run) { r.Summary = RunSummary{Total: 1, Done: 1} }},
+		{"summary not adding up", func(r *Run) {
+			r.State, r.CompletedAt, r.Summary = RunDone, 5000, RunSummary{Total: 2, Done: 1}
+		}},
 	}
 	for _, tc := range runCases {
 		r := sampleRun()

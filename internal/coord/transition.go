@@ -27,6 +27,23 @@ import (
 // The tenant is checked before the idempotency log so that one tenant can
 // never observe another's operations through replays.
 
+// The clock rule (docs/adr/0005-coord-pure-transitions.md): nodes' clocks
+// differ, so a caller's now may be older than a timestamp another node just
+// wrote. Every transition therefore runs at clock(now) = max(now, the
+// record's UpdatedAt) instead of refusing or storing a record whose
+// UpdatedAt would go backwards. Lease expiry decisions do not change: while
+// a lease is held its deadline lies above the record's UpdatedAt (the
+// deadline is set from the same clamped time plus a positive duration, and
+// every later write under the lease happens before the deadline), so
+// clock(now) >= deadline exactly when now >= deadline.
+
+// clock returns the time a transition of s runs at: now, or the record's
+// UpdatedAt when now is older.
+func (s *Shard) clock(now Time) Time { return max(now, s.UpdatedAt) }
+
+// clock returns the time a transition of r runs at: see Shard.clock.
+func (r *Run) clock(now Time) Time { return max(now, r.UpdatedAt) }
+
 func checkCall(now Time, op OpID) error {
 	if now < 1 || now > MaxTime {
 		return fmt.Errorf("%w: now %d outside [1, MaxTime]", ErrInvalidArgument, now)
@@ -109,6 +126,7 @@ func (s *Shard) begin(run *Run, l Lease, op OpID, h Digest, now Time) (OpRecord,
 	if err := checkCall(now, op); err != nil {
 		return OpRecord{}, false, err
 	}
+	now = s.clock(now) // see the clock rule above
 	if err := s.checkTarget(run, l.Run, l.Shard); err != nil {
 		return OpRecord{}, false, err
 	}
@@ -161,6 +179,7 @@ func (s *Shard) acquire(run *Run, worker WorkerID, op OpID, h Digest, now Time) 
 	if worker == 0 {
 		return *s, Lease{}, false, fmt.Errorf("%w: zero worker id", ErrInvalidArgument)
 	}
+	now = s.clock(now)
 	if err := run.checkWorkable(); err != nil {
 		return *s, Lease{}, false, err
 	}
@@ -245,6 +264,7 @@ func (s Shard) ApplyRenew(run *Run, req RenewRequest, now Time) (Shard, Lease, b
 	} else if ok {
 		return s, s.lease(req.Lease.Worker, req.Lease.Fence), false, nil
 	}
+	now = s.clock(now)
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.Deadline = now.Add(run.Config.LeaseDuration)
 	return n, n.lease(n.Owner, n.Fence), true, nil
@@ -258,6 +278,7 @@ func (s Shard) ApplyCheckpoint(run *Run, req CheckpointRequest, now Time, lim Li
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
 		return s, false, err
 	}
+	now = s.clock(now)
 	c := req.Cursor
 	if err := lim.checkCursor(c); err != nil {
 		return s, false, err
@@ -288,6 +309,7 @@ func (s Shard) ApplyComplete(run *Run, req CompleteRequest, now Time) (Shard, bo
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
 		return s, false, err
 	}
+	now = s.clock(now)
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.State, n.Owner, n.Deadline = ShardDone, 0, 0
 	return n, true, nil
@@ -299,6 +321,7 @@ func (s Shard) ApplyPark(run *Run, req ParkRequest, now Time, lim Limits) (Shard
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
 		return s, false, err
 	}
+	now = s.clock(now)
 	if req.Reason == "" {
 		return s, false, fmt.Errorf("%w: empty park reason", ErrInvalidArgument)
 	}
@@ -326,6 +349,7 @@ func (s Shard) ApplyUnpark(run *Run, req UnparkRequest, now Time) (Shard, bool, 
 	if _, ok, err := findOp(s.Ops, req.Op, h); err != nil || ok {
 		return s, false, err
 	}
+	now = s.clock(now)
 	if run.State.Terminal() {
 		return s, false, fmt.Errorf("%w: run %d is %v", ErrRunTerminal, run.ID, run.State)
 	}
@@ -407,6 +431,7 @@ func (s Shard) ApplySplitReplace(run *Run, req SplitReplaceRequest, now Time, li
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
 		return s, nil, false, err
 	}
+	now = s.clock(now)
 	if err := ValidateChildren(s.Start, s.End, req.Children, lim); err != nil {
 		return s, nil, false, err
 	}
@@ -450,6 +475,7 @@ func (s Shard) ApplySplitResidual(run *Run, req SplitResidualRequest, now Time, 
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
 		return s, Shard{}, false, err
 	}
+	now = s.clock(now)
 	if err := lim.check(LimitKeySize, len(req.Key), lim.MaxKeySize); err != nil {
 		return s, Shard{}, false, err
 	}
@@ -532,7 +558,7 @@ func (r *Run) begin(t TenantID, op OpID, h Digest, now Time) (bool, error) {
 
 func (r *Run) next(now Time, op OpID, h Digest) Run {
 	n := r.Clone()
-	n.UpdatedAt = now
+	n.UpdatedAt = r.clock(now)
 	n.Ops = appendOp(n.Ops, OpRecord{ID: op, Hash: h}, MaxRunOps)
 	return n
 }
@@ -564,12 +590,14 @@ func (r Run) ApplyRegisterShards(req RegisterShardsRequest, now Time, lim Limits
 	return n, shards, true, nil
 }
 
-// ApplyCompleteRun marks an Active run Done. unfinished is the number of its
-// shards that are Active or Parked; it must be zero. Once it is zero it stays
-// zero (new shards only come from splits of Active shards, and only Parked
-// shards can be unparked), so an etcd backend need not guard the shard
-// records it counted.
-func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, unfinished int) (Run, bool, error) {
+// ApplyCompleteRun marks an Active run Done. sum counts the run's shards;
+// none may be Active or Parked. Once that holds it keeps holding (new
+// shards only come from splits of Active shards, and only Parked shards can
+// be unparked), so an etcd backend need not guard the shard records it
+// counted. Like every terminal transition it records sum as the run's
+// Summary: the backend deletes the shard records and releases them from the
+// caps in the same atomic write (docs/adr/0023-atomic-shard-caps.md).
+func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, sum RunSummary) (Run, bool, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
 		return r, false, err
@@ -577,16 +605,17 @@ func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, unfinished int) 
 	if r.State != RunActive {
 		return r, false, fmt.Errorf("%w: run %d is %v", ErrRunNotActive, r.ID, r.State)
 	}
-	if unfinished > 0 {
+	if unfinished := sum.Active + sum.Parked; unfinished > 0 {
 		return r, false, fmt.Errorf("%w: run %d has %d", ErrRunIncomplete, r.ID, unfinished)
 	}
 	n := r.next(now, req.Op, h)
-	n.State, n.CompletedAt = RunDone, now
+	n.State, n.CompletedAt, n.Summary = RunDone, n.UpdatedAt, sum
 	return n, true, nil
 }
 
-// ApplyFailRun marks an Active run Failed.
-func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits) (Run, bool, error) {
+// ApplyFailRun marks an Active run Failed, recording sum as its Summary
+// (see ApplyCompleteRun).
+func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits, sum RunSummary) (Run, bool, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
 		return r, false, err
@@ -601,17 +630,19 @@ func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits) (Run, bool, 
 		return r, false, err
 	}
 	n := r.next(now, req.Op, h)
-	n.State, n.CompletedAt, n.FailReason = RunFailed, now, req.Reason
+	n.State, n.CompletedAt, n.FailReason, n.Summary = RunFailed, n.UpdatedAt, req.Reason, sum
 	return n, true, nil
 }
 
-// ApplyCancelRun marks an Initializing or Active run Cancelled.
-func (r Run) ApplyCancelRun(req CancelRunRequest, now Time) (Run, bool, error) {
+// ApplyCancelRun marks an Initializing or Active run Cancelled, recording
+// sum as its Summary (see ApplyCompleteRun). An Initializing run may hold
+// the shards of a registration in progress (see RegisterShards in etcd).
+func (r Run) ApplyCancelRun(req CancelRunRequest, now Time, sum RunSummary) (Run, bool, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
 		return r, false, err
 	}
 	n := r.next(now, req.Op, h)
-	n.State, n.CompletedAt = RunCancelled, now
+	n.State, n.CompletedAt, n.Summary = RunCancelled, n.UpdatedAt, sum
 	return n, true, nil
 }

@@ -234,7 +234,53 @@ type Run struct {
 	CompletedAt Time   // set exactly when State is terminal
 	RootShards  uint32 // number of shards registered; non-zero once Active
 	FailReason  string // set only when State is RunFailed
-	Ops         []OpRecord
+	// Summary is set by the transition that makes the run terminal: the
+	// transition also deletes the run's shard records and releases them
+	// from the shard caps (docs/adr/0023-atomic-shard-caps.md), so the
+	// summary is what remains of them for history and Progress.
+	Summary RunSummary
+	Ops     []OpRecord
+}
+
+// RunSummary counts a run's shards by state at the moment it turned
+// terminal. For a cancelled or failed run whose workers were still busy, a
+// shard that finished concurrently may be counted as it was an instant
+// before; a Done run's summary is exact, as its shards can no longer change.
+type RunSummary struct {
+	Total  uint32
+	Active uint32
+	Done   uint32
+	Split  uint32
+	Parked uint32
+}
+
+// Add counts s into the summary.
+func (m *RunSummary) Add(s *Shard) {
+	m.Total++
+	switch s.State {
+	case ShardActive:
+		m.Active++
+	case ShardDone:
+		m.Done++
+	case ShardSplit:
+		m.Split++
+	case ShardParked:
+		m.Parked++
+	}
+}
+
+// Progress returns the progress of a terminal run, which is its summary:
+// its shards are gone, and none holds a lease.
+func (r *Run) Progress() Progress {
+	m := r.Summary
+	return Progress{State: r.State, Total: int(m.Total), Active: int(m.Active), Done: int(m.Done), Split: int(m.Split), Parked: int(m.Parked)}
+}
+
+// ShardsReleased is the error every shard read or mutation of a terminal
+// run reports: the run's shard records were deleted when it ended. It
+// matches both ErrRunTerminal and ErrNotFound.
+func (r *Run) ShardsReleased(id ShardID) error {
+	return fmt.Errorf("%w: run %d is %v and its shards were released: shard %v %w", ErrRunTerminal, r.ID, r.State, id, ErrNotFound)
 }
 
 // Clone returns a deep copy of r.

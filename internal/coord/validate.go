@@ -31,6 +31,12 @@ func (r *Run) Validate() error {
 	if r.State == RunInitializing && r.RootShards != 0 {
 		return fmt.Errorf("%w: run %d: initializing run has root shards", ErrCorrupt, r.ID)
 	}
+	if !r.State.Terminal() && r.Summary != (RunSummary{}) {
+		return fmt.Errorf("%w: run %d: summary of a run that is not terminal", ErrCorrupt, r.ID)
+	}
+	if m := r.Summary; m.Active+m.Done+m.Split+m.Parked != m.Total {
+		return fmt.Errorf("%w: run %d: summary counts do not add up", ErrCorrupt, r.ID)
+	}
 	if (r.State == RunFailed) != (r.FailReason != "") {
 		return fmt.Errorf("%w: run %d: fail reason must be set exactly when failed", ErrCorrupt, r.ID)
 	}
@@ -77,6 +83,9 @@ func (s *Shard) validate() error {
 		return fmt.Errorf("cursor key without HasKey")
 	case s.CreatedAt < 1 || s.UpdatedAt < s.CreatedAt:
 		return fmt.Errorf("bad timestamps")
+	case s.Owner != 0 && s.Deadline <= s.UpdatedAt:
+		// The clock rule relies on it: see Shard.clock.
+		return fmt.Errorf("lease deadline %d not after updated_at %d", s.Deadline, s.UpdatedAt)
 	}
 	seen := make(map[ShardID]bool, len(s.Children))
 	for _, c := range s.Children {

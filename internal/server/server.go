@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/githttp"
@@ -48,8 +49,20 @@ type Options struct {
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
 	Git string
-	// MaxPushBytes bounds one push's body; 0 means no limit.
-	MaxPushBytes int64
+	// Limits are the git transport's resource limits; zero values take
+	// githttp's defaults, negative ones switch a limit off (see
+	// githttp.Options and docs/adr/0015-git-resource-limits.md).
+	MaxPushBytes         int64
+	MaxFetchRequestBytes int64
+	FetchRequestTimeout  time.Duration
+	IOTimeout            time.Duration
+	MaxGitProcesses      int
+	GitQueue             int
+	GitQueueTimeout      time.Duration
+	// StoreTempMaxAge is the age past which a store's write temporaries
+	// (a crashed writer's leftovers) are removed at start, for stores
+	// that keep them (fsstore); default 1 hour, negative: never.
+	StoreTempMaxAge time.Duration
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (default 10 minutes: a large push must be
 	// able to finish).
@@ -60,6 +73,12 @@ type Options struct {
 	// value means compact.DefaultPolicy, one at a time
 	// (docs/adr/0050-compaction.md).
 	Compaction compact.TriggerOptions
+}
+
+// tempSweeper is a store that leaves write temporaries behind when its
+// process is killed mid-write (fsstore.Store.RemoveStaleTemp).
+type tempSweeper interface {
+	RemoveStaleTemp(olderThan time.Duration) (int, error)
 }
 
 // Server is a ghost node.
@@ -93,6 +112,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Minute
 	}
+	if opts.StoreTempMaxAge == 0 {
+		opts.StoreTempMaxAge = time.Hour
+	}
+	if ts, ok := opts.Store.(tempSweeper); ok && opts.StoreTempMaxAge > 0 {
+		n, err := ts.RemoveStaleTemp(opts.StoreTempMaxAge)
+		if err != nil {
+			opts.Logger.Warn("removing stale object-store temporaries failed", "err", err)
+		} else if n > 0 {
+			opts.Logger.Info("removed stale object-store temporaries", "count", n)
+		}
+	}
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
@@ -117,8 +147,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	git, err := githttp.NewHandler(githttp.Options{
 		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
-		MaxPushBytes: opts.MaxPushBytes,
-		AfterCommit:  func(repo string, res wal.Result) { s.compact.AfterCommit(repo, res) },
+		MaxPushBytes:         opts.MaxPushBytes,
+		MaxFetchRequestBytes: opts.MaxFetchRequestBytes,
+		FetchRequestTimeout:  opts.FetchRequestTimeout,
+		IOTimeout:            opts.IOTimeout,
+		MaxGitProcesses:      opts.MaxGitProcesses,
+		GitQueue:             opts.GitQueue,
+		GitQueueTimeout:      opts.GitQueueTimeout,
+		AfterCommit:          func(repo string, res wal.Result) { s.compact.AfterCommit(repo, res) },
 	})
 	if err != nil {
 		s.compact.Close()
@@ -126,7 +162,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger))
+	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alerts.New(opts.Store))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")

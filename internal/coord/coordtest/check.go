@@ -27,7 +27,12 @@ func (s *sim) check() {
 				s.fatalf("run %d left terminal state %v for %v", id, prev.State, r.State)
 			}
 		}
+		prevRun, seenBefore := s.seenRuns[id]
 		s.seenRuns[id] = r
+		if r.State.Terminal() {
+			s.checkReleased(r, seenBefore && !prevRun.State.Terminal())
+			continue
+		}
 
 		shards, err := s.b.ListShards(s.ctx, s.now, s.tenant, id, coord.ShardFilter{})
 		s.expect("ListShards", err)
@@ -56,6 +61,35 @@ func (s *sim) check() {
 		if r.State == coord.RunDone && (p.Active != 0 || p.Parked != 0) {
 			s.fatalf("run %d is done with unfinished shards: %+v", id, p)
 		}
+	}
+}
+
+// checkReleased checks a terminal run: its shards are gone, Progress is
+// its summary, and when the run ended during the last step the summary
+// counts the shards seen at the previous check (docs/adr/0023-atomic-shard-caps.md).
+func (s *sim) checkReleased(r coord.Run, justEnded bool) {
+	shards, err := s.b.ListShards(s.ctx, s.now, s.tenant, r.ID, coord.ShardFilter{})
+	s.expect("ListShards", err)
+	if len(shards) != 0 {
+		s.fatalf("run %d is %v but still lists %d shards", r.ID, r.State, len(shards))
+	}
+	p, err := s.b.Progress(s.ctx, s.now, s.tenant, r.ID)
+	s.expect("Progress", err)
+	if p != r.Progress() {
+		s.fatalf("run %d: Progress %+v, summary %+v", r.ID, p, r.Summary)
+	}
+	if !justEnded {
+		return
+	}
+	var want coord.RunSummary
+	for ref, sh := range s.seenShards {
+		if ref.run == r.ID {
+			want.Add(&sh)
+			delete(s.seenShards, ref)
+		}
+	}
+	if r.Summary != want {
+		s.fatalf("run %d ended with summary %+v, the shards seen last were %+v", r.ID, r.Summary, want)
 	}
 }
 

@@ -471,8 +471,17 @@ func (s *sim) duplicate(w *simWorker) {
 		s.stats["duplicate"]++
 		return
 	}
-	s.stats["duplicate of evicted op"]++
 	sh, gerr := s.b.GetShard(s.ctx, s.tenant, w.lastShard.run, w.lastShard.shard)
+	if errors.Is(gerr, coord.ErrRunTerminal) {
+		// The run ended: its shards, and their op logs, are gone.
+		if !errors.Is(err, coord.ErrRunTerminal) {
+			s.fatalf("duplicate of op %d in an ended run: %v", w.lastOp, err)
+		}
+		s.stats["duplicate in an ended run"]++
+		w.last = nil
+		return
+	}
+	s.stats["duplicate of evicted op"]++
 	s.expect("GetShard", gerr)
 	for _, op := range sh.Ops {
 		if op.ID == w.lastOp {
@@ -577,6 +586,10 @@ func (s *sim) splitReplace(w *simWorker) {
 		return
 	}
 	sh, err := s.b.GetShard(s.ctx, s.tenant, w.lease.Run, w.lease.Shard)
+	if errors.Is(err, coord.ErrRunTerminal) {
+		s.result(w, "SplitReplace", err)
+		return
+	}
 	s.expect("GetShard", err)
 	lo, hi := simInt(sh.Start, 0), simInt(sh.End, simKeySpace)
 	pts := s.points(lo, hi, 1+s.rng.IntN(3))

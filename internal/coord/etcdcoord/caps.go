@@ -29,6 +29,9 @@ func count(r rec) (int64, error) {
 // compares and writes that move the counters read in ctrs (as listed by
 // counterKeys) by delta, so the check and the creation commit together.
 func (b *Backend) reserve(ctx context.Context, t *txn, ctrs []rec, delta int64) error {
+	if err := b.checkMarkers(ctx, t, ctrs); err != nil {
+		return err
+	}
 	tc, err := count(ctrs[0])
 	if err != nil {
 		return err
@@ -55,6 +58,51 @@ func (b *Backend) reserve(ctx context.Context, t *txn, ctrs []rec, delta int64) 
 	return nil
 }
 
+// checkMarkers refuses a creation when a counter in ctrs is absent but its
+// marker exists (ErrCounterLost), and otherwise adds to t the writes of
+// the markers of the counters the creation creates. Present counters cost
+// nothing: their markers are only read when a counter is absent.
+func (b *Backend) checkMarkers(ctx context.Context, t *txn, ctrs []rec) error {
+	var markers []string
+	var absent []string
+	for _, c := range ctrs {
+		if !c.exists() {
+			absent = append(absent, c.key)
+			markers = append(markers, b.markerOf(c.key))
+		}
+	}
+	if len(markers) == 0 {
+		return nil
+	}
+	// Read each marker together with its counter again: a counter created
+	// since ctrs was read came with its marker, and the creation's compare
+	// of the counter's absence will fail and retry.
+	ms, err := b.read(ctx, append(markers, absent...)...)
+	if err != nil {
+		return err
+	}
+	for i, m := range ms[:len(markers)] {
+		if ms[len(markers)+i].exists() {
+			continue
+		}
+		if m.exists() {
+			return fmt.Errorf("%w: %s is gone but %s records that it existed; run \"ghost coord repair-counters\"",
+				ErrCounterLost, absent[i], m.key)
+		}
+		t.put(m.key, nil)
+	}
+	return nil
+}
+
+// markerOf returns the marker key of a counter key from counterKeys.
+func (b *Backend) markerOf(counter string) string {
+	if counter == b.k.globalCount() {
+		return b.k.globalMarker()
+	}
+	tenant, _ := b.k.parseTenantCountKey(counter)
+	return b.k.tenantMarker(tenant)
+}
+
 // release adds to t the compares and writes that take delta records off the
 // counters read in ctrs, refusing with ErrCounterUnderflow rather than
 // wrapping below zero.
@@ -65,7 +113,7 @@ func (b *Backend) release(t *txn, ctrs []rec, delta int64) error {
 			return err
 		}
 		if n < delta {
-			return fmt.Errorf("%w: %s holds %d, removing %d; run repair-counters", ErrCounterUnderflow, r.key, n, delta)
+			return fmt.Errorf("%w: %s holds %d, removing %d; run \"ghost coord repair-counters\"", ErrCounterUnderflow, r.key, n, delta)
 		}
 		t.guard(r)
 		t.put(r.key, encodeCount(n-delta))

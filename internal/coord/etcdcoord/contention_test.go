@@ -20,8 +20,8 @@ import (
 )
 
 // The contention test races 64 goroutines creating shards (RegisterShards,
-// SplitReplace, SplitResidual) and removing them (CancelRun + GC, several
-// GCs at once) under a per-tenant cap C and a global cap G, and after every
+// SplitReplace, SplitResidual) and removing them (CancelRun, which releases
+// a run's shards, then GC of the ended runs, several GCs at once) under a per-tenant cap C and a global cap G, and after every
 // round checks the stored state directly in etcd, independently of the
 // backend's own code: no tenant above C, no more than G in total, every
 // counter equal to the number of shard records, and every refusal a
@@ -176,9 +176,13 @@ func (w *contWorker) splitReplace(ctx context.Context, now coord.Time) error {
 // cancelled before now, racing the other workers' collections.
 func (w *contWorker) remove(ctx context.Context, now coord.Time, gc bool) error {
 	for _, run := range w.runs {
-		if _, err := w.b.CancelRun(ctx, now, coord.CancelRunRequest{Tenant: w.tenant, Run: run, Op: w.op()}); err != nil {
+		// Ending a run releases its shards, so it races the creators for
+		// the counters: retry contention like any caller.
+		req := coord.CancelRunRequest{Tenant: w.tenant, Run: run, Op: w.op()}
+		if err := call(func() error { _, err := w.b.CancelRun(ctx, now, req); return err }); err != nil {
 			return fmt.Errorf("worker %d: cancel: %w", w.id, err)
 		}
+		w.stats["cancel"]++
 	}
 	w.runs, w.lease = nil, nil
 	if !gc {
@@ -259,7 +263,7 @@ func TestShardCapsUnderContention(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds: %v", contRounds(), total)
-	for _, k := range []string{"register", "split replace", "split residual", "gc removed",
+	for _, k := range []string{"register", "split replace", "split residual", "cancel", "gc removed",
 		"register refused (tenant)", "register refused (global)", "split residual refused (global)", "split replace refused (global)"} {
 		if total[k] == 0 {
 			t.Errorf("no %q happened: the test did not exercise it", k)
@@ -270,6 +274,12 @@ func TestShardCapsUnderContention(t *testing.T) {
 // checkCounters reads the namespace straight from etcd and checks the caps
 // and that every counter equals the number of shard records it counts.
 func checkCounters(t *testing.T, when, ns string, owner map[coord.RunID]coord.TenantID) {
+	t.Helper()
+	checkCountersCaps(t, when, ns, owner, contCapC, contCapG)
+}
+
+// checkCountersCaps is checkCounters with the caps capC and capG.
+func checkCountersCaps(t *testing.T, when, ns string, owner map[coord.RunID]coord.TenantID, capC, capG int64) {
 	t.Helper()
 	ctx := context.Background()
 	resp, err := client.Get(ctx, ns+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
@@ -306,8 +316,8 @@ func checkCounters(t *testing.T, when, ns string, owner map[coord.RunID]coord.Te
 		if n != uint64(records[tenant]) {
 			t.Fatalf("%s: tenant %x counter %d, records %d", when, tenant[:2], n, records[tenant])
 		}
-		if n > contCapC {
-			t.Fatalf("%s: tenant %x holds %d shards, cap %d", when, tenant[:2], n, contCapC)
+		if n > uint64(capC) {
+			t.Fatalf("%s: tenant %x holds %d shards, cap %d", when, tenant[:2], n, capC)
 		}
 		seen[tenant] = true
 	}
@@ -327,7 +337,7 @@ func checkCounters(t *testing.T, when, ns string, owner map[coord.RunID]coord.Te
 	if gn != uint64(global) {
 		t.Fatalf("%s: global counter %d, records %d", when, gn, global)
 	}
-	if global > contCapG {
-		t.Fatalf("%s: %d shards in total, cap %d", when, global, contCapG)
+	if global > capG {
+		t.Fatalf("%s: %d shards in total, cap %d", when, global, capG)
 	}
 }

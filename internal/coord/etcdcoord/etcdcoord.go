@@ -45,6 +45,11 @@ var (
 	// below zero: the counter no longer matches the records. Nothing was
 	// written; RepairCounters recounts.
 	ErrCounterUnderflow = fmt.Errorf("%w: shard counter would underflow", coord.ErrCorrupt)
+	// ErrCounterLost reports a creation refused because a shard counter is
+	// missing although its marker records that it existed: someone deleted
+	// it, and reading it as zero would silently lift the cap. Nothing was
+	// written; "ghost coord repair-counters" recounts and restores it.
+	ErrCounterLost = fmt.Errorf("%w: shard counter missing", coord.ErrCorrupt)
 )
 
 // Names of the etcd resource limits reported in coord.LimitError.Limit.
@@ -265,13 +270,19 @@ func (b *Backend) commit(ctx context.Context, t *txn, orElse ...clientv3.Op) (*c
 
 // read fetches keys at one revision.
 func (b *Backend) read(ctx context.Context, keys ...string) ([]rec, error) {
+	rs, _, err := b.readRev(ctx, keys...)
+	return rs, err
+}
+
+// readRev fetches keys at one revision and returns that revision.
+func (b *Backend) readRev(ctx context.Context, keys ...string) ([]rec, int64, error) {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = clientv3.OpGet(k)
 	}
 	resp, err := b.c.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, b.etcdErr(err, nil)
+		return nil, 0, b.etcdErr(err, nil)
 	}
 	out := make([]rec, len(keys))
 	for i, r := range resp.Responses {
@@ -280,7 +291,7 @@ func (b *Backend) read(ctx context.Context, keys ...string) ([]rec, error) {
 			out[i].rev, out[i].val = kvs[0].ModRevision, kvs[0].Value
 		}
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
 }
 
 // scan calls fn for every key in [from, end) in key order, in pages, all at
@@ -321,13 +332,18 @@ type step func(ctx context.Context) (*txn, error)
 // meanwhile became a replay or a refusal reports that, and only a request
 // that still needs a write fails with ErrContention.
 func (b *Backend) mutate(ctx context.Context, what string, s step) error {
+	return b.mutateN(ctx, what, b.maxRetries, s)
+}
+
+// mutateN is mutate with maxRetries in place of Config.MaxRetries.
+func (b *Backend) mutateN(ctx context.Context, what string, maxRetries int, s step) error {
 	delay := backoffMin
 	for attempt := 0; ; attempt++ {
 		t, err := s(ctx)
 		if err != nil || t == nil {
 			return err
 		}
-		if attempt > b.maxRetries {
+		if attempt > maxRetries {
 			return fmt.Errorf("etcdcoord: %s: %w (%d attempts)", what, ErrContention, attempt)
 		}
 		resp, err := b.commit(ctx, t)
@@ -340,7 +356,7 @@ func (b *Backend) mutate(ctx context.Context, what string, s step) error {
 			}
 			return t.after
 		}
-		if attempt < b.maxRetries {
+		if attempt < maxRetries {
 			if err := sleep(ctx, jitter(delay)); err != nil {
 				return err
 			}

@@ -1,6 +1,8 @@
 package etcdcoord_test
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"sync/atomic"
@@ -69,4 +71,33 @@ func TestSimulation(t *testing.T) {
 	coordtest.Run(t, func(t *testing.T, lim coord.Limits) coord.Backend {
 		return newBackend(t, etcdcoord.Config{Limits: lim})
 	}, coordtest.SkipConformance(), coordtest.Seeds(simSeeds()), coordtest.Parallel())
+}
+
+// TestClaimNextSkipsACorruptShard: one shard record that cannot be decoded
+// does not stop ClaimNext from claiming the run's other shards; once only
+// it is left, ClaimNext reports it rather than "nothing available".
+func TestClaimNextSkipsACorruptShard(t *testing.T) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("/test/corruptclaim%d", namespaces.Add(1))
+	b := newBackend(t, etcdcoord.Config{Namespace: ns})
+	tenant := coord.TenantID{1}
+	mustRun(t, b, tenant, 1, 3)
+	if _, err := client.Put(ctx, ns+"/shards/0000000000000001/0000000000000002", "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	// A worker whose scan starts at shard 2, then any other.
+	first := coord.WorkerID(1)
+	for coord.ClaimOffset(first, 3) != 1 {
+		first++
+	}
+	for i, w := range []coord.WorkerID{first, first + 100} {
+		l, err := b.ClaimNext(ctx, 10, coord.ClaimRequest{Tenant: tenant, Run: 1, Worker: w, Op: coord.OpID(10 + i)})
+		if err != nil || l.Shard == 2 {
+			t.Fatalf("claim by worker %d with a corrupt shard: %+v %v", w, l, err)
+		}
+	}
+	_, err := b.ClaimNext(ctx, 10, coord.ClaimRequest{Tenant: tenant, Run: 1, Worker: 3, Op: 13})
+	if !errors.Is(err, coord.ErrCorrupt) {
+		t.Fatalf("claim with only the corrupt shard left: %v", err)
+	}
 }

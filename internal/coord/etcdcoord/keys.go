@@ -22,8 +22,12 @@ import (
 //	<ns>/claims/<run>/<op>              ClaimNext op id -> shard it claimed (u64 BE)
 //	<ns>/tenant-runs/<tenant>/<run>     index: run is not terminal (empty value)
 //	<ns>/gc/<completed_at>/<run>        index: terminal run by completion time
+//	<ns>/registrations/<run>            chunked RegisterShards in progress (registration)
 //	<ns>/tenants/<tenant>/shard_count   shard records of the tenant (u64 LE)
 //	<ns>/global/shard_count             shard records in the namespace (u64 LE)
+//	<ns>/markers/tenants/<tenant>       the tenant's counter exists (empty value)
+//	<ns>/markers/global                 the global counter exists (empty value)
+//	<ns>/locks/gc                       held by the node running GC (see TryGC)
 //
 // Nothing but the counters lives under <ns>/tenants/, so the advisory global
 // cap can sum them with one range read.
@@ -104,6 +108,10 @@ func (k keys) tenantRun(t coord.TenantID, run coord.RunID) string {
 	return k.tenantRunPrefix(t) + hex16(uint64(run))
 }
 
+func (k keys) registration(run coord.RunID) string {
+	return k.ns + "/registrations/" + hex16(uint64(run))
+}
+
 func (k keys) gcPrefix() string { return k.ns + "/gc/" }
 
 // gcBefore is the end of the range of gc keys whose time is below t.
@@ -117,6 +125,15 @@ func (k keys) tenantCount(t coord.TenantID) string {
 	return k.tenantsPrefix() + hex.EncodeToString(t[:]) + "/shard_count"
 }
 func (k keys) globalCount() string { return k.ns + "/global/shard_count" }
+
+// Markers tell a counter that was never created (zero) from one that was
+// deleted (see ErrCounterLost); RepairCounters also compares them.
+func (k keys) tenantMarker(t coord.TenantID) string {
+	return k.ns + "/markers/tenants/" + hex.EncodeToString(t[:])
+}
+func (k keys) globalMarker() string { return k.ns + "/markers/global" }
+
+func (k keys) gcLock() string { return k.ns + "/locks/gc" }
 
 // parseShardKey returns the run and shard of a key under shardsPrefix.
 func (k keys) parseShardKey(key string) (coord.RunID, coord.ShardID, error) {

@@ -1,6 +1,7 @@
 package etcdcoord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,51 +32,6 @@ func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.Creat
 		}
 		t := &txn{}
 		return t, b.putRun(t, rs[0], nil, &out)
-	})
-	if err != nil {
-		return coord.Run{}, err
-	}
-	return out, nil
-}
-
-// RegisterShards implements coord.Backend. The run, all its root shards,
-// their index entries and both counters are written in one transaction, so
-// the registration is all or nothing; its size bounds the manifest (see
-// Config.MaxTxnOps). Root shard keys need no compare: shards exist only
-// in Active runs, and the transaction compares the run, which is still
-// Initializing.
-func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.RegisterShardsRequest) (coord.Run, error) {
-	var out coord.Run
-	err := b.mutate(ctx, "register shards", func(ctx context.Context) (*txn, error) {
-		rs, err := b.read(ctx, append([]string{b.k.run(req.Run)}, b.counterKeys(req.Tenant)...)...)
-		if err != nil {
-			return nil, err
-		}
-		run, err := decodeRun(rs[0], req.Tenant, req.Run)
-		if err != nil {
-			return nil, err
-		}
-		n, shards, changed, err := run.ApplyRegisterShards(req, now, b.lim)
-		out = n
-		if err != nil || !changed {
-			return nil, err
-		}
-		t := &txn{}
-		if err := b.reserve(ctx, t, rs[1:], int64(len(shards))); err != nil {
-			return nil, err
-		}
-		if err := b.putRun(t, rs[0], &run, &n); err != nil {
-			return nil, err
-		}
-		for i := range shards {
-			v, err := shards[i].MarshalBinary()
-			if err != nil {
-				return nil, fmt.Errorf("etcdcoord: refusing to store: %w", err)
-			}
-			t.put(b.k.shard(req.Run, shards[i].ID), v)
-			t.put(b.k.open(req.Run, shards[i].ID), openValue(&shards[i]))
-		}
-		return t, nil
 	})
 	if err != nil {
 		return coord.Run{}, err
@@ -215,6 +171,10 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		return coord.Lease{}, true, err
 	}
 	lost := false
+	// A candidate whose record cannot be read or written (ErrCorrupt) is
+	// skipped, so one bad record does not stop a run's other shards from
+	// being claimed; its error is reported only if nothing was claimable.
+	var skipped error
 	off := coord.ClaimOffset(req.Worker, len(candidates))
 	for i := range candidates {
 		id := candidates[(off+i)%len(candidates)]
@@ -226,6 +186,10 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 			continue
 		}
 		s, err := decodeShard(srs[0], &run, id)
+		if errors.Is(err, coord.ErrCorrupt) {
+			skipped = cmp.Or(skipped, err)
+			continue
+		}
 		if err != nil {
 			return coord.Lease{}, true, err
 		}
@@ -240,6 +204,10 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		t.guard(runRec)
 		t.guard(claimRec)
 		if perr := b.putShard(t, srs[0], &s, &n); perr != nil {
+			if errors.Is(perr, coord.ErrCorrupt) {
+				skipped = cmp.Or(skipped, perr)
+				continue
+			}
 			return coord.Lease{}, true, perr
 		}
 		if err == nil {
@@ -263,6 +231,9 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 	}
 	if lost {
 		return coord.Lease{}, false, nil
+	}
+	if skipped != nil {
+		return coord.Lease{}, true, fmt.Errorf("etcdcoord: claim next: nothing claimable but a corrupt shard: %w", skipped)
 	}
 	return coord.Lease{}, true, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
 }
@@ -454,12 +425,24 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 	return shard, residual, nil
 }
 
-// runOp runs a mutation of a run record.
-func (b *Backend) runOp(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
-	apply func(ctx context.Context, run coord.Run) (coord.Run, bool, error)) (coord.Run, error) {
+// endRun runs a transition that makes a run terminal. It counts the run's
+// shards at the revision it read the run and counters at, and commits in
+// one transaction the terminal run with that summary, the deletion of its
+// shard records, open index entries, claim keys and any registration in
+// progress (four prefix or key deletes, whatever the size of the run), and
+// the release of the shards from the tenant and global counters
+// (docs/adr/0023-atomic-shard-caps.md).
+//
+// The count stays exact until the commit: shards are created only by
+// splits, which compare the run record this transaction rewrites, and by
+// registration chunks, which advance the registration key it compares; a
+// run with no shards leaves the counters alone. The states counted may lag
+// a concurrent Complete or Park, which the summary documents.
+func (b *Backend) endRun(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
+	apply func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error)) (coord.Run, error) {
 	var out coord.Run
 	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
-		rs, err := b.read(ctx, b.k.run(id))
+		rs, rev, err := b.readRev(ctx, append([]string{b.k.run(id), b.k.registration(id)}, b.counterKeys(tenant)...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -467,13 +450,36 @@ func (b *Backend) runOp(ctx context.Context, what string, tenant coord.TenantID,
 		if err != nil {
 			return nil, err
 		}
-		n, changed, err := apply(ctx, run)
+		var sum coord.RunSummary
+		if !run.State.Terminal() {
+			if sum, err = b.summarize(ctx, &run, rev); err != nil {
+				return nil, err
+			}
+		}
+		n, changed, err := apply(run, sum)
 		out = n
 		if err != nil || !changed {
 			return nil, err
 		}
 		t := &txn{}
-		return t, b.putRun(t, rs[0], &run, &n)
+		if err := b.putRun(t, rs[0], &run, &n); err != nil {
+			return nil, err
+		}
+		if sum.Total > 0 {
+			if err := b.release(t, rs[2:], int64(sum.Total)); err != nil {
+				return nil, err
+			}
+		}
+		// Shards are created by splits, which compare the run record, and
+		// by registration chunks, which advance the registration key.
+		t.guard(rs[1])
+		t.delPrefix(b.k.shardPrefix(id))
+		t.delPrefix(b.k.openPrefix(id))
+		t.delPrefix(b.k.claimPrefix(id))
+		if rs[1].exists() {
+			t.del(rs[1].key)
+		}
+		return t, nil
 	})
 	if err != nil {
 		return coord.Run{}, err
@@ -481,34 +487,43 @@ func (b *Backend) runOp(ctx context.Context, what string, tenant coord.TenantID,
 	return out, nil
 }
 
-// CompleteRun implements coord.Backend. The unfinished shards are counted
-// from the open index without guarding it: see coord.Run.ApplyCompleteRun
-// for why a count of zero cannot go stale.
-func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, "complete run", req.Tenant, req.Run, func(ctx context.Context, run coord.Run) (coord.Run, bool, error) {
-		unfinished := 0
-		if run.State == coord.RunActive {
-			resp, err := b.c.Get(ctx, b.k.openPrefix(req.Run), clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return run, false, b.etcdErr(err, nil)
-			}
-			unfinished = int(resp.Count)
+// summarize counts the run's shards by state at revision rev.
+func (b *Backend) summarize(ctx context.Context, run *coord.Run, rev int64) (coord.RunSummary, error) {
+	var sum coord.RunSummary
+	p := b.k.shardPrefix(run.ID)
+	_, err := b.scan(ctx, rev, p, prefixEnd(p), nil, func(key string, val []byte) error {
+		_, sid, err := b.k.parseShardKey(key)
+		if err != nil {
+			return err
 		}
-		return run.ApplyCompleteRun(req, now, unfinished)
+		s, err := decodeShard(rec{key: key, rev: 1, val: val}, run, sid)
+		if err != nil {
+			return err
+		}
+		sum.Add(&s)
+		return nil
+	})
+	return sum, err
+}
+
+// CompleteRun implements coord.Backend. See endRun.
+func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
+	return b.endRun(ctx, "complete run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+		return run.ApplyCompleteRun(req, now, sum)
 	})
 }
 
-// FailRun implements coord.Backend.
+// FailRun implements coord.Backend. See endRun.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, "fail run", req.Tenant, req.Run, func(_ context.Context, run coord.Run) (coord.Run, bool, error) {
-		return run.ApplyFailRun(req, now, b.lim)
+	return b.endRun(ctx, "fail run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+		return run.ApplyFailRun(req, now, b.lim, sum)
 	})
 }
 
-// CancelRun implements coord.Backend.
+// CancelRun implements coord.Backend. See endRun.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, "cancel run", req.Tenant, req.Run, func(_ context.Context, run coord.Run) (coord.Run, bool, error) {
-		return run.ApplyCancelRun(req, now)
+	return b.endRun(ctx, "cancel run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+		return run.ApplyCancelRun(req, now, sum)
 	})
 }
 
@@ -532,6 +547,9 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	r, err := b.GetRun(ctx, tenant, run)
 	if err != nil {
 		return coord.Progress{}, err
+	}
+	if r.State.Terminal() {
+		return r.Progress(), nil
 	}
 	p := coord.Progress{State: r.State}
 	err = b.scanShards(ctx, &r, 0, func(s *coord.Shard) bool {

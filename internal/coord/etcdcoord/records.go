@@ -29,6 +29,9 @@ func decodeRun(r rec, tenant coord.TenantID, id coord.RunID) (coord.Run, error) 
 // decodeShard decodes the shard record r of run.
 func decodeShard(r rec, run *coord.Run, id coord.ShardID) (coord.Shard, error) {
 	if !r.exists() {
+		if run.State.Terminal() {
+			return coord.Shard{}, run.ShardsReleased(id)
+		}
 		return coord.Shard{}, fmt.Errorf("%w: run %d shard %v", coord.ErrNotFound, run.ID, id)
 	}
 	var s coord.Shard

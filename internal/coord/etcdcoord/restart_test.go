@@ -181,14 +181,21 @@ func TestRestartLosesNothing(t *testing.T) {
 			t.Errorf("shard %v cursor %x, last acknowledged %x", s.ID, s.Cursor.Key, k)
 		}
 	}
-	if _, err := b.CompleteRun(ctx, now(), coord.CompleteRunRequest{Tenant: tenant, Run: 1, Op: 3}); err != nil {
-		t.Fatal(err)
-	}
 	counts, err := b.RepairCounters(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(counts.Fixed) != 0 || counts.Global != shards {
 		t.Fatalf("counters after the restart: %+v", counts)
+	}
+	r, err := b.CompleteRun(ctx, now(), coord.CompleteRunRequest{Tenant: tenant, Run: 1, Op: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary != (coord.RunSummary{Total: shards, Done: shards}) {
+		t.Fatalf("completed run summary %+v", r.Summary)
+	}
+	if counts, err := b.RepairCounters(ctx); err != nil || len(counts.Fixed) != 0 || counts.Global != 0 {
+		t.Fatalf("counters after the run completed: %+v, %v", counts, err)
 	}
 }

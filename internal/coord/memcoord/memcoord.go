@@ -61,6 +61,9 @@ func (b *Backend) lookupShard(tenant coord.TenantID, run coord.RunID, id coord.S
 	}
 	s, ok := e.shards[id]
 	if !ok {
+		if e.run.State.Terminal() {
+			return nil, coord.Shard{}, e.run.ShardsReleased(id)
+		}
 		return nil, coord.Shard{}, fmt.Errorf("%w: run %d shard %v", coord.ErrNotFound, run, id)
 	}
 	return e, s, nil
@@ -403,34 +406,50 @@ func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.Ru
 		if err := e.putRun(r); err != nil {
 			return coord.Run{}, err
 		}
+		if r.State.Terminal() {
+			b.release(e)
+		}
 	}
 	return r.Clone(), nil
+}
+
+// summary counts the run's shards by state.
+func (e *runEntry) summary() coord.RunSummary {
+	var m coord.RunSummary
+	for _, s := range e.shards {
+		m.Add(&s)
+	}
+	return m
+}
+
+// release deletes the shards of a run that just turned terminal and takes
+// them off the counters (docs/adr/0023-atomic-shard-caps.md). The caller
+// holds b.mu.
+func (b *Backend) release(e *runEntry) {
+	n := int64(len(e.shards))
+	b.tenants[e.run.Tenant] -= n
+	b.global -= n
+	e.shards, e.ids = map[coord.ShardID]coord.Shard{}, nil
 }
 
 // CompleteRun implements coord.Backend.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
-		unfinished := 0
-		for _, s := range e.shards {
-			if s.State == coord.ShardActive || s.State == coord.ShardParked {
-				unfinished++
-			}
-		}
-		return e.run.ApplyCompleteRun(req, now, unfinished)
+		return e.run.ApplyCompleteRun(req, now, e.summary())
 	})
 }
 
 // FailRun implements coord.Backend.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
-		return e.run.ApplyFailRun(req, now, b.lim)
+		return e.run.ApplyFailRun(req, now, b.lim, e.summary())
 	})
 }
 
 // CancelRun implements coord.Backend.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
 	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
-		return e.run.ApplyCancelRun(req, now)
+		return e.run.ApplyCancelRun(req, now, e.summary())
 	})
 }
 
@@ -472,6 +491,9 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	e, err := b.lookup(tenant, run)
 	if err != nil {
 		return coord.Progress{}, err
+	}
+	if e.run.State.Terminal() {
+		return e.run.Progress(), nil
 	}
 	p := coord.Progress{State: e.run.State, Total: len(e.shards)}
 	for _, s := range e.shards {

@@ -1,0 +1,589 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+const (
+	alertsPrefix = "meta/alerts/"
+	keysPrefix   = "meta/alertkeys/"
+)
+
+// maxAttempts bounds one alert's read-modify-write loop. Racing recorders
+// of the same secret each win in turn, so the bound is well above the
+// number of workers that plausibly record one secret at once.
+const maxAttempts = 64
+
+// Store is the alert store. It is safe for concurrent use. It caches only
+// the tenants' fingerprint keys, which never change once written.
+type Store struct {
+	objects objstore.Store
+	now     func() time.Time
+	newID   func() string
+	// maxExamined bounds the records one List call reads (see List);
+	// a field so tests can make it small.
+	maxExamined int
+
+	mu   sync.Mutex
+	keys map[string][]byte // tenant -> fingerprint key
+}
+
+// New returns a Store keeping alerts in objects, normally the store that
+// holds the logs and the metadata.
+func New(objects objstore.Store) *Store {
+	return &Store{
+		objects: objects,
+		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+		newID: func() string {
+			var b [16]byte
+			_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+			return hex.EncodeToString(b[:])
+		},
+		keys:        make(map[string][]byte),
+		maxExamined: defaultMaxExamined,
+	}
+}
+
+// tenantKey checks and lowercases a tenant name: keys use the lowercase
+// form, as meta's do (docs/adr/0020-meta-namespace.md).
+func tenantKey(tenant string) (string, error) {
+	if err := meta.ValidateName(tenant); err != nil {
+		return "", fmt.Errorf("%w: tenant %q: %w", ErrInvalidArgument, tenant, err)
+	}
+	return strings.ToLower(tenant), nil
+}
+
+func checkRepoID(repoID string) error {
+	if err := wal.CheckRepoID(repoID); err != nil {
+		return fmt.Errorf("%w: repository id: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+func repoPrefix(t, repoID string) string { return alertsPrefix + t + "/" + repoID + "/" }
+
+func alertKey(t, repoID, fp string) string { return repoPrefix(t, repoID) + fp }
+
+// ref is a checked (tenant, repository, fingerprint).
+type ref struct{ tenant, repo, fp string }
+
+func (r ref) key() string { return alertKey(r.tenant, r.repo, r.fp) }
+
+func newRef(tenant, repoID, fp string) (ref, error) {
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return ref{}, err
+	}
+	if err := checkRepoID(repoID); err != nil {
+		return ref{}, err
+	}
+	fp = strings.ToLower(fp)
+	if !validFingerprint(fp) {
+		return ref{}, fmt.Errorf("%w: alert id %q: want 64 hex digits", ErrNotFound, fp)
+	}
+	return ref{t, repoID, fp}, nil
+}
+
+// FingerprintKey returns the tenant's HMAC key for fingerprints, creating
+// it on first use. A per-tenant key makes a fingerprint stable within a
+// tenant (so equal secrets in its repositories share an id) while equal
+// secrets of two tenants cannot be correlated (docs/design.md §10.1). A
+// scan worker hands it to the engine.
+//
+// The key is created with PutIfAbsent; after any failure the stored key is
+// read back and used, whoever wrote it, so racing creators agree. The
+// caller gets its own copy.
+func (s *Store) FingerprintKey(ctx context.Context, tenant string) ([]byte, error) {
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.fingerprintKey(ctx, t)
+	return bytes.Clone(k), err
+}
+
+// fingerprintKey is FingerprintKey for a checked, lowercase tenant,
+// without the copy.
+func (s *Store) fingerprintKey(ctx context.Context, t string) ([]byte, error) {
+	s.mu.Lock()
+	k, ok := s.keys[t]
+	s.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	key := keysPrefix + t
+	var fresh [32]byte
+	_, _ = crand.Read(fresh[:])
+	var lastErr error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				break
+			}
+		}
+		b, _, err := objstore.ReadAll(ctx, s.objects, key, 1<<10)
+		if err == nil {
+			if len(b) != len(fresh) {
+				return nil, fmt.Errorf("fingerprint key %s is %d bytes, want %d", key, len(b), len(fresh))
+			}
+			s.mu.Lock()
+			s.keys[t] = b
+			s.mu.Unlock()
+			return b, nil
+		}
+		if !errors.Is(err, objstore.ErrNotFound) {
+			lastErr = err
+			continue
+		}
+		// Absent: write ours. Whatever the outcome, the next read says
+		// which key is the tenant's.
+		_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(fresh[:]), int64(len(fresh)))
+		if err == nil {
+			s.mu.Lock()
+			s.keys[t] = fresh[:]
+			s.mu.Unlock()
+			return fresh[:], nil
+		}
+		lastErr = err
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return nil, fmt.Errorf("fingerprint key of %s: %w", t, lastErr)
+}
+
+// Fingerprint returns the hex HMAC-SHA256 of secret under the tenant's
+// key: the id of its alerts.
+func (s *Store) Fingerprint(ctx context.Context, tenant, secret string) (string, error) {
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return "", err
+	}
+	k, err := s.fingerprintKey(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return fingerprint(k, secret), nil
+}
+
+func fingerprint(key []byte, secret string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(secret))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// read returns the record at key and its ETag; objstore.ErrNotFound
+// (wrapped) when absent.
+func (s *Store) read(ctx context.Context, key string) (*record, string, error) {
+	b, info, err := objstore.ReadAll(ctx, s.objects, key, maxRecordBytes)
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", key, err)
+	}
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w %s: %w", ErrCorrupt, key, err)
+	}
+	return r, info.ETag, nil
+}
+
+// mutation changes rec in place (rec is nil for an absent alert) and
+// returns the record to write, or nil when there is nothing to change.
+// It must be idempotent: applied to a record that already holds its
+// change, it returns nil. That is what makes a resent write, and a
+// re-read after a write of unknown outcome, safe
+// (docs/adr/0006-write-outcomes.md).
+type mutation func(rec *record) (*record, error)
+
+// update runs one alert's read-modify-write loop and returns the alert as
+// it stands after the change.
+//
+// A lost compare-and-swap (ErrPreconditionFailed) certainly did not
+// apply: re-read and try again. Any other write error may have applied:
+// the loop re-reads too, and the idempotent mutation finds its change
+// there (done) or not (send it again). A resend is conditional on what
+// was just read, so a copy that lands late can only land over that same
+// state, and then the resend loses: at most one copy applies, and either
+// is ours. When the attempts run out after an ambiguous write, a last
+// read settles it if it can; otherwise the error matches
+// objstore.ErrOutcomeUnknown. Only when every write certainly failed is
+// the answer ErrContention, "nothing applied".
+func (s *Store) update(ctx context.Context, key string, mut mutation) (*record, error) {
+	var lastErr error
+	ambiguous := false // some write's outcome was never learned
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				break
+			}
+		}
+		cur, etag, err := s.read(ctx, key)
+		absent := errors.Is(err, objstore.ErrNotFound)
+		if err != nil && !absent {
+			if errors.Is(err, ErrCorrupt) {
+				return nil, err // no retry mends it
+			}
+			lastErr = err
+			continue
+		}
+		next, err := mut(cur)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return cur, nil // already holds the change (perhaps our own earlier write)
+		}
+		b, err := encodeRecord(next)
+		if err != nil {
+			return nil, err
+		}
+		if absent {
+			_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+		} else {
+			_, err = s.objects.PutIfMatch(ctx, key, bytes.NewReader(b), int64(len(b)), etag)
+		}
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.Is(err, objstore.ErrPreconditionFailed):
+			lastErr = err
+		default:
+			lastErr, ambiguous = err, true
+		}
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	if ambiguous {
+		// One last look, with a bounded context of its own so that a
+		// cancelled caller still learns the answer: a write of unknown
+		// outcome may have landed, and then the change is done.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		if cur, _, err := s.read(sctx, key); err == nil || errors.Is(err, objstore.ErrNotFound) {
+			if next, merr := mut(cur); merr == nil && next == nil {
+				return cur, nil
+			}
+		}
+		if errors.Is(lastErr, objstore.ErrOutcomeUnknown) {
+			return nil, fmt.Errorf("update %s: %w", key, lastErr)
+		}
+		return nil, fmt.Errorf("update %s: %w: %w", key, objstore.ErrOutcomeUnknown, lastErr)
+	}
+	if errors.Is(lastErr, objstore.ErrPreconditionFailed) {
+		return nil, fmt.Errorf("update %s: %w", key, ErrContention)
+	}
+	return nil, fmt.Errorf("update %s: %w", key, lastErr)
+}
+
+// settleTimeout bounds the last read of an update whose outcome is in
+// doubt.
+const settleTimeout = 10 * time.Second
+
+// backoff sleeps a short, jittered, growing time before another attempt,
+// so racing recorders spread out.
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(min(attempt, 6)) * time.Millisecond
+	d += time.Duration(mrand.Int64N(int64(2 * time.Millisecond)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// checkFinding validates a finding and returns its fingerprint.
+func checkFinding(key []byte, f *Finding) (string, error) {
+	switch {
+	case f.RuleID == "":
+		return "", fmt.Errorf("%w: finding without a rule id", ErrInvalidArgument)
+	case f.BlobID == "":
+		return "", fmt.Errorf("%w: finding without a blob id", ErrInvalidArgument)
+	case f.Line < 0 || f.Column < 0:
+		return "", fmt.Errorf("%w: finding at line %d, column %d", ErrInvalidArgument, f.Line, f.Column)
+	case len(f.Secret) > MaxSecretBytes:
+		return "", fmt.Errorf("%w: secret longer than %d bytes", ErrInvalidArgument, MaxSecretBytes)
+	}
+	for _, s := range []string{f.RuleID, f.Description, f.Commit, f.Path, f.BlobID, f.Match} {
+		if len(s) > maxField {
+			return "", fmt.Errorf("%w: finding field longer than %d bytes", ErrInvalidArgument, maxField)
+		}
+	}
+	fp := strings.ToLower(f.Fingerprint)
+	if f.Secret != "" {
+		want := fingerprint(key, f.Secret)
+		if fp != "" && fp != want {
+			// A fingerprint made under another key would file the
+			// secret under an id no other finding of it shares.
+			return "", fmt.Errorf("%w: finding's fingerprint is not its secret's under the tenant's key", ErrInvalidArgument)
+		}
+		return want, nil
+	}
+	if !validFingerprint(fp) {
+		return "", fmt.Errorf("%w: finding needs its secret or a fingerprint of 64 hex digits", ErrInvalidArgument)
+	}
+	return fp, nil
+}
+
+// Record files findings in repository repoID of tenant: one alert per
+// fingerprint, with every new location added. It is idempotent (a
+// location already held is not added again, so a full-history scan over
+// a repository already scanned adds nothing) and safe against racing
+// recorders on any node. A new alert is open.
+//
+// The alerts are written one after another; an error on one does not
+// stop the others, and all errors are returned joined. Calling Record
+// again with the same findings completes what failed.
+func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Finding, run RunRef) error {
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return err
+	}
+	if err := checkRepoID(repoID); err != nil {
+		return err
+	}
+	if len(findings) == 0 {
+		return nil
+	}
+	k, err := s.fingerprintKey(ctx, t)
+	if err != nil {
+		return err
+	}
+	groups := make(map[string][]Finding)
+	var order []string
+	for i := range findings {
+		fp, err := checkFinding(k, &findings[i])
+		if err != nil {
+			return fmt.Errorf("finding %d: %w", i, err)
+		}
+		if _, ok := groups[fp]; !ok {
+			order = append(order, fp)
+		}
+		groups[fp] = append(groups[fp], findings[i])
+	}
+	var errs []error
+	for _, fp := range order {
+		r := ref{t, repoID, fp}
+		now := s.now()
+		_, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
+			return merge(cur, r, groups[fp], run, now), nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// merge adds fs to cur (nil: a new alert) and returns the result, or nil
+// when cur already holds everything fs says.
+func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record {
+	var next record
+	changed := false
+	if cur == nil {
+		f := fs[0]
+		next = record{
+			V: recordVersion, Tenant: r.tenant, RepoID: r.repo, Fingerprint: r.fp,
+			RuleID: f.RuleID, Description: f.Description, Redacted: f.Match,
+			State: StateOpen, CreatedAt: now, UpdatedAt: now,
+			Locations: []locationRecord{},
+		}
+		changed = true
+	} else {
+		next = *cur
+		next.Rules = slices.Clone(cur.Rules)
+		next.Locations = slices.Clone(cur.Locations)
+	}
+	have := make(map[place]bool, len(next.Locations))
+	for i := range next.Locations {
+		have[next.Locations[i].place()] = true
+	}
+	for _, f := range fs {
+		if f.Secret != "" && next.Secret == "" {
+			next.Secret = f.Secret
+			changed = true
+		}
+		if !slices.Contains(next.Rules, f.RuleID) {
+			next.Rules = append(next.Rules, f.RuleID)
+			slices.Sort(next.Rules)
+			changed = true
+		}
+		l := locationRecord{
+			Commit: f.Commit, Path: f.Path, Line: f.Line, Column: f.Column, BlobID: f.BlobID,
+			RuleID: f.RuleID, Match: f.Match, FirstSeen: now, Seq: run.Seq, RunID: run.ID,
+		}
+		p := l.place()
+		if have[p] {
+			continue
+		}
+		if len(next.Locations) >= MaxLocations {
+			if !next.Truncated {
+				next.Truncated = true
+				changed = true
+			}
+			continue
+		}
+		have[p] = true
+		next.Locations = append(next.Locations, l)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	next.UpdatedAt = now
+	return &next
+}
+
+// SetState changes an alert's state: resolve it with a resolution, or
+// reopen it. Who, when and the comment are kept on the alert and in its
+// history. An invalid change is ErrInvalidArgument and changes nothing.
+func (s *Store) SetState(ctx context.Context, tenant, repoID, fp string, c Change) (Alert, error) {
+	if err := c.check(); err != nil {
+		return Alert{}, err
+	}
+	r, err := newRef(tenant, repoID, fp)
+	if err != nil {
+		return Alert{}, err
+	}
+	ev := eventRecord{ID: s.newID(), At: s.now(), By: c.By, State: c.State, Resolution: c.Resolution, Comment: c.Comment}
+	rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
+		if cur == nil {
+			return nil, fmt.Errorf("alert %s: %w", r.fp, ErrNotFound)
+		}
+		if slices.ContainsFunc(cur.History, func(e eventRecord) bool { return e.ID == ev.ID }) {
+			return nil, nil // our change landed on an earlier attempt
+		}
+		next := *cur
+		next.State, next.Resolution, next.Comment = c.State, c.Resolution, c.Comment
+		if c.State == StateResolved {
+			next.ResolvedBy, next.ResolvedAt = c.By, ev.At
+		} else {
+			next.ResolvedBy, next.ResolvedAt = "", time.Time{}
+		}
+		next.History = appendBounded(cur.History, ev)
+		next.UpdatedAt = ev.At
+		return &next, nil
+	})
+	if err != nil {
+		return Alert{}, err
+	}
+	return rec.alert(), nil
+}
+
+// RecordBypass records that by pushed finding's secret past push
+// protection, giving reason. It creates the alert if needed (resolved as
+// false_positive or used_in_tests for those reasons, open for
+// will_fix_later, as GitHub does) or adds the location and the bypass to
+// an existing one, whose state it leaves alone: a bypass must not reopen
+// or close what someone decided.
+func (s *Store) RecordBypass(ctx context.Context, tenant, repoID string, f Finding, by string, reason BypassReason) (Alert, error) {
+	if !reason.valid() {
+		return Alert{}, fmt.Errorf("%w: bypass reason %q: want false_positive, used_in_tests or will_fix_later", ErrInvalidArgument, reason)
+	}
+	if by == "" || len(by) > maxField {
+		return Alert{}, fmt.Errorf("%w: a bypass needs who made it", ErrInvalidArgument)
+	}
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return Alert{}, err
+	}
+	if err := checkRepoID(repoID); err != nil {
+		return Alert{}, err
+	}
+	k, err := s.fingerprintKey(ctx, t)
+	if err != nil {
+		return Alert{}, err
+	}
+	fp, err := checkFinding(k, &f)
+	if err != nil {
+		return Alert{}, err
+	}
+	r := ref{t, repoID, fp}
+	now := s.now()
+	bp := bypassRecord{ID: s.newID(), By: by, Reason: reason, At: now, Commit: f.Commit, Path: f.Path, Line: f.Line}
+	rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
+		if cur != nil && slices.ContainsFunc(cur.Bypasses, func(b bypassRecord) bool { return b.ID == bp.ID }) {
+			return nil, nil
+		}
+		next := merge(cur, r, []Finding{f}, RunRef{}, now)
+		if next == nil {
+			c := *cur
+			next = &c
+		}
+		if cur == nil {
+			next.State, next.Resolution = reason.resolution()
+			if next.State == StateResolved {
+				next.ResolvedBy, next.ResolvedAt = by, now
+				next.Comment = "push protection bypassed: " + string(reason)
+			}
+		}
+		next.Bypasses = appendBounded(next.Bypasses, bp)
+		next.UpdatedAt = now
+		return next, nil
+	})
+	if err != nil {
+		return Alert{}, err
+	}
+	return rec.alert(), nil
+}
+
+// appendBounded appends e, dropping the oldest beyond MaxHistory.
+func appendBounded[E any](s []E, e E) []E {
+	out := append(slices.Clone(s), e)
+	if len(out) > MaxHistory {
+		out = out[len(out)-MaxHistory:]
+	}
+	return out
+}
+
+// Get returns one alert: ErrNotFound if there is none.
+func (s *Store) Get(ctx context.Context, tenant, repoID, fp string) (Alert, error) {
+	rec, err := s.get(ctx, tenant, repoID, fp)
+	if err != nil {
+		return Alert{}, err
+	}
+	return rec.alert(), nil
+}
+
+func (s *Store) get(ctx context.Context, tenant, repoID, fp string) (*record, error) {
+	r, err := newRef(tenant, repoID, fp)
+	if err != nil {
+		return nil, err
+	}
+	rec, _, err := s.read(ctx, r.key())
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("alert %s: %w", r.fp, ErrNotFound)
+	}
+	return rec, err
+}
+
+// Reveal returns the alert's secret in clear. Callers check that the
+// requester may see it, and log that they did (docs/adr/0070-alert-store.md).
+func (s *Store) Reveal(ctx context.Context, tenant, repoID, fp string) (string, error) {
+	rec, err := s.get(ctx, tenant, repoID, fp)
+	if err != nil {
+		return "", err
+	}
+	if rec.Secret == "" {
+		return "", fmt.Errorf("alert %s: %w", rec.Fingerprint, ErrNoSecret)
+	}
+	return rec.Secret, nil
+}

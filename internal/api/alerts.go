@@ -1,0 +1,322 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/meta"
+)
+
+// Option configures the API handler.
+type Option func(*handler)
+
+// WithAlerts serves the secret-scanning alert endpoints from a. Without
+// it they answer 501, so a server that does not keep alerts says so
+// rather than reporting every alert missing.
+func WithAlerts(a *alerts.Store) Option {
+	return func(h *handler) { h.alerts = a }
+}
+
+// The alert endpoints (docs/adr/0070-alert-store.md). Who sees what
+// follows the repository: whoever may read a repository sees its alerts,
+// redacted; changing an alert's state and revealing its secret need write
+// access, and every reveal is logged. A repository the caller may not
+// read is 404, as elsewhere.
+func (h *handler) routeAlerts() {
+	h.route("GET /api/repos/{owner}/{name}/alerts", h.listRepoAlerts)
+	h.route("GET /api/repos/{owner}/{name}/alerts/{id}", h.getAlert)
+	h.route("PATCH /api/repos/{owner}/{name}/alerts/{id}", h.patchAlert)
+	h.route("POST /api/repos/{owner}/{name}/alerts/{id}/reveal", h.revealAlert)
+	h.route("GET /api/tenants/{tenant}/alerts", h.listTenantAlerts)
+}
+
+var errNoAlerts = fmt.Errorf("secret-scanning alerts are not enabled on this server: %w", errors.ErrUnsupported)
+
+func (h *handler) alertStore() (*alerts.Store, error) {
+	if h.alerts == nil {
+		return nil, errNoAlerts
+	}
+	return h.alerts, nil
+}
+
+// kindError keeps an error's own message (in plain words) while giving it
+// the meta kind that decides its HTTP status.
+type kindError struct {
+	err  error
+	kind error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
+// alertError maps the alert store's errors to the API's statuses: an
+// absent alert is 404; bad input 400; contention and storage failures
+// 503 (try again), never a 404 that would tell the caller the alert is
+// gone. A corrupt record stays a 500.
+func alertError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, alerts.ErrNotFound), errors.Is(err, alerts.ErrNoSecret):
+		return &kindError{err, meta.ErrNotFound}
+	case errors.Is(err, alerts.ErrInvalidArgument):
+		return &kindError{err, meta.ErrInvalidArgument}
+	case errors.Is(err, alerts.ErrCorrupt), errors.Is(err, context.Canceled):
+		return err
+	}
+	return &kindError{err, meta.ErrUnavailable}
+}
+
+type alertLocationJSON struct {
+	Commit    string    `json:"commit,omitempty"`
+	Path      string    `json:"path"`
+	Line      int       `json:"line"`
+	Column    int       `json:"column,omitempty"`
+	BlobID    string    `json:"blob_id"`
+	RuleID    string    `json:"rule_id"`
+	Match     string    `json:"match"`
+	FirstSeen time.Time `json:"first_seen"`
+	Seq       uint64    `json:"seq,omitempty"`
+	RunID     string    `json:"run_id,omitempty"`
+}
+
+type alertBypassJSON struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	Commit string    `json:"commit,omitempty"`
+	Path   string    `json:"path,omitempty"`
+	Line   int       `json:"line,omitempty"`
+}
+
+type alertEventJSON struct {
+	At         time.Time `json:"at"`
+	By         string    `json:"by"`
+	State      string    `json:"state"`
+	Resolution string    `json:"resolution,omitempty"`
+	Comment    string    `json:"comment,omitempty"`
+}
+
+// alertJSON is an alert on the wire. It has no field for the secret: only
+// the reveal endpoint's answer carries it.
+type alertJSON struct {
+	ID                 string              `json:"id"`
+	Repository         string              `json:"repository"`
+	RepoID             string              `json:"repo_id"`
+	RuleID             string              `json:"rule_id"`
+	Description        string              `json:"description,omitempty"`
+	Rules              []string            `json:"rules"`
+	SecretRedacted     string              `json:"secret_redacted"`
+	State              string              `json:"state"`
+	Resolution         string              `json:"resolution,omitempty"`
+	ResolvedBy         string              `json:"resolved_by,omitempty"`
+	ResolvedAt         *time.Time          `json:"resolved_at,omitempty"`
+	ResolutionComment  string              `json:"resolution_comment,omitempty"`
+	CreatedAt          time.Time           `json:"created_at"`
+	UpdatedAt          time.Time           `json:"updated_at"`
+	Locations          []alertLocationJSON `json:"locations"`
+	LocationsTruncated bool                `json:"locations_truncated,omitempty"`
+	Bypasses           []alertBypassJSON   `json:"push_protection_bypasses,omitempty"`
+	History            []alertEventJSON    `json:"history,omitempty"`
+	Revealable         bool                `json:"revealable"`
+}
+
+func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
+	out := alertJSON{
+		ID: a.Fingerprint, Repository: repo.FullName(), RepoID: a.RepoID,
+		RuleID: a.RuleID, Description: a.Description, Rules: a.Rules, SecretRedacted: a.Redacted,
+		State: string(a.State), Resolution: string(a.Resolution), ResolvedBy: a.ResolvedBy,
+		ResolutionComment: a.Comment, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+		Locations: make([]alertLocationJSON, 0, len(a.Locations)), LocationsTruncated: a.LocationsTruncated,
+		Revealable: a.HasSecret,
+	}
+	if !a.ResolvedAt.IsZero() {
+		at := a.ResolvedAt
+		out.ResolvedAt = &at
+	}
+	for _, l := range a.Locations {
+		out.Locations = append(out.Locations, alertLocationJSON{
+			Commit: l.Commit, Path: l.Path, Line: l.Line, Column: l.Column, BlobID: l.BlobID,
+			RuleID: l.RuleID, Match: l.Match, FirstSeen: l.FirstSeen, Seq: l.Seq, RunID: l.RunID,
+		})
+	}
+	for _, b := range a.Bypasses {
+		out.Bypasses = append(out.Bypasses, alertBypassJSON{By: b.By, Reason: string(b.Reason), At: b.At, Commit: b.Commit, Path: b.Path, Line: b.Line})
+	}
+	for _, e := range a.History {
+		out.History = append(out.History, alertEventJSON{At: e.At, By: e.By, State: string(e.State), Resolution: string(e.Resolution), Comment: e.Comment})
+	}
+	return out
+}
+
+type alertPageJSON struct {
+	Alerts []alertJSON `json:"alerts"`
+	// NextPage is the "page" parameter of the next page; absent on the
+	// last. A page may be shorter than per_page while it is set.
+	NextPage string `json:"next_page,omitempty"`
+}
+
+// alertQuery reads the filters and pagination every list takes:
+// state, rule, page (the previous answer's next_page) and per_page.
+func alertQuery(r *http.Request) (alerts.Filter, string, int, error) {
+	q := r.URL.Query()
+	f := alerts.Filter{State: alerts.State(q.Get("state")), Rule: q.Get("rule")}
+	limit := 0
+	if v := q.Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return f, "", 0, fmt.Errorf("%w: per_page=%q: want a positive whole number", meta.ErrInvalidArgument, v)
+		}
+		limit = n
+	}
+	return f, q.Get("page"), limit, nil
+}
+
+func (h *handler) listRepoAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	as, err := h.alertStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	repo, err := h.readable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	f, tok, limit, err := alertQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	f.Tenant, f.RepoID = repo.Owner, repo.ID
+	page, err := as.List(r.Context(), f, tok, limit)
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	out := alertPageJSON{Alerts: make([]alertJSON, 0, len(page.Alerts)), NextPage: page.Next}
+	for _, a := range page.Alerts {
+		out.Alerts = append(out.Alerts, toAlert(repo, a))
+	}
+	return http.StatusOK, out, nil
+}
+
+// listTenantAlerts lists the alerts of every repository of the tenant
+// that the caller may read; ?repo=<name> narrows it to one.
+func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	as, err := h.alertStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	tenant := r.PathValue("tenant")
+	repos, err := h.store.ListRepos(r.Context(), tenant)
+	if err != nil {
+		return 0, nil, err
+	}
+	// As in listRepos: whether p sees the tenant's private repositories
+	// is one decision per owner.
+	private, err := h.store.CanRead(r.Context(), p, meta.Repo{Owner: tenant})
+	if err != nil {
+		return 0, nil, err
+	}
+	f, tok, limit, err := alertQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	only := r.URL.Query().Get("repo")
+	byID := make(map[string]meta.Repo, len(repos))
+	f.Repos = make(map[string]bool, len(repos))
+	for _, repo := range repos {
+		if (repo.Public || private) && (only == "" || strings.EqualFold(repo.Name, only)) {
+			byID[repo.ID] = repo
+			f.Repos[repo.ID] = true
+		}
+	}
+	if only != "" && len(f.Repos) == 0 {
+		return 0, nil, repoNotFound(tenant, only)
+	}
+	f.Tenant = tenant
+	page, err := as.List(r.Context(), f, tok, limit)
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	out := alertPageJSON{Alerts: make([]alertJSON, 0, len(page.Alerts)), NextPage: page.Next}
+	for _, a := range page.Alerts {
+		out.Alerts = append(out.Alerts, toAlert(byID[a.RepoID], a))
+	}
+	return http.StatusOK, out, nil
+}
+
+func (h *handler) getAlert(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	as, err := h.alertStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	repo, err := h.readable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	a, err := as.Get(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	return http.StatusOK, toAlert(repo, a), nil
+}
+
+// patchAlert changes an alert's state: {"state": "resolved",
+// "resolution": "revoked", "comment": "..."} or {"state": "open"}. It
+// needs write access to the repository, as GitHub's does.
+func (h *handler) patchAlert(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	as, err := h.alertStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	repo, err := h.writable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		State      string `json:"state"`
+		Resolution string `json:"resolution"`
+		Comment    string `json:"comment"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return 0, nil, err
+	}
+	c := alerts.Change{State: alerts.State(req.State), Resolution: alerts.Resolution(req.Resolution), By: p.Tenant, Comment: req.Comment}
+	id := r.PathValue("id")
+	a, err := as.SetState(r.Context(), repo.Owner, repo.ID, id, c)
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	h.log.InfoContext(r.Context(), "alert state changed", "repo", repo.FullName(), "alert", a.Fingerprint, "state", a.State, "resolution", a.Resolution, "by", p.Tenant, "token_id", p.TokenID)
+	return http.StatusOK, toAlert(repo, a), nil
+}
+
+// revealAlert answers the alert's secret in clear. It needs write access
+// to the repository (whoever may fix the leak may see it), and every
+// reveal is logged with who asked and which alert, so a leak through
+// this endpoint can be traced.
+func (h *handler) revealAlert(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	as, err := h.alertStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	repo, err := h.writable(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	id := r.PathValue("id")
+	secret, err := as.Reveal(r.Context(), repo.Owner, repo.ID, id)
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	h.log.WarnContext(r.Context(), "alert secret revealed", "repo", repo.FullName(), "repo_id", repo.ID, "alert", id, "by", p.Tenant, "token_id", p.TokenID)
+	w.Header().Set("Cache-Control", "no-store")
+	return http.StatusOK, struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}{id, secret}, nil
+}

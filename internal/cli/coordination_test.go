@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/coord"
+)
+
+// TestServeRunsCoordinationGC: serve's coordination loop removes the
+// summaries of ended runs once they are older than the retention, without
+// anyone running "ghost coord gc".
+func TestServeRunsCoordinationGC(t *testing.T) {
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := startCoordination(ctx, logger, config.Config{DataDir: t.TempDir()},
+		coordOptions{Namespace: "/test/servegc", GCInterval: 5 * time.Millisecond, GCRetention: time.Millisecond})
+	defer c.Close()
+	b := c.backend()
+	for ; b == nil; b = c.backend() {
+		time.Sleep(5 * time.Millisecond) // the embedded etcd is starting
+	}
+	tenant := coord.TenantID{1}
+	now := coord.TimeOf(time.Now())
+	cfg := coord.RunConfig{LeaseDuration: time.Second, Cursor: coord.CursorNonDecreasing}
+	if _, err := b.CreateRun(ctx, now, coord.CreateRunRequest{Tenant: tenant, Run: 1, Op: 1, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CancelRun(ctx, now, coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait, as long as the test's timeout allows, for a GC pass to remove it.
+	for {
+		_, err := b.GetRun(ctx, tenant, 1)
+		if errors.Is(err, coord.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The pass that removed the run is counted once TryGC returns.
+	for c.gcs.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestServeRejectsBadGCSettings(t *testing.T) {
+	t.Setenv("GHOST_COORD_GC_RETENTION", "forever")
+	if code := Main(context.Background(), []string{"serve", "-data-dir", t.TempDir()}, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("serve with GHOST_COORD_GC_RETENTION=forever: exit %d, want 2", code)
+	}
+	t.Setenv("GHOST_COORD_GC_RETENTION", "")
+	if code := Main(context.Background(), []string{"serve", "-data-dir", t.TempDir(), "-coord-gc-interval", "-1s"}, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("serve with a negative interval: exit %d, want 2", code)
+	}
+}

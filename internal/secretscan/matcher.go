@@ -1,0 +1,498 @@
+package secretscan
+
+import (
+	"bytes"
+	"fmt"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/coregx/ahocorasick"
+)
+
+// Matcher finds the raw regexp matches of a rule set in one blob. It is the
+// seam for a faster backend (RE2 sets, Vectorscan): everything after the
+// raw match — secret group, entropy, allowlists — is backend-independent
+// (docs/adr/0030-secret-scanning-engine.md).
+type Matcher interface {
+	// Match calls emit once for every non-overlapping leftmost match of
+	// every rule in content, as byte offsets [start, end) of the whole
+	// regexp match. rule indexes the rule slice the matcher was built from.
+	// Match is safe for concurrent use.
+	Match(content []byte, emit func(rule, start, end int))
+}
+
+// Window sizes around a keyword hit (docs/adr/0030). Every default rule's
+// keyword is a literal of its regexp, so a match containing a hit at
+// [p, q) lies within [p-L, q+L] for the regexp's maximum match length L;
+// these caps apply when L is unbounded or larger.
+const (
+	// windowBefore caps how far before a keyword a match may start: the
+	// rules put at most an identifier (generic-api-key: 50 bytes) before it.
+	windowBefore = 4 << 10
+	// windowAfter caps how far after a keyword a match may end: 64 KiB
+	// holds a PEM private key of 16384 bits (about 12.5 KiB) with room.
+	windowAfter = 64 << 10
+	// lineSnap is how far a window is widened to reach whole lines, so
+	// that ^, $ and \b see the same context as in a whole-blob scan.
+	lineSnap = 4 << 10
+	// acChunk is the unit of the keyword pass: content is lower-cased a
+	// chunk at a time into a reused buffer, so the pass allocates O(1).
+	acChunk = 256 << 10
+)
+
+// KeywordMatcher is the default Matcher: one Aho–Corasick pass over the
+// lower-cased blob finds every keyword of every rule, then each triggered
+// rule's regexp runs only in windows around its keywords' hits. Rules
+// without keywords run over the whole blob.
+type KeywordMatcher struct {
+	rules     []*Rule
+	ac        *ahocorasick.Automaton
+	maxKW     int
+	kwRules   [][]int  // keyword index -> rule indexes
+	bounds    []bounds // per rule
+	noKeyword []int    // rules with a regexp and no keyword
+	pool      sync.Pool
+}
+
+type matchScratch struct {
+	lower []byte
+	wins  [][]span // per rule
+	hit   []int    // rules with at least one window, in first-hit order
+}
+
+type span struct{ start, end int }
+
+// NewKeywordMatcher builds the two-stage matcher for rules.
+func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
+	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules))}
+	kwIndex := make(map[string]int)
+	var kws []string
+	for i, r := range rules {
+		if r.Regex == nil {
+			continue
+		}
+		m.bounds[i] = ruleBounds(r.Regex.String(), r.Keywords)
+		if len(r.Keywords) == 0 {
+			m.noKeyword = append(m.noKeyword, i)
+			continue
+		}
+		for _, k := range r.Keywords {
+			if k == "" {
+				continue
+			}
+			j, ok := kwIndex[k]
+			if !ok {
+				j = len(kws)
+				kwIndex[k] = j
+				kws = append(kws, k)
+				m.kwRules = append(m.kwRules, nil)
+				m.maxKW = max(m.maxKW, len(k))
+			}
+			if n := len(m.kwRules[j]); n == 0 || m.kwRules[j][n-1] != i {
+				m.kwRules[j] = append(m.kwRules[j], i)
+			}
+		}
+	}
+	if len(kws) > 0 {
+		ac, err := ahocorasick.NewBuilder().AddStrings(kws).Build()
+		if err != nil {
+			return nil, fmt.Errorf("secretscan: build keyword automaton: %w", err)
+		}
+		m.ac = ac
+	}
+	m.pool.New = func() any { return &matchScratch{wins: make([][]span, len(rules))} }
+	return m, nil
+}
+
+// KeywordlessRules reports how many rules run over whole blobs because
+// they have no keyword.
+func (m *KeywordMatcher) KeywordlessRules() int { return len(m.noKeyword) }
+
+// Match implements Matcher.
+func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) {
+	for _, r := range m.noKeyword {
+		for _, loc := range m.rules[r].Regex.FindAllIndex(content, -1) {
+			emit(r, loc[0], loc[1])
+		}
+	}
+	if m.ac == nil {
+		return
+	}
+	s := m.pool.Get().(*matchScratch)
+	defer m.pool.Put(s)
+	m.keywordPass(content, s)
+	for _, r := range s.hit {
+		wins := s.wins[r]
+		re := m.rules[r].Regex
+		last := -1
+		for _, w := range snapMerge(content, wins) {
+			for _, loc := range re.FindAllIndex(content[w.start:w.end], -1) {
+				st, en := w.start+loc[0], w.start+loc[1]
+				if st < last { // overlaps a match of the previous window
+					continue
+				}
+				last = en
+				emit(r, st, en)
+			}
+		}
+		s.wins[r] = wins[:0]
+	}
+	s.hit = s.hit[:0]
+}
+
+// keywordPass records, per rule, the merged windows around its keyword
+// hits. The blob is lower-cased chunk by chunk (ASCII only: keywords are
+// compared as gitleaks does after strings.ToLower, and its keywords are
+// ASCII); consecutive chunks overlap by maxKW-1 bytes so a keyword across
+// a chunk border is seen once.
+func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
+	overlap := m.maxKW - 1
+	for off := 0; off < len(content); {
+		end := min(off+acChunk, len(content))
+		chunk := content[off:end]
+		s.lower = asciiLower(s.lower[:0], chunk)
+		for _, h := range m.ac.FindAllOverlapping(s.lower) {
+			if off > 0 && h.End <= overlap { // seen in the previous chunk
+				continue
+			}
+			p, q := off+h.Start, off+h.End
+			for _, r := range m.kwRules[h.PatternID] {
+				w := m.bounds[r].window(content, p, q)
+				ws := s.wins[r]
+				if len(ws) == 0 {
+					s.hit = append(s.hit, r)
+				}
+				if n := len(ws); n > 0 && w.start <= ws[n-1].end {
+					ws[n-1].start = min(ws[n-1].start, w.start)
+					ws[n-1].end = max(ws[n-1].end, w.end)
+				} else {
+					ws = append(ws, w)
+				}
+				s.wins[r] = ws
+			}
+		}
+		if end == len(content) {
+			break
+		}
+		off = end - overlap
+	}
+}
+
+// snapMerge widens each window to whole lines (by at most lineSnap bytes
+// each way) and merges windows that then touch, in place.
+func snapMerge(content []byte, ws []span) []span {
+	out := ws[:0]
+	for _, w := range ws {
+		lo := max(0, w.start-lineSnap)
+		if i := bytes.LastIndexByte(content[lo:w.start], '\n'); i >= 0 {
+			w.start = lo + i + 1
+		} else {
+			w.start = lo
+		}
+		hi := min(len(content), w.end+lineSnap)
+		if i := bytes.IndexByte(content[w.end:hi], '\n'); i >= 0 {
+			w.end += i
+		} else {
+			w.end = hi
+		}
+		if n := len(out); n > 0 && w.start <= out[n-1].end {
+			out[n-1].end = max(out[n-1].end, w.end)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func asciiLower(dst, src []byte) []byte {
+	dst = append(dst, src...)
+	for i, c := range dst {
+		if 'A' <= c && c <= 'Z' {
+			dst[i] = c + 'a' - 'A'
+		}
+	}
+	return dst
+}
+
+// bounds say how far from a keyword hit a match containing it can reach,
+// in bytes and in newlines, before and after the hit.
+type bounds struct {
+	before, after     int // bytes, capped at windowBefore/windowAfter
+	nlBefore, nlAfter int // newlines, or unbounded
+}
+
+// window returns the span around the keyword hit [p, q) that holds every
+// match containing the hit: the byte bounds, narrowed to whole lines when
+// the match can only span a few (most rules match within one line).
+func (b bounds) window(content []byte, p, q int) span {
+	w := span{max(0, p-b.before), min(len(content), q+b.after)}
+	if b.nlBefore < unbounded {
+		i := p
+		for n := 0; n <= b.nlBefore && i > w.start; n++ {
+			k := bytes.LastIndexByte(content[w.start:i], '\n')
+			if k < 0 {
+				break
+			}
+			i = w.start + k
+			if n == b.nlBefore {
+				w.start = i + 1
+			}
+		}
+	}
+	if b.nlAfter < unbounded {
+		j := q
+		for n := 0; n <= b.nlAfter && j < w.end; n++ {
+			k := bytes.IndexByte(content[j:w.end], '\n')
+			if k < 0 {
+				break
+			}
+			j += k
+			if n == b.nlAfter {
+				w.end = j
+				break
+			}
+			j++
+		}
+	}
+	return w
+}
+
+// ruleBounds computes a rule's bounds. When the regexp is a concatenation
+// with an "anchor" — a part that is a finite set of literals each holding
+// one of the rule's keywords — a match's keyword hit lies in the anchor,
+// so only what precedes the anchor can come before the hit and only what
+// follows it after; otherwise the whole match length applies both ways.
+// (A hit outside the anchor is harmless: the anchor's own hit is also
+// found, and its window holds the match.)
+func ruleBounds(expr string, keywords []string) bounds {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return bounds{windowBefore, windowAfter, unbounded, unbounded}
+	}
+	re = re.Simplify()
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	l, nl := maxLen(re), maxNewlines(re)
+	b := bounds{min(l, windowBefore), min(l, windowAfter), nl, nl}
+	if re.Op != syntax.OpConcat {
+		return b
+	}
+	for k, sub := range re.Sub {
+		if maxLen(sub) > 256 || !allHoldKeyword(literalSet(sub, 64), keywords) {
+			continue
+		}
+		var bl, bn, al, an int
+		for _, s := range re.Sub[:k+1] {
+			bl, bn = min(unbounded, bl+maxLen(s)), min(unbounded, bn+maxNewlines(s))
+		}
+		for _, s := range re.Sub[k:] {
+			al, an = min(unbounded, al+maxLen(s)), min(unbounded, an+maxNewlines(s))
+		}
+		return bounds{min(bl, windowBefore), min(al, windowAfter), bn, an}
+	}
+	return b
+}
+
+func allHoldKeyword(set []string, keywords []string) bool {
+	if len(set) == 0 {
+		return false
+	}
+	for _, s := range set {
+		ok := false
+		for _, k := range keywords {
+			if strings.Contains(s, k) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// literalSet returns the lower-cased strings re matches if it matches a
+// finite set of at most limit literal strings, else nil.
+func literalSet(re *syntax.Regexp, limit int) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return []string{strings.ToLower(string(re.Rune))}
+	case syntax.OpCharClass:
+		n := 0
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			n += int(re.Rune[i+1]-re.Rune[i]) + 1
+			if n > limit {
+				return nil
+			}
+		}
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				if s := strings.ToLower(string(r)); !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+		}
+		if len(out) > limit {
+			return nil
+		}
+		return out
+	case syntax.OpCapture:
+		return literalSet(re.Sub[0], limit)
+	case syntax.OpEmptyMatch:
+		return []string{""}
+	case syntax.OpQuest:
+		s := literalSet(re.Sub[0], limit)
+		if s == nil || len(s)+1 > limit {
+			return nil
+		}
+		return append(s, "")
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			s := literalSet(sub, limit)
+			if s == nil || len(out)+len(s) > limit {
+				return nil
+			}
+			out = append(out, s...)
+		}
+		return out
+	case syntax.OpConcat:
+		sets := make([][]string, len(re.Sub))
+		n := 1
+		for i, sub := range re.Sub {
+			sets[i] = literalSet(sub, limit)
+			if n *= len(sets[i]); n == 0 || n > limit {
+				return nil
+			}
+		}
+		out := []string{""}
+		for _, s := range sets {
+			next := make([]string, 0, len(out)*len(s))
+			for _, a := range out {
+				for _, b := range s {
+					next = append(next, a+b)
+				}
+			}
+			out = next
+		}
+		return out
+	}
+	return nil
+}
+
+// maxNewlines bounds the newlines any match of re contains, or unbounded.
+func maxNewlines(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			if r == '\n' {
+				n++
+			}
+		}
+		return n
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= '\n' && '\n' <= re.Rune[i+1] {
+				return 1
+			}
+		}
+		return 0
+	case syntax.OpAnyChar:
+		return 1
+	case syntax.OpCapture, syntax.OpQuest:
+		return maxNewlines(re.Sub[0])
+	case syntax.OpStar, syntax.OpPlus:
+		if maxNewlines(re.Sub[0]) > 0 {
+			return unbounded
+		}
+		return 0
+	case syntax.OpRepeat:
+		n := maxNewlines(re.Sub[0])
+		if n == 0 {
+			return 0
+		}
+		if re.Max < 0 {
+			return unbounded
+		}
+		return min(unbounded, re.Max*n)
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range re.Sub {
+			n = min(unbounded, n+maxNewlines(s))
+		}
+		return n
+	case syntax.OpAlternate:
+		n := 0
+		for _, s := range re.Sub {
+			n = max(n, maxNewlines(s))
+		}
+		return n
+	default:
+		return 0
+	}
+}
+
+// unbounded stands for a regexp whose matches have no length limit.
+const unbounded = 1 << 30
+
+// maxMatchLen is an upper bound, in bytes, of the length of any match of
+// expr, or unbounded.
+func maxMatchLen(expr string) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return unbounded
+	}
+	return maxLen(re.Simplify())
+}
+
+func maxLen(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			if re.Flags&syntax.FoldCase != 0 {
+				n += 3 // k folds to U+212A KELVIN SIGN, 3 bytes
+			} else {
+				n += utf8.RuneLen(r)
+			}
+		}
+		return n
+	case syntax.OpCharClass:
+		if len(re.Rune) == 0 {
+			return 0
+		}
+		return max(1, utf8.RuneLen(re.Rune[len(re.Rune)-1]))
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return utf8.UTFMax
+	case syntax.OpCapture, syntax.OpQuest:
+		return maxLen(re.Sub[0])
+	case syntax.OpStar, syntax.OpPlus:
+		return unbounded
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return unbounded
+		}
+		return min(unbounded, re.Max*maxLen(re.Sub[0]))
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range re.Sub {
+			n = min(unbounded, n+maxLen(s))
+		}
+		return n
+	case syntax.OpAlternate:
+		n := 0
+		for _, s := range re.Sub {
+			n = max(n, maxLen(s))
+		}
+		return n
+	default: // empty match, anchors, word boundaries
+		return 0
+	}
+}
