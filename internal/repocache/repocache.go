@@ -383,7 +383,12 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	}
 	ev.Rebuilt = true
 	if why != "" {
-		c.logger.Warn("rebuilding repository cache", "repo", repo, "reason", why)
+		// Falling behind a checkpoint is routine (ADR 0050), not damage.
+		level := slog.LevelWarn
+		if strings.HasPrefix(why, behindCheckpoint) {
+			level = slog.LevelInfo
+		}
+		c.logger.Log(ctx, level, "rebuilding repository cache", "repo", repo, "reason", why)
 	}
 	tmp, err := os.MkdirTemp(filepath.Join(c.dir, "tmp"), "build-"+repo+"-")
 	if err != nil {
@@ -573,6 +578,10 @@ func (c *Cache) check(dir string, x *wal.Index) (*state, string) {
 	return st, ""
 }
 
+// behindCheckpoint starts the reason for rebuilding a cache that lacks
+// layers a checkpoint folded.
+const behindCheckpoint = "behind the log's checkpoint"
+
 // checkAgainstLog compares what the state recorded with what the log
 // still lists, and returns why they disagree ("" when they do not). Layers
 // a checkpoint folded are no longer listed, so they are taken as recorded:
@@ -583,7 +592,7 @@ func (c *Cache) check(dir string, x *wal.Index) (*state, string) {
 func checkAgainstLog(st *state, x *wal.Index) string {
 	ctc := x.CompactedThroughSeq
 	if st.seq < ctc {
-		return fmt.Sprintf("cache at seq %d predates the checkpoint at seq %d", st.seq, ctc)
+		return fmt.Sprintf("%s: cache at seq %d, checkpoint at seq %d", behindCheckpoint, st.seq, ctc)
 	}
 	b := st.base
 	if b.checkpoint != ([32]byte{}) {
