@@ -525,3 +525,42 @@ func TestTriggerOneAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTriggerBacksOffAfterFailure: a compaction that failed is not
+// retried on the very next push, only after more layers landed.
+func TestTriggerBacksOffAfterFailure(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	log := wal.New(store, wal.Options{})
+	p := newPusher(t, log, "main")
+	if err := p.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x, err := log.Head(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A log whose entry is gone cannot be built: every compaction fails.
+	if err := store.Delete(ctx, wal.EntryKey(repo, x.Layers[0].ULID)); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	tr := compact.NewTrigger(compact.New(log, newCache(t, log, repocache.Options{}), compact.Options{}), compact.TriggerOptions{
+		Policy: compact.Policy{MaxLayers: 5},
+		Done:   func(_ string, _ compact.Result, err error) { ran <- err },
+	})
+	defer tr.Close()
+	if !tr.AfterCommit(repo, wal.Result{Layers: 5}) {
+		t.Fatal("not started")
+	}
+	if err := <-ran; err == nil {
+		t.Fatal("the compaction of a broken log succeeded")
+	}
+	if tr.AfterCommit(repo, wal.Result{Layers: 5}) {
+		t.Fatal("retried at once after a failure")
+	}
+	if !tr.AfterCommit(repo, wal.Result{Layers: 6}) {
+		t.Fatal("not retried after more layers landed")
+	}
+	<-ran
+}

@@ -57,6 +57,10 @@ type Trigger struct {
 
 	mu      sync.Mutex
 	running map[string]bool
+	// retryAt holds, for a repository whose last compaction here failed,
+	// the layer count at which to try again: a compaction that fails for
+	// a lasting reason is not retried on every push.
+	retryAt map[string]int
 	// done, when set, is told the outcome of each background run (tests).
 	done func(repo string, res Result, err error)
 }
@@ -89,23 +93,36 @@ func NewTrigger(c *Compactor, opts TriggerOptions) *Trigger {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Trigger{
 		c: c, policy: opts.Policy, logger: opts.Logger, sem: make(chan struct{}, opts.Concurrency),
-		timeout: opts.Timeout, ctx: ctx, cancel: cancel, running: map[string]bool{}, done: opts.Done,
+		timeout: opts.Timeout, ctx: ctx, cancel: cancel, running: map[string]bool{}, retryAt: map[string]int{}, done: opts.Done,
 	}
 }
 
 // AfterCommit is called by the push path once a commit landed. It never
 // blocks: when the repository is due and a slot is free, the compaction
 // starts in the background. It reports whether one started.
+//
+// After a failed compaction of a repository, the next one starts only
+// once a fifth of MaxLayers more layers (at least one) have landed.
 func (t *Trigger) AfterCommit(repo string, res wal.Result) bool {
 	if !t.policy.Due(res.Layers, res.LayerBytes) {
 		return false
 	}
-	return t.Start(repo)
+	t.mu.Lock()
+	at, failed := t.retryAt[repo]
+	t.mu.Unlock()
+	if failed && res.Layers < at {
+		return false
+	}
+	return t.start(repo, res.Layers)
 }
 
 // Start compacts repo in the background unless it is already being
 // compacted here or every slot is busy, and reports whether it started.
-func (t *Trigger) Start(repo string) bool {
+func (t *Trigger) Start(repo string) bool { return t.start(repo, -1) }
+
+// start is Start for a repository whose log has layers layers after its
+// checkpoint (-1: unknown).
+func (t *Trigger) start(repo string, layers int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.running[repo] || t.ctx.Err() != nil {
@@ -118,21 +135,27 @@ func (t *Trigger) Start(repo string) bool {
 	}
 	t.running[repo] = true
 	t.wg.Add(1)
-	go t.run(repo)
+	go t.run(repo, layers)
 	return true
 }
 
-func (t *Trigger) run(repo string) {
+func (t *Trigger) run(repo string, layers int) {
 	defer t.wg.Done()
-	defer func() {
-		t.mu.Lock()
-		delete(t.running, repo)
-		t.mu.Unlock()
-		<-t.sem
-	}()
 	ctx, cancel := context.WithTimeout(t.ctx, t.timeout)
 	defer cancel()
 	res, err := t.c.Compact(ctx, repo)
+	failed := err != nil && !errors.Is(err, wal.ErrAlreadyCompacted) && !errors.Is(err, ErrNothingToCompact) && !errors.Is(err, wal.ErrRepoDeleted)
+	// Free the repository and the slot before reporting, so that whoever
+	// hears the report may start the next compaction.
+	t.mu.Lock()
+	if failed && layers >= 0 {
+		t.retryAt[repo] = layers + max(1, t.policy.MaxLayers/5)
+	} else if !failed {
+		delete(t.retryAt, repo)
+	}
+	delete(t.running, repo)
+	t.mu.Unlock()
+	<-t.sem
 	switch {
 	case err == nil:
 		t.logger.Info("compacted", "repo", repo, "seq", res.Checkpoint.Seq, "folded", res.Folded, "objects", res.Objects, "bytes", res.Checkpoint.Size)
@@ -141,7 +164,7 @@ func (t *Trigger) run(repo string) {
 	default:
 		// Nothing to undo: a failed compaction leaves the index as it was
 		// (or, with an unknown outcome, compacted or not, both valid).
-		t.logger.Warn("compaction failed; the next push retries", "repo", repo, "err", err)
+		t.logger.Warn("compaction failed; a later push retries", "repo", repo, "err", err)
 	}
 	if t.done != nil {
 		t.done(repo, res, err)
