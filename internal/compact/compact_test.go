@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/compact"
-	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -462,7 +461,6 @@ func TestTrigger(t *testing.T) {
 	}
 }
 
-var _ = objstore.ErrNotFound
 
 // TestCompactNoRefs: a log whose refs were all deleted compacts to an
 // empty checkpoint, which nodes install, and pushes go on from there.
