@@ -461,7 +461,6 @@ func TestTrigger(t *testing.T) {
 	}
 }
 
-
 // TestCompactNoRefs: a log whose refs were all deleted compacts to an
 // empty checkpoint, which nodes install, and pushes go on from there.
 func TestCompactNoRefs(t *testing.T) {
