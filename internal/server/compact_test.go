@@ -54,6 +54,9 @@ func TestCompactionAfterPushes(t *testing.T) {
 		t.Fatalf("not compacted: %+v", x)
 	}
 	want := git(t, src, "rev-parse", "HEAD")
+	if _, metrics := get(t, ts.URL+"/metrics"); !strings.Contains(metrics, `ghost_compactions_total{result="ok"} 1`) {
+		t.Errorf("metrics lack the compaction:\n%s", metrics)
+	}
 
 	cold, err := server.New(context.Background(), server.Options{Store: store, CacheDir: filepath.Join(t.TempDir(), "cache")})
 	if err != nil {

@@ -140,6 +140,25 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if copts.Logger == nil {
 		copts.Logger = opts.Logger
 	}
+	compactions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_compactions_total",
+		Help: "Background compactions this node ran, by result: ok, not_needed (another compactor was first, or nothing to fold) or failed (docs/adr/0050-compaction.md).",
+	}, []string{"result"})
+	opts.Registry.MustRegister(compactions)
+	done := copts.Done
+	copts.Done = func(repo string, res compact.Result, err error) {
+		result := "ok"
+		switch {
+		case errors.Is(err, wal.ErrAlreadyCompacted), errors.Is(err, compact.ErrNothingToCompact), errors.Is(err, wal.ErrRepoDeleted):
+			result = "not_needed"
+		case err != nil:
+			result = "failed"
+		}
+		compactions.WithLabelValues(result).Inc()
+		if done != nil {
+			done(repo, res, err)
+		}
+	}
 	s.compact = compact.NewTrigger(compact.New(s.log, cache, compact.Options{Logger: opts.Logger}), copts)
 	auth := opts.Auth
 	if auth == nil {
