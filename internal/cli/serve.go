@@ -81,6 +81,9 @@ func newServeCmd(env *Env) *cobra.Command {
 			}
 			return v
 		}
+		// The server holds the handle on the coordination store; the store
+		// opens after the listener is up, and git never waits for it.
+		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
 		srv, err := server.New(ctx, server.Options{
 			Store:                store,
 			CacheDir:             cfg.Cache(),
@@ -94,6 +97,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
 			Compaction:           compact.options(),
+			Coordination:         coordStore,
 		})
 		if err != nil {
 			return err
@@ -105,8 +109,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
-		coord := startCoordination(ctx, logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
-		defer coord.Close()
+		coordStore.start(ctx)
+		defer coordStore.Close()
 		return srv.Serve(ctx, ln)
 	}
 	return cmd

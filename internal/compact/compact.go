@@ -28,8 +28,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 

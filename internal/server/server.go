@@ -24,11 +24,14 @@ import (
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
+	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -45,6 +48,11 @@ type Options struct {
 	// Registry receives the metrics served on /metrics; nil creates one.
 	// The global registry is never used.
 	Registry *prometheus.Registry
+	// Coordination is the node's handle on the coordination store, which
+	// the caller opens in the background; nil when the node has none. The
+	// server does not use it yet: it is where the secret scanner will
+	// attach (see Coordination).
+	Coordination Coordination
 	// Auth overrides the metadata-backed authorizer (tests only).
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
@@ -89,6 +97,7 @@ type Server struct {
 	meta     *meta.Store
 	cache    *repocache.Cache
 	compact  *compact.Trigger
+	git      *gitsvc.Service // shared by the transports, and so their git slots
 	registry *prometheus.Registry
 	handler  http.Handler
 }
@@ -126,11 +135,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
-	metrics := githttp.NewMetrics(opts.Registry)
+	metrics := gitsvc.NewMetrics(opts.Registry)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
-		Observe: metrics.ObserveMaterialize,
+		Observe: cacheadapter.Observe(metrics),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -164,16 +173,19 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if auth == nil {
 		auth = metaAuth{s.meta}
 	}
+	svc := cacheadapter.Options(cache, s.log)
+	svc.Logger, svc.Metrics = opts.Logger, metrics
+	svc.MaxPushBytes = opts.MaxPushBytes
+	svc.MaxFetchRequestBytes = opts.MaxFetchRequestBytes
+	svc.MaxGitProcesses = opts.MaxGitProcesses
+	svc.GitQueue = opts.GitQueue
+	svc.GitQueueTimeout = opts.GitQueueTimeout
+	svc.AfterCommit = func(repo string, res wal.Result) { s.compact.AfterCommit(repo, res) }
 	git, err := githttp.NewHandler(githttp.Options{
-		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
-		MaxPushBytes:         opts.MaxPushBytes,
-		MaxFetchRequestBytes: opts.MaxFetchRequestBytes,
-		FetchRequestTimeout:  opts.FetchRequestTimeout,
-		IOTimeout:            opts.IOTimeout,
-		MaxGitProcesses:      opts.MaxGitProcesses,
-		GitQueue:             opts.GitQueue,
-		GitQueueTimeout:      opts.GitQueueTimeout,
-		AfterCommit:          func(repo string, res wal.Result) { s.compact.AfterCommit(repo, res) },
+		ServiceOptions:      svc,
+		Auth:                auth,
+		FetchRequestTimeout: opts.FetchRequestTimeout,
+		IOTimeout:           opts.IOTimeout,
 	})
 	if err != nil {
 		s.compact.Close()
@@ -188,6 +200,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
+	s.git = git.Service()
 	mux.Handle("/", git)
 	s.handler = s.accessLog(mux)
 	return s, nil
@@ -248,43 +261,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-type loggingWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (l *loggingWriter) WriteHeader(code int) {
-	if l.status == 0 {
-		l.status = code
-	}
-	l.ResponseWriter.WriteHeader(code)
-}
-
-func (l *loggingWriter) Write(b []byte) (int, error) {
-	if l.status == 0 {
-		l.status = http.StatusOK
-	}
-	n, err := l.ResponseWriter.Write(b)
-	l.bytes += int64(n)
-	return n, err
-}
-
-func (l *loggingWriter) Unwrap() http.ResponseWriter { return l.ResponseWriter }
-
 // accessLog logs one line per request (health and metrics scrapes at
 // debug level).
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		lw := &loggingWriter{ResponseWriter: w}
+		lw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(lw, r)
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
 			level = slog.LevelDebug
 		}
 		s.logger.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
-			"query", r.URL.RawQuery, "status", lw.status, "bytes", lw.bytes,
+			"query", r.URL.RawQuery, "status", lw.Status, "bytes", lw.Bytes,
 			"duration", time.Since(start), "remote", r.RemoteAddr)
 	})
 }
@@ -314,6 +303,11 @@ func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (git
 		}
 		p = &pr
 	}
+	return a.access(ctx, p, owner, name)
+}
+
+// access resolves owner/name and p's rights on it (p nil: anonymous).
+func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name string) (githttp.Access, error) {
 	r, err := a.m.Repo(ctx, owner, name)
 	if errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrInvalidName) {
 		return githttp.Access{}, githttp.ErrNotFound
