@@ -11,7 +11,7 @@ import (
 
 // newRepoCmd returns "ghost repo" and its subcommands.
 func newRepoCmd(env *Env) *cobra.Command {
-	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, compact",
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings, compact",
 		newRepoCreateCmd(env),
 		newRepoListCmd(env),
 		newRepoDeleteCmd(env),
@@ -19,6 +19,7 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoVisibilityCmd(env),
 		newRepoCompactCmd(env),
 		newRepoAlertsCmd(env),
+		newRepoSetCmd(env),
 	)
 }
 
