@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -43,6 +44,7 @@ const MaxBodyBytes = 1 << 20
 type handler struct {
 	store  *meta.Store
 	alerts *alerts.Store // nil: the alert endpoints answer 501
+	scans  *scanner.Scanner // nil: the scan endpoints answer 501
 	log    *slog.Logger
 	mux    *http.ServeMux
 }
@@ -77,6 +79,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.route("PATCH /api/repos/{owner}/{name}", h.patchRepo)
 	h.route("POST /api/repos/{owner}/{name}/fork", h.forkRepo)
 	h.routeAlerts()
+	h.routeScans()
 	return h
 }
 

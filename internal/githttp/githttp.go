@@ -35,6 +35,9 @@ type Access struct {
 	// Principal names the caller for the log's pushed-by field ("" when
 	// anonymous).
 	Principal string
+	// Owner is the repository's tenant, for OnCommit (secret scanning
+	// files alerts under it).
+	Owner string
 }
 
 // Authorizer resolves a request's credentials and repository name. It is
@@ -79,6 +82,11 @@ type Options struct {
 	// has arrived (default 15 minutes). That phase does not stop when the
 	// client disconnects, so a push either lands whole or not at all.
 	PushTimeout time.Duration
+	// OnCommit, when set, is called after every committed push, before
+	// the response is written. It must not block: secret scanning starts
+	// its push run from here in the background (issue 13), and a push
+	// never waits for the coordinator.
+	OnCommit func(acc Access, res wal.Result)
 }
 
 // Handler serves /<owner>/<repo>[.git]/... git smart HTTP requests.

@@ -252,6 +252,9 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 	} else {
 		h.opts.Metrics.pushResult("ok")
 		h.logger.Info("push committed", append(logAttrs, "seq", res.Seq, "entry", res.ULID.String(), "attempts", res.Attempts)...)
+		if h.opts.OnCommit != nil && res.Seq > 0 {
+			h.opts.OnCommit(acc, res)
+		}
 	}
 	resultHeaders(w, svcReceive)
 	if req.caps["report-status"] {

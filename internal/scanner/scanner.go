@@ -585,3 +585,20 @@ func pos(k []byte, end bool) float64 {
 }
 
 func width(start, end []byte) float64 { return max(0, pos(end, true)-pos(start, false)) }
+
+// StartFull starts a full-history run of the repository at its head seq.
+// It reports whether the run is new (false: a run at this seq existed).
+func (s *Scanner) StartFull(ctx context.Context, tenant, repoID string) (Run, bool, error) {
+	x, err := s.opts.Log.Head(ctx, repoID)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if x.Deleted {
+		return Run{}, false, fmt.Errorf("%w: repository %s is deleted", ErrInvalid, repoID)
+	}
+	spec := Spec{Tenant: tenant, RepoID: repoID, Kind: KindFull, Seq: x.Seq}
+	_, err = s.Get(ctx, spec)
+	existed := err == nil
+	r, err := s.Start(ctx, spec)
+	return r, !existed, err
+}

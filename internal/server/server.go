@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -56,6 +58,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// WAL tunes the log's commit loop (tests shorten the backoff).
 	WAL wal.Options
+	// Scan, when its Coord is set, turns on secret scanning over the
+	// coordinator: a push run after every committed push, and the scan
+	// endpoints of the API (issue 13). Store, Log and Alerts are filled
+	// in by the server.
+	Scan scanner.Options
 }
 
 // Server is a ghost node.
@@ -67,6 +74,14 @@ type Server struct {
 	cache    *repocache.Cache
 	registry *prometheus.Registry
 	handler  http.Handler
+	alerts   *alerts.Store
+	scanner  *scanner.Scanner // nil: scanning is off
+
+	// bg carries the push-run starts, which outlive their request; Close
+	// cancels it and waits for them.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
 }
 
 // New builds a server. ctx is only for setup; the server lives until
@@ -101,20 +116,39 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.cache = cache
+	s.alerts = alerts.New(opts.Store)
+	s.bg, s.bgCancel = context.WithCancel(context.Background())
+	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
+	var onCommit func(githttp.Access, wal.Result)
+	if opts.Scan.Coord != nil {
+		so := opts.Scan
+		so.Store, so.Log, so.Alerts = opts.Store, s.log, s.alerts
+		if so.Logger == nil {
+			so.Logger = opts.Logger
+		}
+		sc, err := scanner.New(so)
+		if err != nil {
+			cache.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.scanner = sc
+		onCommit = s.startPushRun
+		apiOpts = append(apiOpts, api.WithScans(sc))
+	}
 	auth := opts.Auth
 	if auth == nil {
 		auth = metaAuth{s.meta}
 	}
 	git, err := githttp.NewHandler(githttp.Options{
 		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
-		MaxPushBytes: opts.MaxPushBytes,
+		MaxPushBytes: opts.MaxPushBytes, OnCommit: onCommit,
 	})
 	if err != nil {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alerts.New(opts.Store))))
+	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, apiOpts...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -143,8 +177,41 @@ func (s *Server) Cache() *repocache.Cache { return s.cache }
 // Registry returns the metrics registry.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
+// Scanner returns the secret-scanning run service, or nil when scanning
+// is off (Options.Scan.Coord unset).
+func (s *Server) Scanner() *scanner.Scanner { return s.scanner }
+
+// Alerts returns the alert store.
+func (s *Server) Alerts() *alerts.Store { return s.alerts }
+
+// pushRunTimeout bounds starting one push run; a start that does not
+// finish is left to the reconciler.
+const pushRunTimeout = time.Minute
+
+// startPushRun starts the push run of a committed push in the
+// background: the push's response never waits for it, and a failure
+// (etcd down) leaves the run to the reconciler, which finds the seq
+// after the repository's scan watermark.
+func (s *Server) startPushRun(acc githttp.Access, res wal.Result) {
+	if acc.Owner == "" {
+		return
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		ctx, cancel := context.WithTimeout(s.bg, pushRunTimeout)
+		defer cancel()
+		spec := scanner.Spec{Tenant: acc.Owner, RepoID: acc.RepoID, Kind: scanner.KindPush, Seq: res.Seq}
+		if _, err := s.scanner.Start(ctx, spec); err != nil {
+			s.logger.Warn("starting a push scan failed; the reconciler retries", "run", spec.String(), "err", err)
+		}
+	}()
+}
+
 // Close stops background work. Call it after Serve has returned.
 func (s *Server) Close() error {
+	s.bgCancel()
+	s.bgWG.Wait()
 	s.cache.Close()
 	return nil
 }
@@ -259,7 +326,7 @@ func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (git
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Owner: r.Owner}
 	if p != nil {
 		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
 	}
