@@ -56,9 +56,11 @@ type WorkerOptions struct {
 	EngineWorkers int
 
 	// OnClaim and OnBatch observe the worker (tests, metrics): a shard
-	// claimed, and a batch of blobs scanned, recorded and checkpointed.
-	OnClaim func(Spec, coord.Lease)
-	OnBatch func(Spec, coord.Lease, []string)
+	// claimed, a batch of blobs scanned, recorded and checkpointed, and a
+	// shard completed (with its final range).
+	OnClaim    func(Spec, coord.Lease)
+	OnBatch    func(Spec, coord.Lease, []string)
+	OnComplete func(Spec, coord.Shard)
 }
 
 // Worker claims shards and scans them. Run it in a goroutine; a process
@@ -408,8 +410,12 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		}
 		sliceStart = time.Now()
 	}
-	if _, err := b.Complete(ctx, w.s.coordNow(), coord.CompleteRequest{Lease: lease, Op: shardOp("complete", "")}); err != nil {
+	done, err := b.Complete(ctx, w.s.coordNow(), coord.CompleteRequest{Lease: lease, Op: shardOp("complete", "")})
+	if err != nil {
 		return fmt.Errorf("complete: %w", err)
+	}
+	if w.o.OnComplete != nil {
+		w.o.OnComplete(spec, done)
 	}
 	r, err := w.s.Get(ctx, spec)
 	if err != nil {

@@ -168,6 +168,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // and repositories in-process.
 func (s *Server) Meta() *meta.Store { return s.meta }
 
+// Store returns the object store.
+func (s *Server) Store() objstore.Store { return s.opts.Store }
+
 // Log returns the repository log.
 func (s *Server) Log() *wal.Log { return s.log }
 
