@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
-	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -43,7 +43,7 @@ const MaxBodyBytes = 1 << 20
 
 type handler struct {
 	store  *meta.Store
-	alerts *alerts.Store // nil: the alert endpoints answer 501
+	alerts *alerts.Store    // nil: the alert endpoints answer 501
 	scans  *scanner.Scanner // nil: the scan endpoints answer 501
 	log    *slog.Logger
 	mux    *http.ServeMux
