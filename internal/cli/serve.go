@@ -23,7 +23,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		listen    string
 		logLevel  string
 		logFormat string
-		maxPush   int64
+		limits    config.Limits
 		coordNS   string
 		gcEvery   time.Duration
 		gcKeep    time.Duration
@@ -40,13 +40,16 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.StringVar(f, &listen, "listen", "GHOST_LISTEN", "127.0.0.1:8080", "address to listen on")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
-	config.Int64Var(f, &maxPush, "max-push-bytes", "GHOST_MAX_PUSH_BYTES", 0, "largest push body accepted, 0 for no limit")
+	limits.Register(f)
 	config.StringVar(f, &coordNS, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
 	config.DurationVar(f, &gcEvery, "coord-gc-interval", "GHOST_COORD_GC_INTERVAL", defaultCoordGCInterval, "how often to remove old run summaries from etcd, one node at a time; 0 disables")
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
+		if err := limits.Err(); err != nil {
+			return usageErrorf("%v", err)
+		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
 		}
@@ -69,11 +72,25 @@ func newServeCmd(env *Env) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		// The flags' 0 ("no limit") is the server's negative value.
+		off := func(v int64) int64 {
+			if v == 0 {
+				return -1
+			}
+			return v
+		}
 		srv, err := server.New(ctx, server.Options{
-			Store:        store,
-			CacheDir:     cfg.Cache(),
-			Logger:       logger,
-			MaxPushBytes: maxPush,
+			Store:                store,
+			CacheDir:             cfg.Cache(),
+			Logger:               logger,
+			MaxPushBytes:         off(limits.MaxPushBytes),
+			MaxFetchRequestBytes: off(limits.MaxFetchRequestBytes),
+			FetchRequestTimeout:  time.Duration(off(int64(limits.FetchRequestTimeout))),
+			IOTimeout:            time.Duration(off(int64(limits.IOTimeout))),
+			MaxGitProcesses:      int(off(int64(limits.MaxGitProcesses))),
+			GitQueue:             int(off(int64(limits.GitQueue))),
+			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
+			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
 		})
 		if err != nil {
 			return err

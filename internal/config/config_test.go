@@ -141,3 +141,67 @@ func TestOpenStore(t *testing.T) {
 		t.Fatal("invalid S3 prefix accepted")
 	}
 }
+
+func TestLimits(t *testing.T) {
+	t.Setenv("GHOST_MAX_PUSH_BYTES", "1GiB")
+	t.Setenv("GHOST_IO_TIMEOUT", "5s")
+	var l Limits
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	l.Register(fs)
+	if err := fs.Parse([]string{"--max-git-processes", "3", "--max-fetch-request-bytes", "16M"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckEnv(fs); err != nil {
+		t.Fatal(err)
+	}
+	if l.MaxPushBytes != 1<<30 || l.IOTimeout != 5*time.Second || l.MaxGitProcesses != 3 || l.MaxFetchRequestBytes != 16<<20 {
+		t.Fatalf("limits %+v", l)
+	}
+	if l.GitQueueTimeout == 0 || l.StoreTempMaxAge == 0 || l.FetchRequestTimeout == 0 {
+		t.Fatalf("defaults missing: %+v", l)
+	}
+
+	// The push limit is on by default.
+	t.Setenv("GHOST_MAX_PUSH_BYTES", "")
+	var d Limits
+	d.Register(pflag.NewFlagSet("x", pflag.ContinueOnError))
+	if d.MaxPushBytes != 2<<30 {
+		t.Fatalf("default push limit %d", d.MaxPushBytes)
+	}
+
+	t.Setenv("GHOST_IO_TIMEOUT", "soon")
+	var bad Limits
+	badFlags := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	bad.Register(badFlags)
+	if CheckEnv(badFlags) == nil {
+		t.Fatal("a bad GHOST_IO_TIMEOUT was accepted")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "64K": 64 << 10, "16MiB": 16 << 20, "2G": 2 << 30, "2GiB": 2 << 30, "1 TB": 1 << 40} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "1.5G", "99999999999T"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", in)
+		}
+	}
+}
+
+func TestNegativeLimitsRefused(t *testing.T) {
+	var l Limits
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	l.Register(fs)
+	if err := fs.Parse([]string{"--io-timeout", "-1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err == nil || !strings.Contains(err.Error(), "--io-timeout") {
+		t.Fatalf("negative --io-timeout: %v", err)
+	}
+}

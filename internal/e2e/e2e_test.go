@@ -100,7 +100,9 @@ func scriptEnv(ts *testscript.TestScript) []string {
 			env = append(env, kv)
 		}
 	}
-	for _, k := range []string{"HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "LC_ALL", "GHOST_DATA_DIR", "GHOST_CACHE_DIR", "GHOST_LISTEN", "TMPDIR"} {
+	for _, k := range []string{"HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "LC_ALL", "GHOST_DATA_DIR", "GHOST_CACHE_DIR", "GHOST_LISTEN", "TMPDIR",
+		"GHOST_MAX_PUSH_BYTES", "GHOST_MAX_FETCH_REQUEST_BYTES", "GHOST_FETCH_REQUEST_TIMEOUT", "GHOST_IO_TIMEOUT",
+		"GHOST_MAX_GIT_PROCESSES", "GHOST_GIT_QUEUE", "GHOST_GIT_QUEUE_TIMEOUT", "GHOST_STORE_TEMP_MAX_AGE"} {
 		if v := ts.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}

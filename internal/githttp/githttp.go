@@ -68,9 +68,34 @@ type Options struct {
 	Auth    Authorizer
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil records nothing
-	// MaxPushBytes bounds a push's request body (after gzip decoding);
-	// 0 means no limit.
+	// MaxPushBytes bounds a push's request body, counted after gzip
+	// decoding so that a compressed bomb is cut off at the limit too
+	// (default DefaultMaxPushBytes; negative: no limit). A push over the
+	// limit is refused in report-status, so git shows why.
 	MaxPushBytes int64
+	// MaxFetchRequestBytes bounds an upload-pack request body after gzip
+	// decoding (default DefaultMaxFetchRequestBytes; negative: no limit).
+	MaxFetchRequestBytes int64
+	// FetchRequestTimeout bounds receiving one whole upload-pack request
+	// body (default DefaultFetchRequestTimeout; negative: none). Fetch
+	// requests are small; one that trickles in is an attack.
+	FetchRequestTimeout time.Duration
+	// IOTimeout is how long a git request's connection may move no byte
+	// while the request body is read or the response written (default
+	// DefaultIOTimeout; negative: none). The deadline extends with every
+	// chunk, so transfers of any size at any steady speed go through.
+	IOTimeout time.Duration
+	// MaxGitProcesses caps the git requests this node serves at once
+	// (default DefaultMaxGitProcesses(); negative: no cap). Each such
+	// request runs git processes that cost CPU, memory and file handles.
+	MaxGitProcesses int
+	// GitQueue is how many more requests may wait for a slot (default
+	// 4×MaxGitProcesses; negative: none wait); beyond it, and after
+	// waiting GitQueueTimeout (default DefaultGitQueueTimeout), a request
+	// gets 503 with Retry-After. A negative GitQueueTimeout waits as long
+	// as it takes.
+	GitQueue        int
+	GitQueueTimeout time.Duration
 	// AnonymousNotFound makes an anonymous read of a repository that is
 	// not public answer 404 instead of 401. 404 hides nothing more (a
 	// missing repository answers the same either way) but stops stock git
@@ -93,6 +118,7 @@ type Options struct {
 type Handler struct {
 	opts   Options
 	logger *slog.Logger
+	gate   *gate // nil: no cap on concurrent git requests
 }
 
 // NewHandler returns a git smart HTTP handler.
@@ -106,7 +132,26 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.PushTimeout <= 0 {
 		opts.PushTimeout = 15 * time.Minute
 	}
-	return &Handler{opts: opts, logger: opts.Logger}, nil
+	opts.MaxPushBytes = orDefault(opts.MaxPushBytes, DefaultMaxPushBytes)
+	opts.MaxFetchRequestBytes = orDefault(opts.MaxFetchRequestBytes, DefaultMaxFetchRequestBytes)
+	opts.FetchRequestTimeout = orDefault(opts.FetchRequestTimeout, DefaultFetchRequestTimeout)
+	opts.IOTimeout = orDefault(opts.IOTimeout, DefaultIOTimeout)
+	opts.MaxGitProcesses = orDefault(opts.MaxGitProcesses, DefaultMaxGitProcesses())
+	opts.GitQueue = orDefault(opts.GitQueue, 4*max(opts.MaxGitProcesses, 0))
+	opts.GitQueueTimeout = orDefault(opts.GitQueueTimeout, DefaultGitQueueTimeout)
+	return &Handler{
+		opts: opts, logger: opts.Logger,
+		gate: newGate(opts.MaxGitProcesses, opts.GitQueue, opts.GitQueueTimeout, opts.Metrics),
+	}, nil
+}
+
+// orDefault maps a zero setting to its default; negative settings (which
+// switch a limit off) and positive ones stay.
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 const (
@@ -143,9 +188,11 @@ func parseRoute(path string) (route, bool) {
 	return rt, true
 }
 
-// statusWriter remembers the status for logs and metrics.
+// statusWriter remembers the status for logs and metrics, and extends the
+// write deadline before each write (connIO).
 type statusWriter struct {
 	http.ResponseWriter
+	conn   *connIO
 	status int
 	wrote  bool
 }
@@ -161,6 +208,7 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	if !s.wrote {
 		s.status, s.wrote = http.StatusOK, true
 	}
+	s.conn.writeDeadline()
 	return s.ResponseWriter.Write(b)
 }
 
@@ -168,7 +216,12 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	conn := &connIO{rc: http.NewResponseController(w), idle: max(h.opts.IOTimeout, 0)}
+	sw := &statusWriter{ResponseWriter: w, conn: conn, status: http.StatusOK}
+	r.Body = &deadlineBody{ReadCloser: r.Body, conn: conn}
+	// The response is flushed after the handler returns: that last write
+	// gets a deadline of its own.
+	defer conn.writeDeadline()
 	rt, ok := parseRoute(r.URL.Path)
 	service := rt.action
 	if rt.action == "info/refs" {
@@ -241,10 +294,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // A private repository the caller cannot read is indistinguishable from
 // one that does not exist.
 func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, rt route, service string) (Access, bool) {
-	token := ""
-	if _, pw, ok := r.BasicAuth(); ok {
-		token = pw
-	}
+	token := requestToken(r)
 	anonymous := token == ""
 	acc, err := h.opts.Auth.Authorize(r.Context(), token, rt.owner, rt.name)
 	switch {
@@ -283,6 +333,21 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, rt route, se
 		notFound(w)
 	}
 	return Access{}, false
+}
+
+// requestToken returns the caller's access token: the password of Basic
+// auth (what stock git sends), or the token of "Authorization: Bearer"
+// (what the API takes, and what git sends with http.extraHeader), or ""
+// for an anonymous caller.
+func requestToken(r *http.Request) string {
+	if _, pw, ok := r.BasicAuth(); ok {
+		return pw
+	}
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(tok)
+	}
+	return ""
 }
 
 func challenge(w http.ResponseWriter, msg string) {

@@ -18,6 +18,9 @@ type Metrics struct {
 	casAttempts  prometheus.Histogram
 	materialize  *prometheus.HistogramVec
 	layersLoaded prometheus.Counter
+	waiting      prometheus.Gauge
+	busy         prometheus.Counter
+	healed       prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (a registry of
@@ -31,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"service", "code"}),
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ghost_git_pushes_total",
-			Help: "Pushes by result: ok, rejected (report-status ng), invalid (malformed request), contention (503), error.",
+			Help: "Pushes by result: ok, rejected (report-status ng), invalid (malformed request), too_large (over --max-push-bytes), contention (503), error.",
 		}, []string{"result"}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghost_git_push_received_bytes_total",
@@ -51,8 +54,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ghost_cache_layers_indexed_total",
 			Help: "Log layers indexed into the cache by materializations.",
 		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ghost_git_queue_waiting",
+			Help: "Git requests waiting for a slot (--max-git-processes).",
+		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_git_busy_rejections_total",
+			Help: "Git requests answered 503 because every slot and the queue were taken.",
+		}),
+		healed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_cache_heal_retries_total",
+			Help: "Git requests that failed because of a damaged cache and were retried after it was rebuilt.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.pushes, m.received, m.casAttempts, m.materialize, m.layersLoaded)
+	reg.MustRegister(m.requests, m.pushes, m.received, m.casAttempts, m.materialize, m.layersLoaded, m.waiting, m.busy, m.healed)
 	return m
 }
 
@@ -102,5 +117,23 @@ func (m *Metrics) addReceived(n int64) {
 func (m *Metrics) observeAttempts(n int) {
 	if m != nil && n > 0 {
 		m.casAttempts.Observe(float64(n))
+	}
+}
+
+func (m *Metrics) queued(d float64) {
+	if m != nil {
+		m.waiting.Add(d)
+	}
+}
+
+func (m *Metrics) rejectedBusy() {
+	if m != nil {
+		m.busy.Inc()
+	}
+}
+
+func (m *Metrics) healRetry() {
+	if m != nil {
+		m.healed.Inc()
 	}
 }

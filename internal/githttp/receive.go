@@ -193,16 +193,20 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 		}()
 	}
 	h.opts.Metrics.addReceived(size)
+	if errors.Is(err, errPushTooLarge) {
+		h.tooLarge(w, r, spool, size)
+		return
+	}
 	if err != nil {
 		var pe *pushError
 		if errors.As(err, &pe) {
 			httpError(w, pe.status, pe.msg)
 			return
 		}
-		if r.Context().Err() != nil {
-			return
+		if status, msg, ok := bodyError(r, err); ok {
+			w.Header().Set("Connection", "close")
+			httpError(w, status, "reading the push: "+strings.TrimPrefix(msg, "reading the request: "))
 		}
-		httpError(w, http.StatusBadRequest, "reading the push: "+err.Error())
 		return
 	}
 	if size == 4 {
@@ -219,6 +223,11 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	release, ok := h.admit(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 
 	// From here the push runs to its end even if the client goes away: it
 	// must land whole or not at all, and an in-flight push survives a
@@ -262,8 +271,17 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 	}
 }
 
+// maxDrain is how much of a refused push's body is read, at least, so
+// that git gets to see the answer (tooLarge).
+const maxDrain = 1 << 30
+
+// errPushTooLarge is a push body beyond MaxPushBytes.
+var errPushTooLarge = errors.New("push too large")
+
 // spool copies the (decoded) body to a temporary file in the cache's
-// scratch directory: a pack is never held in memory.
+// scratch directory: a pack is never held in memory. It stops one byte
+// past MaxPushBytes with errPushTooLarge, so a body that decompresses to
+// far more is never written out.
 func (h *Handler) spool(body io.Reader) (*os.File, int64, error) {
 	dir, err := h.opts.Cache.TempDir()
 	if err != nil {
@@ -282,9 +300,56 @@ func (h *Handler) spool(body io.Reader) (*os.File, int64, error) {
 		return f, n, err
 	}
 	if h.opts.MaxPushBytes > 0 && n > h.opts.MaxPushBytes {
-		return f, n, &pushError{http.StatusRequestEntityTooLarge, fmt.Sprintf("push larger than the %d bytes allowed", h.opts.MaxPushBytes), errors.New("too large")}
+		return f, n, errPushTooLarge
 	}
 	return f, n, nil
+}
+
+// tooLarge refuses a push over MaxPushBytes in git's own terms: an unpack
+// error in report-status, with a side-band message, so that the user sees
+// the limit in git's output rather than a bare HTTP 413. git reads the
+// answer only after it has sent its whole body (cut off earlier, it
+// reports only "Connection reset by peer"), so the rest of the raw, still
+// compressed body is read and discarded first, never decoded or stored:
+// up to maxDrain or MaxPushBytes more bytes, whichever is more, while it
+// keeps flowing (IOTimeout). A client sending even more is cut off.
+func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, spool *os.File, size int64) {
+	h.opts.Metrics.pushResult("too_large")
+	limit := h.opts.MaxPushBytes
+	msg := fmt.Sprintf("push exceeds the maximum allowed size of %s (%d bytes)", humanBytes(limit), limit)
+	h.logger.Warn("push refused: too large", "path", r.URL.Path, "limit", limit)
+	req, err := parseCommands(io.NewSectionReader(spool, 0, size))
+	if err != nil || !req.caps["report-status"] {
+		httpError(w, http.StatusRequestEntityTooLarge, msg)
+		return
+	}
+	drain := max(limit, maxDrain)
+	n, err := io.CopyN(io.Discard, r.Body, drain)
+	if err == nil && n == drain {
+		w.Header().Set("Connection", "close")
+	}
+	rep := &report{unpack: msg, reasons: make([]string, len(req.cmds)),
+		detail: []string{"error: " + msg, "error: split the push into smaller ones, or ask the operator to raise --max-push-bytes"}}
+	for _, c := range req.cmds {
+		rep.refs = append(rep.refs, c.Ref)
+	}
+	rep.failAll("unpacker error")
+	resultHeaders(w, svcReceive)
+	writeReport(w, rep, req.caps["side-band-64k"])
+}
+
+// humanBytes renders a size in binary units for messages.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // push validates and commits. It returns the report for the client, or an
@@ -323,6 +388,7 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 		return nil, res, fmt.Errorf("materialize: %w", err)
 	}
 	checkDF(snap.Index.Refs, req.cmds, rep)
+	denyDeleteCurrent(snap.Index.Refs, req.cmds, rep)
 
 	// 3. The pack, indexed against the repository's objects in a
 	// quarantine: nothing reaches the cache before the commit.
@@ -440,6 +506,18 @@ func indexOf(cmds []command, ref string) int {
 		}
 	}
 	return 0
+}
+
+// denyDeleteCurrent refuses to delete the branch HEAD points at, as git's
+// receive.denyDeleteCurrent does by default: HEAD would otherwise move to
+// another branch without anyone asking (repocache.DefaultBranch).
+func denyDeleteCurrent(refs []wal.Ref, cmds []command, rep *report) {
+	head := repocache.DefaultBranch(refs)
+	for i, c := range cmds {
+		if c.isDelete() && c.Ref == head && rep.reasons[i] == "" {
+			rep.reasons[i] = "deletion of the current branch prohibited"
+		}
+	}
 }
 
 // checkDF refuses a push that would leave both "a" and "a/b".

@@ -43,3 +43,39 @@ func (l *fileLock) unlock() {
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	l.f.Close()
 }
+
+// claimTemp takes the lock that tells whether any other process has the
+// cache directory open. It returns the lock file and whether this process
+// is alone; either way the caller ends up holding a shared lock (after
+// clearing tmp when alone, see shareTemp) until it closes the file.
+func claimTemp(path string) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		f.Close()
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := flock(f, syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, false, nil
+}
+
+// shareTemp turns the exclusive lock of claimTemp into a shared one.
+func shareTemp(f *os.File) error { return flock(f, syscall.LOCK_SH) }
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

@@ -59,6 +59,11 @@ type Options struct {
 	// materialization runs detached from the request that started it,
 	// because other requests may be waiting for it.
 	Timeout time.Duration
+	// VerifyInterval is how often, at most, one repository's packs are
+	// checksummed after Suspect (default 1 minute): a client that makes
+	// git fail on purpose must not make the node hash a large repository
+	// on every request (docs/adr/0016-cache-self-healing.md).
+	VerifyInterval time.Duration
 }
 
 // Event describes one materialization, for metrics and logs.
@@ -70,7 +75,10 @@ type Event struct {
 	// without running git index-pack.
 	Installed int
 	Rebuilt   bool // the repository was rebuilt from scratch
-	Err       error
+	// Healed is set when verification after Suspect found the cached
+	// packs damaged, and the repository was rebuilt for that reason.
+	Healed bool
+	Err    error
 }
 
 // Snapshot is a materialized repository: a bare git repository whose
@@ -80,6 +88,10 @@ type Snapshot struct {
 	Repo  string
 	Dir   string
 	Index *wal.Index
+	// Healed reports that this materialization verified the repository
+	// (after Suspect), found it damaged and rebuilt it from the log: a
+	// request that failed on the old copy is worth retrying.
+	Healed bool
 }
 
 // Cache is a directory of materialized repositories. It is safe for
@@ -96,8 +108,14 @@ type Cache struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	slots map[string]*slot
+	verifyEvery time.Duration
+	tmpLock     *os.File // shared lock on tmp/ held while the cache is open
+	closeOnce   sync.Once
+
+	mu       sync.Mutex
+	slots    map[string]*slot
+	suspects map[string]bool      // repositories to verify at their next materialization
+	verified map[string]time.Time // when each was last verified
 }
 
 // slot coalesces materializations of one repository in this process.
@@ -118,7 +136,10 @@ type flight struct {
 }
 
 // New returns a cache rooted at dir, creating it if needed, and removes
-// temporary leftovers older than an hour (a crash mid-rebuild).
+// the leftovers of a crash (push spools, quarantines, half-built
+// repositories) from its tmp directory: all of them when no other process
+// has the directory open (a node owns its cache), otherwise those older
+// than an hour. Call Close when done.
 func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("repocache: empty cache directory")
@@ -136,22 +157,47 @@ func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
 	}
+	if opts.VerifyInterval <= 0 {
+		opts.VerifyInterval = time.Minute
+	}
 	base, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		dir: abs, log: log, git: opts.Git, logger: opts.Logger, observe: opts.Observe,
 		timeout: opts.Timeout, base: base, cancel: cancel, slots: map[string]*slot{},
+		verifyEvery: opts.VerifyInterval, suspects: map[string]bool{}, verified: map[string]time.Time{},
 	}
 	if err := c.ensureDirs(); err != nil {
 		cancel()
 		return nil, err
 	}
-	c.sweepTemp(time.Hour)
+	lk, alone, err := claimTemp(filepath.Join(abs, "tmp.lock"))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("repocache: %w", err)
+	}
+	c.tmpLock = lk
+	if alone {
+		c.sweepTemp(0)
+		if err := shareTemp(lk); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("repocache: %w", err)
+		}
+	} else {
+		c.sweepTemp(time.Hour)
+	}
 	return c, nil
 }
 
-// Close cancels materializations in flight. Callers waiting on them get
-// an error.
-func (c *Cache) Close() { c.cancel() }
+// Close cancels materializations in flight (callers waiting on them get
+// an error) and lets a later process clear the scratch directory.
+func (c *Cache) Close() {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		if c.tmpLock != nil {
+			c.tmpLock.Close()
+		}
+	})
+}
 
 // Dir returns the cache's root directory.
 func (c *Cache) Dir() string { return c.dir }
@@ -191,7 +237,7 @@ func (c *Cache) sweepTemp(age time.Duration) {
 		return
 	}
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+		if info, err := e.Info(); err == nil && (age == 0 || time.Since(info.ModTime()) > age) {
 			_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
 		}
 	}
@@ -294,9 +340,27 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	}
 
 	st, why := c.check(dir, x)
+	healed := false
+	if st != nil {
+		// Packs written to since they were last known good, and after a
+		// serving failure (Suspect) all packs, are compared with the
+		// checksums the log recorded: that finds damage inside a pack,
+		// which check cannot see (docs/adr/0016-cache-self-healing.md).
+		all := c.takeSuspect(repo)
+		if err := c.verify(ctx, dir, x, st, all); err != nil {
+			if ctx.Err() != nil {
+				if all {
+					c.Suspect(repo)
+				}
+				return nil, err
+			}
+			st, why, healed = nil, "verification failed: "+err.Error(), true
+		}
+	}
 	if st != nil {
 		err := c.apply(ctx, repo, x, dir, st, ev)
 		if err == nil {
+			c.trustNew(dir, st)
 			return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
 		}
 		// Neither a cancelled materialization nor a log that cannot be
@@ -322,13 +386,56 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 	if err := c.initRepo(ctx, tmp); err != nil {
 		return nil, err
 	}
-	if err := c.apply(ctx, repo, x, tmp, &state{}, ev); err != nil {
+	fresh := &state{}
+	if err := c.apply(ctx, repo, x, tmp, fresh, ev); err != nil {
 		return nil, err
 	}
+	c.trustNew(tmp, fresh)
 	if err := c.swap(tmp, dir); err != nil {
 		return nil, err
 	}
-	return &Snapshot{Repo: repo, Dir: dir, Index: x}, nil
+	ev.Healed = healed
+	return &Snapshot{Repo: repo, Dir: dir, Index: x, Healed: healed}, nil
+}
+
+// Suspect records that serving repo failed in a way that may be the
+// cache's fault: its next materialization verifies every cached pack
+// against the sha256 the log recorded for its layer (and each pack index
+// against its own checksum), and rebuilds the repository from the log when
+// one differs. The cheap check of every materialization reads only the
+// ends of each pack, so damage inside one goes unseen until then.
+//
+// It reports whether that verification will run: not when the repository
+// was verified less than VerifyInterval ago, so that requests failing for
+// other reasons (a client sending nonsense) cannot make the node hash a
+// large repository again and again. See docs/adr/0016-cache-self-healing.md.
+func (c *Cache) Suspect(repo string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if t, ok := c.verified[repo]; ok && now.Sub(t) < c.verifyEvery && !c.suspects[repo] {
+		return false
+	}
+	for r, t := range c.verified {
+		if now.Sub(t) >= c.verifyEvery {
+			delete(c.verified, r)
+		}
+	}
+	c.suspects[repo] = true
+	return true
+}
+
+// takeSuspect consumes a Suspect mark, recording the verification about
+// to run.
+func (c *Cache) takeSuspect(repo string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.suspects[repo] {
+		return false
+	}
+	delete(c.suspects, repo)
+	c.verified[repo] = time.Now()
+	return true
 }
 
 // apply brings the repository in dir, whose recorded state is st, to x:
@@ -818,6 +925,8 @@ func (c *Cache) Adopt(ctx context.Context, repo string, seq uint64, layer ulid.U
 	if err := writeState(dir, st); err != nil {
 		return false, err
 	}
+	// The pack is the very file the log committed: known good.
+	c.trustNew(dir, st)
 	return true, nil
 }
 

@@ -50,8 +50,20 @@ type Options struct {
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
 	Git string
-	// MaxPushBytes bounds one push's body; 0 means no limit.
-	MaxPushBytes int64
+	// Limits are the git transport's resource limits; zero values take
+	// githttp's defaults, negative ones switch a limit off (see
+	// githttp.Options and docs/adr/0015-git-resource-limits.md).
+	MaxPushBytes         int64
+	MaxFetchRequestBytes int64
+	FetchRequestTimeout  time.Duration
+	IOTimeout            time.Duration
+	MaxGitProcesses      int
+	GitQueue             int
+	GitQueueTimeout      time.Duration
+	// StoreTempMaxAge is the age past which a store's write temporaries
+	// (a crashed writer's leftovers) are removed at start, for stores
+	// that keep them (fsstore); default 1 hour, negative: never.
+	StoreTempMaxAge time.Duration
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (default 10 minutes: a large push must be
 	// able to finish).
@@ -63,6 +75,12 @@ type Options struct {
 	// endpoints of the API (issue 13). Store, Log and Alerts are filled
 	// in by the server.
 	Scan scanner.Options
+}
+
+// tempSweeper is a store that leaves write temporaries behind when its
+// process is killed mid-write (fsstore.Store.RemoveStaleTemp).
+type tempSweeper interface {
+	RemoveStaleTemp(olderThan time.Duration) (int, error)
 }
 
 // Server is a ghost node.
@@ -103,6 +121,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Minute
 	}
+	if opts.StoreTempMaxAge == 0 {
+		opts.StoreTempMaxAge = time.Hour
+	}
+	if ts, ok := opts.Store.(tempSweeper); ok && opts.StoreTempMaxAge > 0 {
+		n, err := ts.RemoveStaleTemp(opts.StoreTempMaxAge)
+		if err != nil {
+			opts.Logger.Warn("removing stale object-store temporaries failed", "err", err)
+		} else if n > 0 {
+			opts.Logger.Info("removed stale object-store temporaries", "count", n)
+		}
+	}
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
@@ -141,7 +170,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	git, err := githttp.NewHandler(githttp.Options{
 		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
-		MaxPushBytes: opts.MaxPushBytes, OnCommit: onCommit,
+		MaxPushBytes:         opts.MaxPushBytes,
+		MaxFetchRequestBytes: opts.MaxFetchRequestBytes,
+		FetchRequestTimeout:  opts.FetchRequestTimeout,
+		IOTimeout:            opts.IOTimeout,
+		MaxGitProcesses:      opts.MaxGitProcesses,
+		GitQueue:             opts.GitQueue,
+		GitQueueTimeout:      opts.GitQueueTimeout,
+		OnCommit:             onCommit,
 	})
 	if err != nil {
 		cache.Close()

@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 )
@@ -62,6 +63,37 @@ func Open(root string) (*Store, error) {
 		}
 	}
 	return &Store{root: abs}, nil
+}
+
+// RemoveStaleTemp removes the temporaries of writes (tmp/put-*) that have
+// not been touched for olderThan: what a process killed mid-write leaves
+// behind. Several processes may share the store, so a temporary cannot be
+// told dead by who made it, only by age; a live write touches its file
+// continuously, and one stalled that long has failed anyway (its rename
+// into place would still be harmless: the temporary is only ever renamed,
+// never reopened). It returns how many it removed.
+func (s *Store) RemoveStaleTemp(olderThan time.Duration) (int, error) {
+	dir := filepath.Join(s.root, "tmp")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("fsstore: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "put-") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < olderThan {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+			n++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("fsstore: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // Root returns the directory the store lives in.

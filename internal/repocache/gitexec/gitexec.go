@@ -70,7 +70,12 @@ func (r *Runner) Command(ctx context.Context, dir string, env []string, args ...
 	}
 	// On cancellation ask git to stop, then kill it; WaitDelay keeps Wait
 	// from hanging on pipes held open by a grandchild (pack-objects).
+	// Where the platform allows, git runs in a process group of its own
+	// and the signal goes to the whole group, so that a client that
+	// disconnects also stops upload-pack's pack-objects, which would
+	// otherwise go on walking history (docs/adr/0015-git-resource-limits.md).
 	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+	setProcessGroup(c)
 	c.WaitDelay = 10 * time.Second
 	tb := &TailBuffer{Max: maxStderr}
 	c.Stderr = tb

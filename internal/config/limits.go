@@ -1,0 +1,128 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ghost-scm/ghost/internal/githttp"
+)
+
+// DefaultStoreTempMaxAge is how old a filesystem store's write temporary
+// must be before "ghost serve" removes it at start.
+const DefaultStoreTempMaxAge = time.Hour
+
+// Limits are the resource limits of "ghost serve", the defences of a
+// public git server against clients that send too much, too slowly or
+// too often (docs/adr/0015-git-resource-limits.md). For every setting, 0
+// switches the limit off (no queue, for GitQueue).
+type Limits struct {
+	MaxPushBytes         int64
+	MaxFetchRequestBytes int64
+	FetchRequestTimeout  time.Duration
+	IOTimeout            time.Duration
+	MaxGitProcesses      int
+	GitQueue             int
+	GitQueueTimeout      time.Duration
+	StoreTempMaxAge      time.Duration
+}
+
+// Register binds the limits to fs, each with its GHOST_* variable as the
+// default (config.Var and friends): a variable that does not parse is a
+// usage error unless the flag is given.
+func (l *Limits) Register(fs *pflag.FlagSet) {
+	l.MaxPushBytes, l.MaxFetchRequestBytes = githttp.DefaultMaxPushBytes, githttp.DefaultMaxFetchRequestBytes
+	Var(fs, (*bytesValue)(&l.MaxPushBytes), "max-push-bytes", "GHOST_MAX_PUSH_BYTES",
+		usage("largest push accepted, counted after gzip decoding; refused in git's own output", "GHOST_MAX_PUSH_BYTES"))
+	Var(fs, (*bytesValue)(&l.MaxFetchRequestBytes), "max-fetch-request-bytes", "GHOST_MAX_FETCH_REQUEST_BYTES",
+		usage("largest fetch (upload-pack) request body, after gzip decoding", "GHOST_MAX_FETCH_REQUEST_BYTES"))
+	DurationVar(fs, &l.FetchRequestTimeout, "fetch-request-timeout", "GHOST_FETCH_REQUEST_TIMEOUT", githttp.DefaultFetchRequestTimeout,
+		usage("time allowed to receive a whole fetch request body", "GHOST_FETCH_REQUEST_TIMEOUT"))
+	DurationVar(fs, &l.IOTimeout, "io-timeout", "GHOST_IO_TIMEOUT", githttp.DefaultIOTimeout,
+		usage("how long a git request's connection may move no byte; extends while bytes flow", "GHOST_IO_TIMEOUT"))
+	IntVar(fs, &l.MaxGitProcesses, "max-git-processes", "GHOST_MAX_GIT_PROCESSES", githttp.DefaultMaxGitProcesses(),
+		usage("git requests served at once on this node", "GHOST_MAX_GIT_PROCESSES"))
+	IntVar(fs, &l.GitQueue, "git-queue", "GHOST_GIT_QUEUE", 4*githttp.DefaultMaxGitProcesses(),
+		usage("git requests that may wait for a slot; more get 503 with Retry-After", "GHOST_GIT_QUEUE"))
+	DurationVar(fs, &l.GitQueueTimeout, "git-queue-timeout", "GHOST_GIT_QUEUE_TIMEOUT", githttp.DefaultGitQueueTimeout,
+		usage("how long a git request waits for a slot before 503", "GHOST_GIT_QUEUE_TIMEOUT"))
+	DurationVar(fs, &l.StoreTempMaxAge, "store-temp-max-age", "GHOST_STORE_TEMP_MAX_AGE", DefaultStoreTempMaxAge,
+		usage("at start, remove filesystem-store write temporaries older than this", "GHOST_STORE_TEMP_MAX_AGE"))
+}
+
+// Err reports negative limits.
+func (l *Limits) Err() error {
+	var errs []error
+	for name, v := range map[string]int64{
+		"max-push-bytes": l.MaxPushBytes, "max-fetch-request-bytes": l.MaxFetchRequestBytes,
+		"fetch-request-timeout": int64(l.FetchRequestTimeout), "io-timeout": int64(l.IOTimeout),
+		"max-git-processes": int64(l.MaxGitProcesses), "git-queue": int64(l.GitQueue),
+		"git-queue-timeout": int64(l.GitQueueTimeout), "store-temp-max-age": int64(l.StoreTempMaxAge),
+	} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// usage adds what 0 means to a limit's help; config.Var adds the
+// variable's name.
+func usage(text, env string) string {
+	switch env {
+	case "GHOST_GIT_QUEUE":
+		return text + ", 0 for none"
+	case "GHOST_GIT_QUEUE_TIMEOUT":
+		return text + ", 0 to wait as long as it takes"
+	case "GHOST_STORE_TEMP_MAX_AGE":
+		return text + ", 0 to keep them"
+	}
+	return text + ", 0 for no limit"
+}
+
+// bytesValue is a size flag: bytes, or a number with a binary unit.
+type bytesValue int64
+
+func (b *bytesValue) Set(s string) error {
+	n, err := ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = bytesValue(n)
+	return nil
+}
+
+func (b *bytesValue) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *bytesValue) Type() string { return "bytes" }
+
+// ParseBytes parses a size: a number of bytes, optionally followed by a
+// binary unit (K, M, G, T, with or without "iB"; "2G" and "2GiB" are both
+// 2<<30).
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	shift := 0
+	for i, u := range []string{"K", "M", "G", "T"} {
+		for _, suf := range []string{u + "iB", u + "B", u, strings.ToLower(u)} {
+			if v, ok := strings.CutSuffix(t, suf); ok {
+				t, shift = strings.TrimSpace(v), 10*(i+1)
+				break
+			}
+		}
+		if shift != 0 {
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q: want bytes, or a number with K, M, G or T", s)
+	}
+	if n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("bad size %q: out of range", s)
+	}
+	return n << shift, nil
+}
