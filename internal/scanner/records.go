@@ -54,6 +54,9 @@ type Run struct {
 
 // Final is what a finished run scanned.
 type Final struct {
+	// Shards counts the shards scanned: the root shards and those split
+	// off them, less the ones split.
+	Shards   int       `json:"shards"`
 	Blobs    int64     `json:"blobs"`
 	Bytes    int64     `json:"bytes"`
 	Findings int64     `json:"findings"`

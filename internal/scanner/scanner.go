@@ -251,6 +251,9 @@ func (s *Scanner) finish(ctx context.Context, r *Run) error {
 		}
 		var f Final
 		for i := range shards {
+			if shards[i].State != coord.ShardSplit {
+				f.Shards++
+			}
 			tk := parseToken(shards[i].Cursor.Token)
 			f.Blobs += tk.Blobs
 			f.Bytes += tk.Bytes
@@ -500,6 +503,9 @@ func (s *Scanner) Status(ctx context.Context, r Run) (Status, error) {
 	}
 	if r.Done {
 		st.State, st.ShardsDone, st.Covered = "done", r.Shards, 1
+		if r.Final != nil && r.Final.Shards > 0 {
+			st.ShardsTotal, st.ShardsDone = r.Final.Shards, r.Final.Shards
+		}
 		if r.Final != nil {
 			if d := r.Final.At.Sub(r.CreatedAt).Seconds(); d > 0 {
 				st.Rate = float64(st.Bytes) / d

@@ -387,28 +387,13 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		i = j
+		if i < len(blobs) && (w.o.SliceTime < 0 || time.Since(sliceStart) >= w.o.SliceTime) {
+			blobs = w.endSlice(ctx, b, spec, lease, blobs, i, shardOp)
+			sliceStart = time.Now()
+		}
 		if w.o.OnBatch != nil {
 			w.o.OnBatch(spec, lease, ids)
 		}
-		if i == len(blobs) || (w.o.SliceTime > 0 && time.Since(sliceStart) < w.o.SliceTime) {
-			continue
-		}
-		// The slice is over. A full run's shard yields to waiting push
-		// runs: it hands everything left to a residual shard and ends.
-		if spec.Kind == KindFull && w.pushWaiting(ctx) {
-			if w.split(ctx, b, spec, lease, blobs[i].key, shardOp) {
-				blobs = blobs[:i]
-				break
-			}
-		}
-		// Otherwise help idle workers: split off half of what is left.
-		if left := len(blobs) - i; left >= 2*w.o.MinSplitBlobs {
-			mid := i + left/2
-			if w.split(ctx, b, spec, lease, blobs[mid].key, shardOp) {
-				blobs = blobs[:mid]
-			}
-		}
-		sliceStart = time.Now()
 	}
 	done, err := b.Complete(ctx, w.s.coordNow(), coord.CompleteRequest{Lease: lease, Op: shardOp("complete", "")})
 	if err != nil {
@@ -422,6 +407,24 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		return err
 	}
 	return w.s.finish(ctx, &r)
+}
+
+// endSlice ends a slice of a shard with blobs[i:] left to scan, and
+// returns the blobs the worker keeps. A full run's shard yields to
+// waiting push runs: it hands everything left to a residual shard (and
+// the worker completes what it did, then claims again, push runs first).
+// Otherwise it helps idle workers by splitting off half of what is left.
+func (w *Worker) endSlice(ctx context.Context, b coord.Backend, spec Spec, lease coord.Lease, blobs []blob, i int, shardOp func(string, string) coord.OpID) []blob {
+	if spec.Kind == KindFull && w.pushWaiting(ctx) && w.split(ctx, b, spec, lease, blobs[i].key, shardOp) {
+		return blobs[:i]
+	}
+	if left := len(blobs) - i; left >= 2*w.o.MinSplitBlobs {
+		mid := i + left/2
+		if w.split(ctx, b, spec, lease, blobs[mid].key, shardOp) {
+			return blobs[:mid]
+		}
+	}
+	return blobs
 }
 
 // split hands [key, end) of the leased shard to a residual shard. At the
