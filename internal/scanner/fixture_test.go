@@ -57,10 +57,17 @@ type fixture struct {
 	b     *etcdcoord.Backend
 	clock *clock
 	tok   map[string]string // tenant -> write token
+	// closeServer stops the HTTP server and waits for the push runs its
+	// commit hook is starting.
+	closeServer func()
 }
 
 type fixtureOpts struct {
 	limits coord.Limits
+	client *clientv3.Client // nil: the package's etcd
+	// scan turns on the server's own scanning (push runs from its commit
+	// hook) with these options.
+	scan *scanner.Options
 }
 
 // newFixture runs a ghost server (scanning off: tests start runs
@@ -68,19 +75,31 @@ type fixtureOpts struct {
 // namespace of its own on the package's etcd.
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
-	srv, err := server.New(context.Background(), server.Options{Store: memstore.New(), CacheDir: t.TempDir()})
+	client := o.client
+	if client == nil {
+		client = etcdClient
+	}
+	ns := fmt.Sprintf("/scantest/%s", strings.NewReplacer("/", "-", "#", "-").Replace(t.Name()))
+	b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: ns, Limits: o.limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, b: b, clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, tok: map[string]string{}}
+	so := server.Options{Store: memstore.New(), CacheDir: t.TempDir()}
+	if o.scan != nil {
+		so.Scan = *o.scan
+		so.Scan.Coord = func() coord.Backend { return b }
+		so.Scan.Now = f.clock.Now
+	}
+	srv, err := server.New(context.Background(), so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler()) // 127.0.0.1
-	t.Cleanup(func() { ts.Close(); srv.Close() })
-	ns := fmt.Sprintf("/scantest/%s", strings.NewReplacer("/", "-", "#", "-").Replace(t.Name()))
-	b, err := etcdcoord.New(etcdcoord.Config{Client: etcdClient, Namespace: ns, Limits: o.limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, srv: srv, host: strings.TrimPrefix(ts.URL, "http://"), b: b,
-		clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, tok: map[string]string{}}
+	f.closeServer = sync.OnceFunc(func() { ts.Close(); srv.Close() })
+	t.Cleanup(f.closeServer)
+	f.srv, f.host = srv, strings.TrimPrefix(ts.URL, "http://")
+	return f
 }
 
 func (f *fixture) scanner(o scanner.Options) *scanner.Scanner {

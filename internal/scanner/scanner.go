@@ -29,6 +29,8 @@ const (
 	// DefaultMaxRetries is how many re-acquisitions a shard gets before
 	// coord parks it (a shard that crashes its workers).
 	DefaultMaxRetries = 5
+	// DefaultStartTimeout bounds the coordinator calls of Start.
+	DefaultStartTimeout = 10 * time.Second
 )
 
 // ErrNoCoordinator reports that the coordination store is not available;
@@ -52,6 +54,10 @@ type Options struct {
 	LeaseDuration time.Duration
 	// MaxRetries before coord parks a shard; 0 means DefaultMaxRetries.
 	MaxRetries uint32
+	// StartTimeout bounds the coordinator calls of Start; when etcd does
+	// not answer in time the run is left queued for the workers. 0 means
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -96,6 +102,9 @@ func New(opts Options) (*Scanner, error) {
 	}
 	if s.opts.LeaseDuration <= 0 {
 		s.opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if s.opts.StartTimeout <= 0 {
+		s.opts.StartTimeout = DefaultStartTimeout
 	}
 	if s.opts.MaxRetries == 0 {
 		s.opts.MaxRetries = DefaultMaxRetries
@@ -177,7 +186,9 @@ func (s *Scanner) Start(ctx context.Context, spec Spec) (Run, error) {
 	if err := s.recs.create(ctx, activeKey(spec), &cur); err != nil {
 		return Run{}, err
 	}
-	if err := s.ensureCoord(ctx, &cur); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	if err := s.ensureCoord(cctx, &cur); err != nil {
 		// The marker makes workers retry; nothing is lost by waiting.
 		s.logger.Info("scan run queued", "run", spec.String(), "reason", err)
 	}
@@ -442,7 +453,8 @@ type ParkedShard struct {
 type Status struct {
 	Run
 	// State is queued (no shards registered yet: etcd was unavailable or
-	// the tenant is at its shard cap), active, done, or the coord state.
+	// the tenant is at its shard cap), active, done, unknown (etcd does
+	// not answer now), or the coord state.
 	State        string        `json:"state"`
 	ShardsTotal  int           `json:"shards_total"`
 	ShardsDone   int           `json:"shards_done"`
@@ -458,6 +470,8 @@ type Status struct {
 	// ETA estimates the time left from Covered and the time spent; zero
 	// when unknown or done.
 	ETA time.Duration `json:"eta_ns"`
+	// Note explains an unknown state.
+	Note string `json:"note,omitempty"`
 }
 
 // Runs lists the repository's runs, newest first, at most limit (0: 100).
@@ -517,13 +531,19 @@ func (s *Scanner) Status(ctx context.Context, r Run) (Status, error) {
 	if b == nil {
 		return st, nil
 	}
+	// A status must answer while etcd is down: bound the coord reads,
+	// and report what the object store knows.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
 	t, id := TenantID(r.Tenant), coord.RunID(r.ID)
 	cr, err := b.GetRun(ctx, t, id)
 	if errors.Is(err, coord.ErrNotFound) {
 		return st, nil
 	}
 	if err != nil {
-		return st, err
+		st.State = "unknown"
+		st.Note = "coordination store unavailable: " + err.Error()
+		return st, nil
 	}
 	switch cr.State {
 	case coord.RunInitializing:
@@ -538,7 +558,9 @@ func (s *Scanner) Status(ctx context.Context, r Run) (Status, error) {
 	now := s.coordNow()
 	shards, err := b.ListShards(ctx, now, t, id, coord.ShardFilter{})
 	if err != nil {
-		return st, err
+		st.State = "unknown"
+		st.Note = "coordination store unavailable: " + err.Error()
+		return st, nil
 	}
 	st.State, st.ShardsTotal = "active", 0
 	for i := range shards {
