@@ -46,8 +46,19 @@ const gcLockTTL = time.Minute
 // startCoordination opens the coordination store in the background and
 // then runs GC every o.GCInterval until Close.
 func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Config, o coordOptions) *coordination {
+	c := &coordination{}
+	c.start(ctx, logger, cfg, o)
+	return c
+}
+
+// start is startCoordination on a zero coordination, which serve makes
+// before the server so that the server's scanning can ask it for the
+// backend (scanBackend) once it is ready.
+func (c *coordination) start(ctx context.Context, logger *slog.Logger, cfg config.Config, o coordOptions) {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &coordination{cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	c.cancel, c.done = cancel, make(chan struct{})
+	c.mu.Unlock()
 	go func() {
 		defer close(c.done)
 		client, closer, err := openWithRetry(ctx, logger, cfg)
@@ -71,7 +82,15 @@ func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Conf
 			c.gcLoop(ctx, logger, b, o)
 		}
 	}()
-	return c
+}
+
+// scanBackend is backend as the scanner wants it: nil (no interface
+// holding a nil pointer) until the store is ready.
+func (c *coordination) scanBackend() coord.Backend {
+	if b := c.backend(); b != nil {
+		return b
+	}
+	return nil
 }
 
 // gcLoop removes the summaries of runs ended more than o.GCRetention ago,
@@ -136,8 +155,14 @@ func (c *coordination) backend() *etcdcoord.Backend {
 // Close stops the start or the GC loop and waits for it, then stops the
 // client and, when embedded, the etcd server.
 func (c *coordination) Close() {
-	c.cancel()
-	<-c.done
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closer != nil {

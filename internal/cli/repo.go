@@ -18,6 +18,8 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoForkCmd(env),
 		newRepoVisibilityCmd(env),
 		newRepoAlertsCmd(env),
+		newRepoScanCmd(env),
+		newRepoScansCmd(env),
 	)
 }
 
