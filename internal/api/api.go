@@ -33,7 +33,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/scanner"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // MaxBodyBytes bounds every request body: API requests are a few fields,
@@ -168,8 +167,9 @@ func (h *handler) principal(r *http.Request) (*meta.Principal, error) {
 	return &p, nil
 }
 
-// status maps an error to its HTTP status: the metadata errors as
-// meta.HTTPStatus does, then request-level and log errors.
+// status maps an error to its HTTP status: the metadata and log errors
+// as meta.HTTPStatus does (it delegates to wal.HTTPStatus), then
+// request-level errors.
 func status(err error) int {
 	if code := meta.HTTPStatus(err); code != http.StatusInternalServerError {
 		return code
@@ -183,7 +183,7 @@ func status(err error) int {
 	case errors.Is(err, context.Canceled):
 		return 499 // client went away; nobody reads the body
 	}
-	return wal.HTTPStatus(err)
+	return http.StatusInternalServerError
 }
 
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {

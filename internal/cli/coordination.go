@@ -12,6 +12,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/server"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -19,8 +20,16 @@ import (
 // embedded etcd (the zero-setup default) or a client to --etcd-endpoints.
 // It starts in the background and never holds up or fails the git path:
 // docs/design.md §6.5 requires pushes and clones to work while etcd is down.
+//
+// serve hands it to the server as its server.Coordination, so that what
+// serve builds stays reachable from the node's composition root; it keeps
+// the etcd backend itself for the GC loop, which needs etcd's own TryGC.
 type coordination struct {
-	cancel context.CancelFunc
+	logger *slog.Logger
+	cfg    config.Config
+	o      coordOptions
+
+	cancel context.CancelFunc // set by start
 	done   chan struct{}
 	mu     sync.Mutex
 	closer io.Closer
@@ -28,6 +37,8 @@ type coordination struct {
 	// gcs counts the GC passes this node ran, for tests.
 	gcs atomic.Int64
 }
+
+var _ server.Coordination = (*coordination)(nil)
 
 // coordOptions are serve's coordination settings.
 type coordOptions struct {
@@ -43,22 +54,18 @@ type coordOptions struct {
 // gcLockTTL is how long a dead node's gc lock outlives it.
 const gcLockTTL = time.Minute
 
-// startCoordination opens the coordination store in the background and
-// then runs GC every o.GCInterval until Close.
-func startCoordination(ctx context.Context, logger *slog.Logger, cfg config.Config, o coordOptions) *coordination {
-	c := &coordination{}
-	c.start(ctx, logger, cfg, o)
-	return c
+// newCoordination returns the link to the coordination store, not yet
+// open: serve gives it to the server before listening, and starts it once
+// the listener is up (docs/adr/0025-serve-coordination-lifecycle.md).
+func newCoordination(logger *slog.Logger, cfg config.Config, o coordOptions) *coordination {
+	return &coordination{logger: logger, cfg: cfg, o: o, done: make(chan struct{})}
 }
 
-// start is startCoordination on a zero coordination, which serve makes
-// before the server so that the server's scanning can ask it for the
-// backend (scanBackend) once it is ready.
-func (c *coordination) start(ctx context.Context, logger *slog.Logger, cfg config.Config, o coordOptions) {
-	ctx, cancel := context.WithCancel(ctx)
-	c.mu.Lock()
-	c.cancel, c.done = cancel, make(chan struct{})
-	c.mu.Unlock()
+// start opens the coordination store in the background and then runs GC
+// every o.GCInterval until Close. It is called at most once.
+func (c *coordination) start(ctx context.Context) {
+	logger, cfg, o := c.logger, c.cfg, c.o
+	ctx, c.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(c.done)
 		client, closer, err := openWithRetry(ctx, logger, cfg)
@@ -82,15 +89,6 @@ func (c *coordination) start(ctx context.Context, logger *slog.Logger, cfg confi
 			c.gcLoop(ctx, logger, b, o)
 		}
 	}()
-}
-
-// scanBackend is backend as the scanner wants it: nil (no interface
-// holding a nil pointer) until the store is ready.
-func (c *coordination) scanBackend() coord.Backend {
-	if b := c.backend(); b != nil {
-		return b
-	}
-	return nil
 }
 
 // gcLoop removes the summaries of runs ended more than o.GCRetention ago,
@@ -145,24 +143,26 @@ func openWithRetry(ctx context.Context, logger *slog.Logger, cfg config.Config) 
 	}
 }
 
-// backend returns the backend once the store is ready, or nil.
-func (c *coordination) backend() *etcdcoord.Backend {
+// Backend implements server.Coordination: the backend once the store is
+// ready.
+func (c *coordination) Backend() (coord.Backend, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.b
+	if c.b == nil {
+		return nil, false // not a typed nil in a non-nil interface
+	}
+	return c.b, true
 }
 
 // Close stops the start or the GC loop and waits for it, then stops the
-// client and, when embedded, the etcd server.
+// client and, when embedded, the etcd server. Without start it does
+// nothing.
 func (c *coordination) Close() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.mu.Unlock()
-	if cancel == nil {
+	if c.cancel == nil {
 		return
 	}
-	cancel()
-	<-done
+	c.cancel()
+	<-c.done
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closer != nil {

@@ -18,11 +18,20 @@ import (
 func TestServeRunsCoordinationGC(t *testing.T) {
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := startCoordination(ctx, logger, config.Config{DataDir: t.TempDir()},
+	c := newCoordination(logger, config.Config{DataDir: t.TempDir()},
 		coordOptions{Namespace: "/test/servegc", GCInterval: 5 * time.Millisecond, GCRetention: time.Millisecond})
+	if b, ok := c.Backend(); ok || b != nil {
+		t.Fatalf("Backend() before start = %v, %v; want nil, false", b, ok)
+	}
+	c.start(ctx)
 	defer c.Close()
-	b := c.backend()
-	for ; b == nil; b = c.backend() {
+	var b coord.Admin // the test creates and ends a run
+	for {
+		be, ok := c.Backend()
+		if ok {
+			b = be
+			break
+		}
 		time.Sleep(5 * time.Millisecond) // the embedded etcd is starting
 	}
 	tenant := coord.TenantID{1}

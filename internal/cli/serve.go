@@ -89,7 +89,9 @@ func newServeCmd(env *Env) *cobra.Command {
 			}
 			return v
 		}
-		co := &coordination{}
+		// The server holds the handle on the coordination store; the store
+		// opens after the listener is up, and git never waits for it.
+		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
 		srv, err := server.New(ctx, server.Options{
 			Store:                store,
 			CacheDir:             cfg.Cache(),
@@ -102,7 +104,8 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueue:             int(off(int64(limits.GitQueue))),
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
-			Scan:                 scanner.Options{Coord: co.scanBackend, InitialShards: scanShard},
+			Coordination:         coordStore,
+			Scan:                 scanner.Options{InitialShards: scanShard},
 		})
 		if err != nil {
 			return err
@@ -114,8 +117,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
-		co.start(ctx, logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
-		defer co.Close()
+		coordStore.start(ctx)
+		defer coordStore.Close()
 		stopScans := startServeScanning(ctx, logger, srv, scanN, scanEvery)
 		defer stopScans()
 		return srv.Serve(ctx, ln)

@@ -3,6 +3,11 @@
 // the invariants every stored record must satisfy, and the Backend interface
 // that storage implementations (memcoord, etcdcoord) provide.
 //
+// Consumers do not take a Backend but the role they play: a Worker leases
+// and processes shards, an Admin creates, registers and ends runs and
+// unparks shards, and a Reader only observes. Worker and Admin include
+// Reader; Backend is all three.
+//
 // The package is deliberately storage-free. Every state transition is a pure
 // function from the current records and a request to the next records (see
 // the Shard and Run methods named Apply*), so that an in-memory backend and an
@@ -39,15 +44,18 @@
 // a compact, validated encoding) and applies each operation atomically:
 //
 //   - Read the run record and, for shard operations, the shard record.
-//   - Call the matching Apply* method. If it returns an error and changed is
-//     false, return the error: nothing is written. If changed is false and the
-//     error is nil, the request was a replay: answer from the current records
-//     (for SplitReplace read the children by ReplaceChildIDs, for
-//     SplitResidual the residual by ResidualID).
-//   - Otherwise write every returned record in one atomic step, guarded by
-//     what was read (in etcd: compare the mod revisions of the records read).
-//     When shards are created (RegisterShards, SplitReplace, SplitResidual),
-//     check Limits.CheckShardCaps against the tenant and global counters and
+//   - Call the matching Apply* method. It returns a ShardTransition or
+//     RunTransition and an error. If the error is set and Changed is not,
+//     return the error: nothing is written. If neither is set, the request
+//     was a replay: answer from the current records (for SplitReplace read
+//     the children by ReplaceChildIDs, for SplitResidual the residual by
+//     ResidualID).
+//   - Otherwise (Changed) write the transition's record and its Created
+//     shards in one atomic step, guarded by what was read (in etcd: compare
+//     the mod revisions of the records read), then return the error, if any
+//     (ErrRetriesExhausted is the one refusal that writes). When shards are
+//     created (RegisterShards, SplitReplace, SplitResidual), check
+//     Limits.CheckShardCaps against the tenant and global counters and
 //     update the counters in the same step; a derived id that already exists
 //     is ErrIDCollision. On a lost compare, start again from the read.
 //   - ClaimNext first offers the request to Shard.ClaimReplay on every shard

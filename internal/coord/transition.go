@@ -6,11 +6,12 @@ import (
 )
 
 // This file holds the state machine as pure functions. Each Apply* method
-// takes the current records and a request and returns the records to write.
-// The boolean result "changed" tells the backend whether to write anything:
-// it is false for replays and for refused requests. One refusal does write:
-// an acquisition that exhausts RunConfig.MaxRetries parks the shard and
-// reports ErrRetriesExhausted with changed == true.
+// takes the current records and a request and returns the records to write
+// as a ShardTransition or RunTransition. Their Changed field tells the
+// backend whether to write anything: it is false for replays and for
+// refused requests. One refusal does write: an acquisition that exhausts
+// RunConfig.MaxRetries parks the shard and reports ErrRetriesExhausted with
+// Changed set.
 //
 // The checks of every worker mutation run in this order:
 //
@@ -36,6 +37,47 @@ import (
 // deadline is set from the same clamped time plus a positive duration, and
 // every later write under the lease happens before the deadline), so
 // clock(now) >= deadline exactly when now >= deadline.
+
+// ShardTransition is what a transition of one shard decided. The backend
+// writes Shard and Created in one atomic step when Changed is set, and
+// answers the caller from them.
+type ShardTransition struct {
+	// Shard is the shard's record after the transition. When Changed is
+	// false it is the record as read: a replay is answered from it.
+	Shard Shard
+	// Lease is the lease that ApplyAcquire, ApplyClaim or ApplyRenew granted
+	// or extended; for a replay, the lease originally granted, with a zero
+	// deadline if it is no longer current. Other transitions leave it zero.
+	Lease Lease
+	// Created holds the shards the transition creates: the children of
+	// ApplySplitReplace in order, or the one residual of
+	// ApplySplitResidual. The backend checks the shard caps for
+	// len(Created) new records and refuses an id that already exists
+	// (ErrIDCollision). It is empty unless Changed: the shards of a replay
+	// exist already, and the backend reads them by ReplaceChildIDs or
+	// ResidualID.
+	Created []Shard
+	// Changed reports that the backend must write. It is false for replays
+	// and refusals but one: an acquisition that exhausts
+	// RunConfig.MaxRetries parks the shard and fails with
+	// ErrRetriesExhausted with Changed set.
+	Changed bool
+}
+
+// RunTransition is what a transition of a run decided. The backend writes
+// Run and Created in one atomic step when Changed is set.
+type RunTransition struct {
+	// Run is the run's record after the transition. When Changed is false
+	// it is the record as read: a replay is answered from it.
+	Run Run
+	// Created holds the root shards ApplyRegisterShards creates, in
+	// manifest order. The backend checks the shard caps for len(Created)
+	// new records.
+	Created []Shard
+	// Changed reports that the backend must write; it is false for replays
+	// and refusals.
+	Changed bool
+}
 
 // clock returns the time a transition of s runs at: now, or the record's
 // UpdatedAt when now is older.
@@ -122,7 +164,7 @@ func (s *Shard) checkState() error {
 
 // begin runs the common checks of a worker mutation presenting a lease, up to
 // and including the lease itself. It returns the replayed op record, if any.
-func (s *Shard) begin(run *Run, l Lease, op OpID, h Digest, now Time) (OpRecord, bool, error) {
+func (s *Shard) begin(run *Run, l Lease, op OpID, h Digest, now Time) (replay OpRecord, replayed bool, err error) {
 	if err := checkCall(now, op); err != nil {
 		return OpRecord{}, false, err
 	}
@@ -175,51 +217,51 @@ func (s *Shard) next(now Time, rec OpRecord) Shard {
 	return n
 }
 
-func (s *Shard) acquire(run *Run, worker WorkerID, op OpID, h Digest, now Time) (Shard, Lease, bool, error) {
+func (s *Shard) acquire(run *Run, worker WorkerID, op OpID, h Digest, now Time) (ShardTransition, error) {
 	if worker == 0 {
-		return *s, Lease{}, false, fmt.Errorf("%w: zero worker id", ErrInvalidArgument)
+		return ShardTransition{Shard: *s}, fmt.Errorf("%w: zero worker id", ErrInvalidArgument)
 	}
 	now = s.clock(now)
 	if err := run.checkWorkable(); err != nil {
-		return *s, Lease{}, false, err
+		return ShardTransition{Shard: *s}, err
 	}
 	if err := s.checkState(); err != nil {
-		return *s, Lease{}, false, err
+		return ShardTransition{Shard: *s}, err
 	}
 	if s.LeaseLive(now) {
-		return *s, Lease{}, false, fmt.Errorf("%w: %v until %d", ErrLeaseHeld, s, s.Deadline)
+		return ShardTransition{Shard: *s}, fmt.Errorf("%w: %v until %d", ErrLeaseHeld, s, s.Deadline)
 	}
 	if run.Config.MaxRetries > 0 && s.Attempts > run.Config.MaxRetries {
 		n := s.Clone()
 		n.UpdatedAt = now
 		n.State, n.ParkReason = ShardParked, ReasonRetriesExhausted
 		n.Owner, n.Deadline = 0, 0
-		return n, Lease{}, true, fmt.Errorf("%w: %v acquired %d times", ErrRetriesExhausted, s, s.Attempts)
+		return ShardTransition{Shard: n, Changed: true}, fmt.Errorf("%w: %v acquired %d times", ErrRetriesExhausted, s, s.Attempts)
 	}
 	n := s.next(now, OpRecord{ID: op, Hash: h, Result: s.Fence + 1})
 	n.Fence++
 	n.Attempts++
 	n.Owner, n.Deadline = worker, now.Add(run.Config.LeaseDuration)
-	return n, n.lease(worker, n.Fence), true, nil
+	return ShardTransition{Shard: n, Lease: n.lease(worker, n.Fence), Changed: true}, nil
 }
 
 // ApplyAcquire leases the shard to req.Worker. A replay returns the lease
 // originally granted (with a zero deadline if it is no longer current).
-func (s Shard) ApplyAcquire(run *Run, req AcquireRequest, now Time) (Shard, Lease, bool, error) {
+func (s Shard) ApplyAcquire(run *Run, req AcquireRequest, now Time) (ShardTransition, error) {
 	if err := checkCall(now, req.Op); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := s.checkTarget(run, req.Run, req.Shard); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := s.checkTenant(req.Tenant); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	h := req.PayloadHash()
 	if rec, ok, err := findOp(s.Ops, req.Op, h); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	} else if ok {
-		return s, s.lease(req.Worker, rec.Result), false, nil
+		return ShardTransition{Shard: s, Lease: s.lease(req.Worker, rec.Result)}, nil
 	}
 	return s.acquire(run, req.Worker, req.Op, h, now)
 }
@@ -227,7 +269,7 @@ func (s Shard) ApplyAcquire(run *Run, req AcquireRequest, now Time) (Shard, Leas
 // ClaimReplay reports whether req was already applied to this shard and, if
 // so, the lease it granted. Backends call it on every shard of the run before
 // trying candidates, so a retried ClaimNext returns the original claim.
-func (s *Shard) ClaimReplay(req ClaimRequest) (Lease, bool, error) {
+func (s *Shard) ClaimReplay(req ClaimRequest) (lease Lease, replayed bool, err error) {
 	if s.Tenant != req.Tenant {
 		return Lease{}, false, nil
 	}
@@ -243,123 +285,123 @@ func (s *Shard) Claimable(now Time) bool { return s.State == ShardActive && !s.L
 
 // ApplyClaim leases a candidate shard for ClaimNext. The caller has already
 // checked ClaimReplay on every shard of the run.
-func (s Shard) ApplyClaim(run *Run, req ClaimRequest, now Time) (Shard, Lease, bool, error) {
+func (s Shard) ApplyClaim(run *Run, req ClaimRequest, now Time) (ShardTransition, error) {
 	if err := checkCall(now, req.Op); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := s.checkTarget(run, req.Run, s.ID); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := s.checkTenant(req.Tenant); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	return s.acquire(run, req.Worker, req.Op, req.PayloadHash(), now)
 }
 
 // ApplyRenew extends the lease to now + the run's lease duration.
-func (s Shard) ApplyRenew(run *Run, req RenewRequest, now Time) (Shard, Lease, bool, error) {
+func (s Shard) ApplyRenew(run *Run, req RenewRequest, now Time) (ShardTransition, error) {
 	h := req.PayloadHash()
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil {
-		return s, Lease{}, false, err
+		return ShardTransition{Shard: s}, err
 	} else if ok {
-		return s, s.lease(req.Lease.Worker, req.Lease.Fence), false, nil
+		return ShardTransition{Shard: s, Lease: s.lease(req.Lease.Worker, req.Lease.Fence)}, nil
 	}
 	now = s.clock(now)
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.Deadline = now.Add(run.Config.LeaseDuration)
-	return n, n.lease(n.Owner, n.Fence), true, nil
+	return ShardTransition{Shard: n, Lease: n.lease(n.Owner, n.Fence), Changed: true}, nil
 }
 
 // ApplyCheckpoint moves the cursor. The key, if any, must stay inside the
 // range and must not move backwards (see CursorMode); a cursor without a key
 // is accepted only while no key has been recorded.
-func (s Shard) ApplyCheckpoint(run *Run, req CheckpointRequest, now Time, lim Limits) (Shard, bool, error) {
+func (s Shard) ApplyCheckpoint(run *Run, req CheckpointRequest, now Time, lim Limits) (ShardTransition, error) {
 	h := req.PayloadHash()
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	now = s.clock(now)
 	c := req.Cursor
 	if err := lim.checkCursor(c); err != nil {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if !c.HasKey && len(c.Key) != 0 {
-		return s, false, fmt.Errorf("%w: cursor key without HasKey", ErrInvalidArgument)
+		return ShardTransition{Shard: s}, fmt.Errorf("%w: cursor key without HasKey", ErrInvalidArgument)
 	}
 	if c.HasKey && !s.Contains(c.Key) {
-		return s, false, fmt.Errorf("%w: %v: key %q", ErrCursorOutOfRange, &s, c.Key)
+		return ShardTransition{Shard: s}, fmt.Errorf("%w: %v: key %q", ErrCursorOutOfRange, &s, c.Key)
 	}
 	if s.Cursor.HasKey {
 		if !c.HasKey {
-			return s, false, fmt.Errorf("%w: %v: cursor key dropped", ErrCursorRegression, &s)
+			return ShardTransition{Shard: s}, fmt.Errorf("%w: %v: cursor key dropped", ErrCursorRegression, &s)
 		}
 		cmp := bytes.Compare(c.Key, s.Cursor.Key)
 		if cmp < 0 || (cmp == 0 && run.Config.Cursor == CursorStrictlyIncreasing) {
-			return s, false, fmt.Errorf("%w: %v: key %q after %q", ErrCursorRegression, &s, c.Key, s.Cursor.Key)
+			return ShardTransition{Shard: s}, fmt.Errorf("%w: %v: key %q after %q", ErrCursorRegression, &s, c.Key, s.Cursor.Key)
 		}
 	}
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.Cursor = c.Clone()
-	return n, true, nil
+	return ShardTransition{Shard: n, Changed: true}, nil
 }
 
 // ApplyComplete marks the shard Done and drops its lease.
-func (s Shard) ApplyComplete(run *Run, req CompleteRequest, now Time) (Shard, bool, error) {
+func (s Shard) ApplyComplete(run *Run, req CompleteRequest, now Time) (ShardTransition, error) {
 	h := req.PayloadHash()
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	now = s.clock(now)
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.State, n.Owner, n.Deadline = ShardDone, 0, 0
-	return n, true, nil
+	return ShardTransition{Shard: n, Changed: true}, nil
 }
 
 // ApplyPark marks the shard Parked and drops its lease.
-func (s Shard) ApplyPark(run *Run, req ParkRequest, now Time, lim Limits) (Shard, bool, error) {
+func (s Shard) ApplyPark(run *Run, req ParkRequest, now Time, lim Limits) (ShardTransition, error) {
 	h := req.PayloadHash()
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	now = s.clock(now)
 	if req.Reason == "" {
-		return s, false, fmt.Errorf("%w: empty park reason", ErrInvalidArgument)
+		return ShardTransition{Shard: s}, fmt.Errorf("%w: empty park reason", ErrInvalidArgument)
 	}
 	if err := lim.check(LimitReasonSize, len(req.Reason), lim.MaxReasonSize); err != nil {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.State, n.ParkReason, n.Owner, n.Deadline = ShardParked, req.Reason, 0, 0
-	return n, true, nil
+	return ShardTransition{Shard: n, Changed: true}, nil
 }
 
 // ApplyUnpark makes a Parked shard Active again, bumping its fence so that
 // any lease from before the park stays dead, and resetting its attempts.
-func (s Shard) ApplyUnpark(run *Run, req UnparkRequest, now Time) (Shard, bool, error) {
+func (s Shard) ApplyUnpark(run *Run, req UnparkRequest, now Time) (ShardTransition, error) {
 	if err := checkCall(now, req.Op); err != nil {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := s.checkTarget(run, req.Run, req.Shard); err != nil {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := s.checkTenant(req.Tenant); err != nil {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	h := req.PayloadHash()
 	if _, ok, err := findOp(s.Ops, req.Op, h); err != nil || ok {
-		return s, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	now = s.clock(now)
 	if run.State.Terminal() {
-		return s, false, fmt.Errorf("%w: run %d is %v", ErrRunTerminal, run.ID, run.State)
+		return ShardTransition{Shard: s}, fmt.Errorf("%w: run %d is %v", ErrRunTerminal, run.ID, run.State)
 	}
 	if s.State != ShardParked {
-		return s, false, fmt.Errorf("%w: %v is %v", ErrShardNotParked, &s, s.State)
+		return ShardTransition{Shard: s}, fmt.Errorf("%w: %v is %v", ErrShardNotParked, &s, s.State)
 	}
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h})
 	n.State, n.ParkReason, n.Attempts = ShardActive, "", 0
 	n.Fence++
-	return n, true, nil
+	return ShardTransition{Shard: n, Changed: true}, nil
 }
 
 // ReplaceChildIDs returns the ids SplitReplace gives the children of req,
@@ -424,19 +466,19 @@ func ValidateChildren(start, end []byte, children []ChildSpec, lim Limits) error
 // The children get ids from ReplaceChildIDs, fence 1 and no lease. Progress
 // is inherited: the child whose range holds the parent's cursor gets that
 // cursor, and children wholly below the cursor are born Done because the
-// parent already processed them. A replay returns no children: the backend
+// parent already processed them. A replay creates no children: the backend
 // reads them by ReplaceChildIDs.
-func (s Shard) ApplySplitReplace(run *Run, req SplitReplaceRequest, now Time, lim Limits) (Shard, []Shard, bool, error) {
+func (s Shard) ApplySplitReplace(run *Run, req SplitReplaceRequest, now Time, lim Limits) (ShardTransition, error) {
 	h := req.PayloadHash()
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
-		return s, nil, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	now = s.clock(now)
 	if err := ValidateChildren(s.Start, s.End, req.Children, lim); err != nil {
-		return s, nil, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := lim.check(LimitSpawnedPerShard, len(s.Children)+len(req.Children), lim.MaxSpawnedPerShard); err != nil {
-		return s, nil, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	ids := ReplaceChildIDs(req)
 	children := make([]Shard, len(req.Children))
@@ -463,33 +505,33 @@ func (s Shard) ApplySplitReplace(run *Run, req SplitReplaceRequest, now Time, li
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h, Result: uint64(len(ids))})
 	n.State, n.Owner, n.Deadline = ShardSplit, 0, 0
 	n.Children = append(n.Children, ids...)
-	return n, children, true, nil
+	return ShardTransition{Shard: n, Created: children, Changed: true}, nil
 }
 
 // ApplySplitResidual shrinks the shard to [Start, req.Key) and returns a new
 // residual shard for [req.Key, End). The shard keeps its lease and cursor,
-// which must lie below req.Key. A replay returns a zero residual: the backend
+// which must lie below req.Key. A replay creates no residual: the backend
 // reads it by ResidualID.
-func (s Shard) ApplySplitResidual(run *Run, req SplitResidualRequest, now Time, lim Limits) (Shard, Shard, bool, error) {
+func (s Shard) ApplySplitResidual(run *Run, req SplitResidualRequest, now Time, lim Limits) (ShardTransition, error) {
 	h := req.PayloadHash()
 	if _, ok, err := s.begin(run, req.Lease, req.Op, h, now); err != nil || ok {
-		return s, Shard{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	now = s.clock(now)
 	if err := lim.check(LimitKeySize, len(req.Key), lim.MaxKeySize); err != nil {
-		return s, Shard{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if err := lim.check(LimitMetadataSize, len(req.Metadata), lim.MaxMetadataSize); err != nil {
-		return s, Shard{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	if bytes.Compare(req.Key, s.Start) <= 0 || !s.Contains(req.Key) {
-		return s, Shard{}, false, &SplitError{Reason: ErrSplitKey, Index: -1}
+		return ShardTransition{Shard: s}, &SplitError{Reason: ErrSplitKey, Index: -1}
 	}
 	if s.Cursor.HasKey && bytes.Compare(s.Cursor.Key, req.Key) >= 0 {
-		return s, Shard{}, false, &SplitError{Reason: ErrSplitCursor, Index: -1}
+		return ShardTransition{Shard: s}, &SplitError{Reason: ErrSplitCursor, Index: -1}
 	}
 	if err := lim.check(LimitSpawnedPerShard, len(s.Children)+1, lim.MaxSpawnedPerShard); err != nil {
-		return s, Shard{}, false, err
+		return ShardTransition{Shard: s}, err
 	}
 	md := req.Metadata
 	if md == nil {
@@ -504,7 +546,7 @@ func (s Shard) ApplySplitResidual(run *Run, req SplitResidualRequest, now Time, 
 	n := s.next(now, OpRecord{ID: req.Op, Hash: h, Result: 1})
 	n.End = cloneBytes(req.Key)
 	n.Children = append(n.Children, id)
-	return n, res, true, nil
+	return ShardTransition{Shard: n, Created: []Shard{res}, Changed: true}, nil
 }
 
 // NewRun builds the record CreateRun stores for a run that does not exist.
@@ -540,7 +582,7 @@ func (r Run) ApplyCreateRun(req CreateRunRequest, now Time) (Run, error) {
 	return r, fmt.Errorf("%w: run %d", ErrRunExists, r.ID)
 }
 
-func (r *Run) begin(t TenantID, op OpID, h Digest, now Time) (bool, error) {
+func (r *Run) begin(t TenantID, op OpID, h Digest, now Time) (replayed bool, err error) {
 	if err := checkCall(now, op); err != nil {
 		return false, err
 	}
@@ -566,16 +608,16 @@ func (r *Run) next(now Time, op OpID, h Digest) Run {
 // ApplyRegisterShards validates the manifest and returns the Active run and
 // the root shard records, in manifest order. The backend must also check
 // the shard caps for len(shards) new records and write everything at once.
-func (r Run) ApplyRegisterShards(req RegisterShardsRequest, now Time, lim Limits) (Run, []Shard, bool, error) {
+func (r Run) ApplyRegisterShards(req RegisterShardsRequest, now Time, lim Limits) (RunTransition, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
-		return r, nil, false, err
+		return RunTransition{Run: r}, err
 	}
 	if r.State != RunInitializing {
-		return r, nil, false, fmt.Errorf("%w: run %d is %v", ErrRunNotInitializing, r.ID, r.State)
+		return RunTransition{Run: r}, fmt.Errorf("%w: run %d is %v", ErrRunNotInitializing, r.ID, r.State)
 	}
 	if err := ValidateManifest(req.Shards, lim); err != nil {
-		return r, nil, false, err
+		return RunTransition{Run: r}, err
 	}
 	shards := make([]Shard, len(req.Shards))
 	for i, sp := range req.Shards {
@@ -587,7 +629,7 @@ func (r Run) ApplyRegisterShards(req RegisterShardsRequest, now Time, lim Limits
 	}
 	n := r.next(now, req.Op, h)
 	n.State, n.RootShards = RunActive, uint32(len(shards))
-	return n, shards, true, nil
+	return RunTransition{Run: n, Created: shards, Changed: true}, nil
 }
 
 // ApplyCompleteRun marks an Active run Done. sum counts the run's shards;
@@ -597,52 +639,52 @@ func (r Run) ApplyRegisterShards(req RegisterShardsRequest, now Time, lim Limits
 // counted. Like every terminal transition it records sum as the run's
 // Summary: the backend deletes the shard records and releases them from the
 // caps in the same atomic write (docs/adr/0023-atomic-shard-caps.md).
-func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, sum RunSummary) (Run, bool, error) {
+func (r Run) ApplyCompleteRun(req CompleteRunRequest, now Time, sum RunSummary) (RunTransition, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
-		return r, false, err
+		return RunTransition{Run: r}, err
 	}
 	if r.State != RunActive {
-		return r, false, fmt.Errorf("%w: run %d is %v", ErrRunNotActive, r.ID, r.State)
+		return RunTransition{Run: r}, fmt.Errorf("%w: run %d is %v", ErrRunNotActive, r.ID, r.State)
 	}
 	if unfinished := sum.Active + sum.Parked; unfinished > 0 {
-		return r, false, fmt.Errorf("%w: run %d has %d", ErrRunIncomplete, r.ID, unfinished)
+		return RunTransition{Run: r}, fmt.Errorf("%w: run %d has %d", ErrRunIncomplete, r.ID, unfinished)
 	}
 	n := r.next(now, req.Op, h)
 	n.State, n.CompletedAt, n.Summary = RunDone, n.UpdatedAt, sum
-	return n, true, nil
+	return RunTransition{Run: n, Changed: true}, nil
 }
 
 // ApplyFailRun marks an Active run Failed, recording sum as its Summary
 // (see ApplyCompleteRun).
-func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits, sum RunSummary) (Run, bool, error) {
+func (r Run) ApplyFailRun(req FailRunRequest, now Time, lim Limits, sum RunSummary) (RunTransition, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
-		return r, false, err
+		return RunTransition{Run: r}, err
 	}
 	if r.State != RunActive {
-		return r, false, fmt.Errorf("%w: run %d is %v", ErrRunNotActive, r.ID, r.State)
+		return RunTransition{Run: r}, fmt.Errorf("%w: run %d is %v", ErrRunNotActive, r.ID, r.State)
 	}
 	if req.Reason == "" {
-		return r, false, fmt.Errorf("%w: empty failure reason", ErrInvalidArgument)
+		return RunTransition{Run: r}, fmt.Errorf("%w: empty failure reason", ErrInvalidArgument)
 	}
 	if err := lim.check(LimitReasonSize, len(req.Reason), lim.MaxReasonSize); err != nil {
-		return r, false, err
+		return RunTransition{Run: r}, err
 	}
 	n := r.next(now, req.Op, h)
 	n.State, n.CompletedAt, n.FailReason, n.Summary = RunFailed, n.UpdatedAt, req.Reason, sum
-	return n, true, nil
+	return RunTransition{Run: n, Changed: true}, nil
 }
 
 // ApplyCancelRun marks an Initializing or Active run Cancelled, recording
 // sum as its Summary (see ApplyCompleteRun). An Initializing run may hold
 // the shards of a registration in progress (see RegisterShards in etcd).
-func (r Run) ApplyCancelRun(req CancelRunRequest, now Time, sum RunSummary) (Run, bool, error) {
+func (r Run) ApplyCancelRun(req CancelRunRequest, now Time, sum RunSummary) (RunTransition, error) {
 	h := req.PayloadHash()
 	if ok, err := r.begin(req.Tenant, req.Op, h, now); err != nil || ok {
-		return r, false, err
+		return RunTransition{Run: r}, err
 	}
 	n := r.next(now, req.Op, h)
 	n.State, n.CompletedAt, n.Summary = RunCancelled, n.UpdatedAt, sum
-	return n, true, nil
+	return RunTransition{Run: n, Changed: true}, nil
 }

@@ -1,14 +1,10 @@
-// Package githttp serves git's smart HTTP protocol from the repository
-// cache, with the write-ahead log as the commit point of every push
-// (docs/design.md §6).
-//
-// Fetches run git upload-pack --stateless-rpc against the freshly
-// materialized cache. Pushes are handled by ghost itself rather than by
-// git receive-pack: ghost writes the advertisement, parses the commands,
-// validates the pack in a quarantine with git index-pack, git cat-file and
-// git rev-list, commits through wal.Commit, and answers in git's
-// report-status. Receive-pack would update refs on local disk, which is
-// not where a push becomes real here. See docs/adr/0010-git-receive-pack.md.
+// Package githttp maps git's smart HTTP protocol onto the git service
+// (gitsvc, docs/design.md §6): routes, authorization and its challenges,
+// gzip request bodies, connection deadlines, and HTTP status codes for
+// what the service does not answer in git's protocol. Everything about
+// running upload-pack and about a push (ghost's own receive-pack, with
+// the write-ahead log as its commit point, docs/adr/0010-git-receive-pack.md)
+// lives in gitsvc, which SSH shares (docs/adr/0018-git-service-boundary.md).
 package githttp
 
 import (
@@ -21,9 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // Access is what a caller may do with a repository.
@@ -35,8 +31,7 @@ type Access struct {
 	// Principal names the caller for the log's pushed-by field ("" when
 	// anonymous).
 	Principal string
-	// Owner is the repository's tenant, for OnCommit (secret scanning
-	// files alerts under it).
+	// Owner is the repository's tenant (gitsvc.Request.Owner).
 	Owner string
 }
 
@@ -61,21 +56,15 @@ var (
 	ErrUnavailable     = errors.New("authorization unavailable")
 )
 
+// ServiceOptions configure the git service a Handler runs
+// (gitsvc.Options): the repositories, the log, the git binary, the push
+// and fetch limits, the git slots, the logger and the metrics.
+type ServiceOptions = gitsvc.Options
+
 // Options configure a Handler.
 type Options struct {
-	Log     *wal.Log
-	Cache   *repocache.Cache
-	Auth    Authorizer
-	Logger  *slog.Logger // nil discards
-	Metrics *Metrics     // nil records nothing
-	// MaxPushBytes bounds a push's request body, counted after gzip
-	// decoding so that a compressed bomb is cut off at the limit too
-	// (default DefaultMaxPushBytes; negative: no limit). A push over the
-	// limit is refused in report-status, so git shows why.
-	MaxPushBytes int64
-	// MaxFetchRequestBytes bounds an upload-pack request body after gzip
-	// decoding (default DefaultMaxFetchRequestBytes; negative: no limit).
-	MaxFetchRequestBytes int64
+	ServiceOptions
+	Auth Authorizer
 	// FetchRequestTimeout bounds receiving one whole upload-pack request
 	// body (default DefaultFetchRequestTimeout; negative: none). Fetch
 	// requests are small; one that trickles in is an attack.
@@ -85,17 +74,6 @@ type Options struct {
 	// DefaultIOTimeout; negative: none). The deadline extends with every
 	// chunk, so transfers of any size at any steady speed go through.
 	IOTimeout time.Duration
-	// MaxGitProcesses caps the git requests this node serves at once
-	// (default DefaultMaxGitProcesses(); negative: no cap). Each such
-	// request runs git processes that cost CPU, memory and file handles.
-	MaxGitProcesses int
-	// GitQueue is how many more requests may wait for a slot (default
-	// 4×MaxGitProcesses; negative: none wait); beyond it, and after
-	// waiting GitQueueTimeout (default DefaultGitQueueTimeout), a request
-	// gets 503 with Retry-After. A negative GitQueueTimeout waits as long
-	// as it takes.
-	GitQueue        int
-	GitQueueTimeout time.Duration
 	// AnonymousNotFound makes an anonymous read of a repository that is
 	// not public answer 404 instead of 401. 404 hides nothing more (a
 	// missing repository answers the same either way) but stops stock git
@@ -103,60 +81,40 @@ type Options struct {
 	// 401: private repositories then cannot be cloned without an explicit
 	// Authorization header. See docs/adr/0012-git-auth.md.
 	AnonymousNotFound bool
-	// PushTimeout bounds validating and committing a push once its body
-	// has arrived (default 15 minutes). That phase does not stop when the
-	// client disconnects, so a push either lands whole or not at all.
-	PushTimeout time.Duration
-	// OnCommit, when set, is called after every committed push, before
-	// the response is written. It must not block: secret scanning starts
-	// its push run from here in the background (issue 13), and a push
-	// never waits for the coordinator.
-	OnCommit func(acc Access, res wal.Result)
 }
 
 // Handler serves /<owner>/<repo>[.git]/... git smart HTTP requests.
 type Handler struct {
 	opts   Options
 	logger *slog.Logger
-	gate   *gate // nil: no cap on concurrent git requests
+	svc    *gitsvc.Service
 }
 
-// NewHandler returns a git smart HTTP handler.
+// NewHandler returns a git smart HTTP handler over a git service built
+// from opts.ServiceOptions.
 func NewHandler(opts Options) (*Handler, error) {
-	if opts.Log == nil || opts.Cache == nil || opts.Auth == nil {
-		return nil, errors.New("githttp: Log, Cache and Auth are required")
+	if opts.Auth == nil {
+		return nil, errors.New("githttp: Auth is required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.PushTimeout <= 0 {
-		opts.PushTimeout = 15 * time.Minute
+	svc, err := gitsvc.New(opts.ServiceOptions)
+	if err != nil {
+		return nil, fmt.Errorf("githttp: %w", err)
 	}
-	opts.MaxPushBytes = orDefault(opts.MaxPushBytes, DefaultMaxPushBytes)
-	opts.MaxFetchRequestBytes = orDefault(opts.MaxFetchRequestBytes, DefaultMaxFetchRequestBytes)
-	opts.FetchRequestTimeout = orDefault(opts.FetchRequestTimeout, DefaultFetchRequestTimeout)
-	opts.IOTimeout = orDefault(opts.IOTimeout, DefaultIOTimeout)
-	opts.MaxGitProcesses = orDefault(opts.MaxGitProcesses, DefaultMaxGitProcesses())
-	opts.GitQueue = orDefault(opts.GitQueue, 4*max(opts.MaxGitProcesses, 0))
-	opts.GitQueueTimeout = orDefault(opts.GitQueueTimeout, DefaultGitQueueTimeout)
-	return &Handler{
-		opts: opts, logger: opts.Logger,
-		gate: newGate(opts.MaxGitProcesses, opts.GitQueue, opts.GitQueueTimeout, opts.Metrics),
-	}, nil
+	opts.FetchRequestTimeout = gitsvc.OrDefault(opts.FetchRequestTimeout, DefaultFetchRequestTimeout)
+	opts.IOTimeout = gitsvc.OrDefault(opts.IOTimeout, DefaultIOTimeout)
+	return &Handler{opts: opts, logger: opts.Logger, svc: svc}, nil
 }
 
-// orDefault maps a zero setting to its default; negative settings (which
-// switch a limit off) and positive ones stay.
-func orDefault[T int | int64 | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
-}
+// Service returns the git service the handler runs, for another
+// transport to share (and with it the node's git slots).
+func (h *Handler) Service() *gitsvc.Service { return h.svc }
 
 const (
-	svcUpload  = "git-upload-pack"
-	svcReceive = "git-receive-pack"
+	svcUpload  = gitsvc.UploadPackService
+	svcReceive = gitsvc.ReceivePackService
 )
 
 // route is a parsed request path.
@@ -188,36 +146,10 @@ func parseRoute(path string) (route, bool) {
 	return rt, true
 }
 
-// statusWriter remembers the status for logs and metrics, and extends the
-// write deadline before each write (connIO).
-type statusWriter struct {
-	http.ResponseWriter
-	conn   *connIO
-	status int
-	wrote  bool
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if !s.wrote {
-		s.status, s.wrote = code, true
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if !s.wrote {
-		s.status, s.wrote = http.StatusOK, true
-	}
-	s.conn.writeDeadline()
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	conn := &connIO{rc: http.NewResponseController(w), idle: max(h.opts.IOTimeout, 0)}
-	sw := &statusWriter{ResponseWriter: w, conn: conn, status: http.StatusOK}
+	sw := &httpx.StatusWriter{ResponseWriter: w, BeforeWrite: conn.writeDeadline}
 	r.Body = &deadlineBody{ReadCloser: r.Body, conn: conn}
 	// The response is flushed after the handler returns: that last write
 	// gets a deadline of its own.
@@ -233,13 +165,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			h.logger.Error("panic serving git request", "path", r.URL.Path, "panic", p)
-			if !sw.wrote {
+			if !sw.Wrote() {
 				httpError(sw, http.StatusInternalServerError, "internal error")
 			}
 		}
-		d := time.Since(start)
-		h.opts.Metrics.observeRequest(service, sw.status, d)
-		h.logger.Debug("git request", "method", r.Method, "path", r.URL.Path, "service", service, "status", sw.status, "duration", d)
+		d, status := time.Since(start), sw.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		h.opts.Metrics.ObserveRequest(service, status, d)
+		h.logger.Debug("git request", "method", r.Method, "path", r.URL.Path, "service", service, "status", status, "duration", d)
 	}()
 	if !ok {
 		httpError(sw, http.StatusNotFound, "not found")
@@ -376,19 +311,6 @@ func (h *Handler) internalError(w http.ResponseWriter, r *http.Request, what str
 	httpError(w, http.StatusInternalServerError, "internal error: "+what+" failed")
 }
 
-// materializeError answers a failed materialization: a deleted repository
-// is absent; anything else is the server's fault.
-func (h *Handler) materializeError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, wal.ErrRepoDeleted):
-		notFound(w)
-	case errors.Is(err, repocache.ErrCompacted):
-		h.internalError(w, r, "materialize (compacted logs are not supported yet)", err)
-	default:
-		h.internalError(w, r, "materialize", err)
-	}
-}
-
 func noCache(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
@@ -406,13 +328,4 @@ func gitProtocol(r *http.Request) string {
 		return ""
 	}
 	return v
-}
-
-func isV2(proto string) bool {
-	for _, f := range strings.Split(proto, ":") {
-		if f == "version=2" {
-			return true
-		}
-	}
-	return false
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -69,7 +70,7 @@ func newEnv(t *testing.T, opts ...func(*githttp.Options)) *env {
 		"alice/other": {id: "other", public: true},
 	}}
 	e.auth = auth
-	o := githttp.Options{Log: e.log, Cache: e.cache, Auth: auth}
+	o := githttp.Options{ServiceOptions: cacheadapter.Options(e.cache, e.log), Auth: auth}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -22,10 +22,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -36,9 +38,9 @@ func limitEnv(t *testing.T, gitPath string, opts func(*githttp.Options)) (*env, 
 	e := &env{t: t, store: memstore.New()}
 	e.log = wal.New(e.store, wal.Options{})
 	reg := prometheus.NewRegistry()
-	m := githttp.NewMetrics(reg)
+	m := gitsvc.NewMetrics(reg)
 	var err error
-	e.cache, err = repocache.New(t.TempDir(), e.log, repocache.Options{Git: &gitexec.Runner{Path: gitPath}, Observe: m.ObserveMaterialize})
+	e.cache, err = repocache.New(t.TempDir(), e.log, repocache.Options{Git: &gitexec.Runner{Path: gitPath}, Observe: cacheadapter.Observe(m)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,8 @@ func limitEnv(t *testing.T, gitPath string, opts func(*githttp.Options)) (*env, 
 		"alice/pub":  {id: "pub", public: true},
 		"alice/priv": {id: "priv"},
 	}}
-	o := githttp.Options{Log: e.log, Cache: e.cache, Auth: e.auth, Metrics: m}
+	o := githttp.Options{ServiceOptions: cacheadapter.Options(e.cache, e.log), Auth: e.auth}
+	o.Metrics = m
 	if opts != nil {
 		opts(&o)
 	}

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/githttp"
-	"github.com/ghost-scm/ghost/internal/githttp/pktline"
+	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
+	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -327,7 +328,7 @@ func TestContentionAnswers503(t *testing.T) {
 	e, src, base := seeded(t)
 	// Same storage, but a log whose CAS always loses.
 	lossy := wal.New(casStore{e.store}, wal.Options{MaxAttempts: 2, Sleep: func(context.Context, time.Duration) error { return nil }})
-	h, err := githttp.NewHandler(githttp.Options{Log: lossy, Cache: e.cache, Auth: e.auth})
+	h, err := githttp.NewHandler(githttp.Options{ServiceOptions: cacheadapter.Options(e.cache, lossy), Auth: e.auth})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,8 +166,8 @@ const releaseTimeout = 30 * time.Second
 // (docs/design.md §9), so the git server and the REST API answer alike: 400
 // invalid name or argument, 401 unauthenticated, 403 forbidden, 404 not
 // found, 409 exists or not empty, 503 storage unavailable. Anything else
-// is 500; callers with their own errors
-// (the log's, say) check those first.
+// is the log's error as wal.HTTPStatus maps it (500 for errors of
+// neither layer).
 func HTTPStatus(err error) int {
 	switch {
 	case err == nil:
@@ -185,5 +185,5 @@ func HTTPStatus(err error) int {
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
-	return http.StatusInternalServerError
+	return wal.HTTPStatus(err)
 }

@@ -36,8 +36,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/objstore"
-	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -735,26 +735,10 @@ func (t *trailerWriter) hash(b []byte) {
 	}
 }
 
-// parsePackName reads index-pack's "pack\t<hash>" (or "keep\t<hash>") line.
-func parsePackName(out string) (string, error) {
-	line := strings.TrimSpace(out)
-	_, h, ok := strings.Cut(line, "\t")
-	if !ok || !isHex(h) {
-		return "", fmt.Errorf("unexpected index-pack output %q", line)
-	}
-	return h, nil
-}
+// parsePackName reads index-pack's output line (gitexec.ParsePackName).
+func parsePackName(out string) (string, error) { return gitexec.ParsePackName(out) }
 
-// ParsePackName exposes index-pack's output format to the push path.
-func ParsePackName(out string) (string, error) { return parsePackName(out) }
-
-func isHex(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
+func isHex(s string) bool { return wal.IsObjectID(s) }
 
 // reconcileRefs makes the repository's refs equal to want in one
 // update-ref transaction, deleting refs want lacks. Refs edited by hand

@@ -24,11 +24,15 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
+	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/repocache/gitexec"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -46,6 +50,11 @@ type Options struct {
 	// Registry receives the metrics served on /metrics; nil creates one.
 	// The global registry is never used.
 	Registry *prometheus.Registry
+	// Coordination is the node's handle on the coordination store, which
+	// the caller opens in the background; nil when the node has none.
+	// With it the server scans pushes for secrets over the coordinator
+	// (Scan, and Scanner).
+	Coordination Coordination
 	// Auth overrides the metadata-backed authorizer (tests only).
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
@@ -70,10 +79,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// WAL tunes the log's commit loop (tests shorten the backoff).
 	WAL wal.Options
-	// Scan, when its Coord is set, turns on secret scanning over the
-	// coordinator: a push run after every committed push, and the scan
-	// endpoints of the API (issue 13). Store, Log and Alerts are filled
-	// in by the server.
+	// Scan configures secret scanning over the coordinator, which is on
+	// when Coordination or Scan.Coord is set: a push run after every
+	// committed push, and the scan endpoints of the API (issue 13).
+	// Store, Log and Alerts are filled in by the server, and Coord from
+	// Coordination when unset.
 	Scan scanner.Options
 }
 
@@ -90,6 +100,7 @@ type Server struct {
 	log      *wal.Log
 	meta     *meta.Store
 	cache    *repocache.Cache
+	git      *gitsvc.Service // shared by the transports, and so their git slots
 	registry *prometheus.Registry
 	handler  http.Handler
 	alerts   *alerts.Store
@@ -135,11 +146,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
-	metrics := githttp.NewMetrics(opts.Registry)
+	metrics := gitsvc.NewMetrics(opts.Registry)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
-		Observe: metrics.ObserveMaterialize,
+		Observe: cacheadapter.Observe(metrics),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -148,7 +159,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.alerts = alerts.New(opts.Store)
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
-	var onCommit func(githttp.Access, wal.Result)
+	var onCommit func(gitsvc.Request, wal.Result)
+	if opts.Scan.Coord == nil && opts.Coordination != nil {
+		c := opts.Coordination
+		opts.Scan.Coord = func() coord.Backend {
+			if b, ok := c.Backend(); ok {
+				return b
+			}
+			return nil
+		}
+	}
 	if opts.Scan.Coord != nil {
 		so := opts.Scan
 		so.Store, so.Log, so.Alerts = opts.Store, s.log, s.alerts
@@ -168,16 +188,19 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if auth == nil {
 		auth = metaAuth{s.meta}
 	}
+	svc := cacheadapter.Options(cache, s.log)
+	svc.Logger, svc.Metrics = opts.Logger, metrics
+	svc.MaxPushBytes = opts.MaxPushBytes
+	svc.MaxFetchRequestBytes = opts.MaxFetchRequestBytes
+	svc.MaxGitProcesses = opts.MaxGitProcesses
+	svc.GitQueue = opts.GitQueue
+	svc.GitQueueTimeout = opts.GitQueueTimeout
+	svc.OnCommit = onCommit
 	git, err := githttp.NewHandler(githttp.Options{
-		Log: s.log, Cache: cache, Auth: auth, Logger: opts.Logger, Metrics: metrics,
-		MaxPushBytes:         opts.MaxPushBytes,
-		MaxFetchRequestBytes: opts.MaxFetchRequestBytes,
-		FetchRequestTimeout:  opts.FetchRequestTimeout,
-		IOTimeout:            opts.IOTimeout,
-		MaxGitProcesses:      opts.MaxGitProcesses,
-		GitQueue:             opts.GitQueue,
-		GitQueueTimeout:      opts.GitQueueTimeout,
-		OnCommit:             onCommit,
+		ServiceOptions:      svc,
+		Auth:                auth,
+		FetchRequestTimeout: opts.FetchRequestTimeout,
+		IOTimeout:           opts.IOTimeout,
 	})
 	if err != nil {
 		cache.Close()
@@ -191,6 +214,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
+	s.git = git.Service()
 	mux.Handle("/", git)
 	s.handler = s.accessLog(mux)
 	return s, nil
@@ -231,8 +255,8 @@ const pushRunTimeout = time.Minute
 // background: the push's response never waits for it, and a failure
 // (etcd down) leaves the run to the reconciler, which finds the seq
 // after the repository's scan watermark.
-func (s *Server) startPushRun(acc githttp.Access, res wal.Result) {
-	if acc.Owner == "" {
+func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
+	if req.Owner == "" {
 		return
 	}
 	s.bgWG.Add(1)
@@ -240,7 +264,7 @@ func (s *Server) startPushRun(acc githttp.Access, res wal.Result) {
 		defer s.bgWG.Done()
 		ctx, cancel := context.WithTimeout(s.bg, pushRunTimeout)
 		defer cancel()
-		spec := scanner.Spec{Tenant: acc.Owner, RepoID: acc.RepoID, Kind: scanner.KindPush, Seq: res.Seq}
+		spec := scanner.Spec{Tenant: req.Owner, RepoID: req.Repo, Kind: scanner.KindPush, Seq: res.Seq}
 		if _, err := s.scanner.Start(ctx, spec); err != nil {
 			s.logger.Warn("starting a push scan failed; the reconciler retries", "run", spec.String(), "err", err)
 		}
@@ -284,43 +308,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-type loggingWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (l *loggingWriter) WriteHeader(code int) {
-	if l.status == 0 {
-		l.status = code
-	}
-	l.ResponseWriter.WriteHeader(code)
-}
-
-func (l *loggingWriter) Write(b []byte) (int, error) {
-	if l.status == 0 {
-		l.status = http.StatusOK
-	}
-	n, err := l.ResponseWriter.Write(b)
-	l.bytes += int64(n)
-	return n, err
-}
-
-func (l *loggingWriter) Unwrap() http.ResponseWriter { return l.ResponseWriter }
-
 // accessLog logs one line per request (health and metrics scrapes at
 // debug level).
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		lw := &loggingWriter{ResponseWriter: w}
+		lw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(lw, r)
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
 			level = slog.LevelDebug
 		}
 		s.logger.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
-			"query", r.URL.RawQuery, "status", lw.status, "bytes", lw.bytes,
+			"query", r.URL.RawQuery, "status", lw.Status, "bytes", lw.Bytes,
 			"duration", time.Since(start), "remote", r.RemoteAddr)
 	})
 }
@@ -350,6 +350,11 @@ func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (git
 		}
 		p = &pr
 	}
+	return a.access(ctx, p, owner, name)
+}
+
+// access resolves owner/name and p's rights on it (p nil: anonymous).
+func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name string) (githttp.Access, error) {
 	r, err := a.m.Repo(ctx, owner, name)
 	if errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrInvalidName) {
 		return githttp.Access{}, githttp.ErrNotFound

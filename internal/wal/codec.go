@@ -435,6 +435,10 @@ func zeroOf(id string) string { return strings.Repeat("0", len(id)) }
 // IsZero reports whether id is the all-zero id.
 func IsZero(id string) bool { return id != "" && strings.Trim(id, "0") == "" }
 
+// IsObjectID reports whether id is a git object id: 40 (SHA-1) or 64
+// (SHA-256) lowercase hex digits. It is ghost's one object-id validator.
+func IsObjectID(id string) bool { return checkOID(id) == nil }
+
 func checkOID(id string) error {
 	if len(id) != 40 && len(id) != 64 {
 		return invalid("object id %q is not 40 or 64 hex digits", id)

@@ -545,8 +545,15 @@ func apply(cur *Index, ts []Transition, layer Layer) (*Index, error) {
 	return next, nil
 }
 
-// checkDF refuses a snapshot holding both "x" and "x/...": after sorting,
-// such a pair is adjacent-or-near, and "x/" sorts right after "x".
+// CheckDF refuses a set of refs holding both "x" and "x/..." where one of
+// them is set by ts: refs is the set after ts, sorted by name. It reports
+// the first conflict as a *RefConflictError. It is ghost's one
+// directory/file check of ref names; the push path uses it to name every
+// conflicting command before the pack is validated.
+func CheckDF(refs []Ref, ts []Transition) error { return checkDF(refs, ts) }
+
+// checkDF: after sorting, a conflicting pair is adjacent-or-near, and "x/"
+// sorts right after "x".
 func checkDF(refs []Ref, ts []Transition) error {
 	for _, t := range ts {
 		if IsZero(t.New) {

@@ -149,7 +149,14 @@ type Backend struct {
 	advisoryAt    time.Time
 }
 
-var _ coord.Backend = (*Backend)(nil)
+// Backend plays every role of package coord; consumers hold it as the one
+// they need.
+var (
+	_ coord.Backend = (*Backend)(nil)
+	_ coord.Worker  = (*Backend)(nil)
+	_ coord.Admin   = (*Backend)(nil)
+	_ coord.Reader  = (*Backend)(nil)
+)
 
 // New returns a Backend on cfg.Client under cfg.Namespace.
 func New(cfg Config) (*Backend, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord"
 )
 
-// CreateRun implements coord.Backend.
+// CreateRun implements coord.Admin.
 func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.CreateRunRequest) (coord.Run, error) {
 	var out coord.Run
 	err := b.mutate(ctx, "create run", func(ctx context.Context) (*txn, error) {
@@ -64,7 +64,7 @@ func (b *Backend) writeShard(rs []rec, prev, n *coord.Shard) (*txn, error) {
 	return t, b.putShard(t, rs[1], prev, n)
 }
 
-// Acquire implements coord.Backend.
+// Acquire implements coord.Worker.
 func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
 	var out coord.Lease
 	err := b.mutate(ctx, "acquire", func(ctx context.Context) (*txn, error) {
@@ -72,12 +72,12 @@ func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.Acquire
 		if err != nil {
 			return nil, err
 		}
-		n, lease, changed, err := s.ApplyAcquire(&run, req, now)
-		out = lease
-		if !changed {
+		tr, err := s.ApplyAcquire(&run, req, now)
+		out = tr.Lease
+		if !tr.Changed {
 			return nil, err
 		}
-		t, werr := b.writeShard(rs, &s, &n)
+		t, werr := b.writeShard(rs, &s, &tr.Shard)
 		if werr != nil {
 			return nil, werr
 		}
@@ -90,7 +90,7 @@ func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.Acquire
 	return out, nil
 }
 
-// ClaimNext implements coord.Backend. A replay is found through the claim
+// ClaimNext implements coord.Worker. A replay is found through the claim
 // key the original claim wrote (<ns>/claims/<run>/<op>) rather than by
 // reading every shard's op log; the shard it names still decides, through
 // Shard.ClaimReplay, whether the op is a replay, a conflict, or (evicted
@@ -193,8 +193,8 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		if err != nil {
 			return coord.Lease{}, true, err
 		}
-		n, lease, changed, err := s.ApplyClaim(&run, req, now)
-		if !changed {
+		tr, err := s.ApplyClaim(&run, req, now)
+		if !tr.Changed {
 			if movesOn(err) {
 				continue
 			}
@@ -203,7 +203,7 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		t := &txn{}
 		t.guard(runRec)
 		t.guard(claimRec)
-		if perr := b.putShard(t, srs[0], &s, &n); perr != nil {
+		if perr := b.putShard(t, srs[0], &s, &tr.Shard); perr != nil {
 			if errors.Is(perr, coord.ErrCorrupt) {
 				skipped = cmp.Or(skipped, perr)
 				continue
@@ -225,7 +225,7 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 			continue
 		}
 		if err == nil {
-			return lease, true, nil
+			return tr.Lease, true, nil
 		}
 		// The candidate exhausted its retries and is now parked: try the next.
 	}
@@ -258,70 +258,71 @@ func movesOn(err error) bool {
 
 // shardOp runs a mutation of one shard that writes only that shard.
 func (b *Backend) shardOp(ctx context.Context, what string, tenant coord.TenantID, runID coord.RunID, id coord.ShardID,
-	apply func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error)) (coord.Shard, error) {
-	var out coord.Shard
+	apply func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error)) (coord.ShardTransition, error) {
+	var out coord.ShardTransition
 	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
 		run, s, rs, err := b.readShard(ctx, tenant, runID, id)
 		if err != nil {
 			return nil, err
 		}
-		n, changed, err := apply(&run, s)
-		out = n
-		if err != nil || !changed {
+		tr, err := apply(&run, s)
+		out = tr
+		if err != nil || !tr.Changed {
 			return nil, err
 		}
-		return b.writeShard(rs, &s, &n)
+		return b.writeShard(rs, &s, &tr.Shard)
 	})
 	if err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
 	return out, nil
 }
 
-// Renew implements coord.Backend.
+// Renew implements coord.Worker.
 func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
-	var lease coord.Lease
 	l := req.Lease
-	_, err := b.shardOp(ctx, "renew", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
-		n, nl, changed, err := s.ApplyRenew(run, req, now)
-		lease = nl
-		return n, changed, err
+	tr, err := b.shardOp(ctx, "renew", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
+		return s.ApplyRenew(run, req, now)
 	})
 	if err != nil {
 		return coord.Lease{}, err
 	}
-	return lease, nil
+	return tr.Lease, nil
 }
 
-// Checkpoint implements coord.Backend.
+// Checkpoint implements coord.Worker.
 func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
 	l := req.Lease
-	return b.shardOp(ctx, "checkpoint", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	tr, err := b.shardOp(ctx, "checkpoint", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyCheckpoint(run, req, now, b.lim)
 	})
+	return tr.Shard, err
 }
 
-// Complete implements coord.Backend.
+// Complete implements coord.Worker.
 func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
 	l := req.Lease
-	return b.shardOp(ctx, "complete", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	tr, err := b.shardOp(ctx, "complete", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyComplete(run, req, now)
 	})
+	return tr.Shard, err
 }
 
-// Park implements coord.Backend.
+// Park implements coord.Worker.
 func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
 	l := req.Lease
-	return b.shardOp(ctx, "park", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	tr, err := b.shardOp(ctx, "park", l.Tenant, l.Run, l.Shard, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyPark(run, req, now, b.lim)
 	})
+	return tr.Shard, err
 }
 
-// Unpark implements coord.Backend.
+// Unpark implements coord.Admin.
 func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, "unpark", req.Tenant, req.Run, req.Shard, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	tr, err := b.shardOp(ctx, "unpark", req.Tenant, req.Run, req.Shard, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyUnpark(run, req, now)
 	})
+	return tr.Shard, err
 }
 
 // addShards returns the transaction that rewrites the parent read in rs[1]
@@ -349,7 +350,7 @@ func (b *Backend) addShards(ctx context.Context, rs []rec, prev, parent *coord.S
 	return t, nil
 }
 
-// SplitReplace implements coord.Backend.
+// SplitReplace implements coord.Worker.
 func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.SplitReplaceRequest) (coord.Shard, []coord.Shard, error) {
 	var parent coord.Shard
 	var children []coord.Shard
@@ -366,12 +367,12 @@ func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.Sp
 			return nil, err
 		}
 		childRecs, ctrs := rs[2:2+len(ids)], rs[2+len(ids):]
-		n, created, changed, err := s.ApplySplitReplace(&run, req, now, b.lim)
+		tr, err := s.ApplySplitReplace(&run, req, now, b.lim)
 		if err != nil {
 			return nil, err
 		}
-		parent, children = n, created
-		if !changed {
+		parent, children = tr.Shard, tr.Created
+		if !tr.Changed {
 			children = children[:0]
 			for i, r := range childRecs {
 				if r.exists() {
@@ -384,7 +385,7 @@ func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.Sp
 			}
 			return nil, nil
 		}
-		return b.addShards(ctx, rs, &s, &n, created, childRecs, ctrs)
+		return b.addShards(ctx, rs, &s, &tr.Shard, tr.Created, childRecs, ctrs)
 	})
 	if err != nil {
 		return coord.Shard{}, nil, err
@@ -392,7 +393,7 @@ func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.Sp
 	return parent, children, nil
 }
 
-// SplitResidual implements coord.Backend.
+// SplitResidual implements coord.Worker.
 func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.SplitResidualRequest) (coord.Shard, coord.Shard, error) {
 	var shard, residual coord.Shard
 	l := req.Lease
@@ -403,12 +404,12 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 		if err != nil {
 			return nil, err
 		}
-		n, res, changed, err := s.ApplySplitResidual(&run, req, now, b.lim)
+		tr, err := s.ApplySplitResidual(&run, req, now, b.lim)
 		if err != nil {
 			return nil, err
 		}
-		shard, residual = n, res
-		if !changed {
+		shard = tr.Shard
+		if !tr.Changed {
 			residual = coord.Shard{}
 			if rs[2].exists() {
 				if residual, err = decodeShard(rs[2], &run, rid); err != nil {
@@ -417,7 +418,8 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 			}
 			return nil, nil
 		}
-		return b.addShards(ctx, rs, &s, &n, []coord.Shard{res}, rs[2:3], rs[3:])
+		residual = tr.Created[0]
+		return b.addShards(ctx, rs, &s, &tr.Shard, tr.Created, rs[2:3], rs[3:])
 	})
 	if err != nil {
 		return coord.Shard{}, coord.Shard{}, err
@@ -439,7 +441,7 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 // run with no shards leaves the counters alone. The states counted may lag
 // a concurrent Complete or Park, which the summary documents.
 func (b *Backend) endRun(ctx context.Context, what string, tenant coord.TenantID, id coord.RunID,
-	apply func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error)) (coord.Run, error) {
+	apply func(run coord.Run, sum coord.RunSummary) (coord.RunTransition, error)) (coord.Run, error) {
 	var out coord.Run
 	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
 		rs, rev, err := b.readRev(ctx, append([]string{b.k.run(id), b.k.registration(id)}, b.counterKeys(tenant)...)...)
@@ -456,13 +458,13 @@ func (b *Backend) endRun(ctx context.Context, what string, tenant coord.TenantID
 				return nil, err
 			}
 		}
-		n, changed, err := apply(run, sum)
-		out = n
-		if err != nil || !changed {
+		tr, err := apply(run, sum)
+		out = tr.Run
+		if err != nil || !tr.Changed {
 			return nil, err
 		}
 		t := &txn{}
-		if err := b.putRun(t, rs[0], &run, &n); err != nil {
+		if err := b.putRun(t, rs[0], &run, &tr.Run); err != nil {
 			return nil, err
 		}
 		if sum.Total > 0 {
@@ -506,28 +508,28 @@ func (b *Backend) summarize(ctx context.Context, run *coord.Run, rev int64) (coo
 	return sum, err
 }
 
-// CompleteRun implements coord.Backend. See endRun.
+// CompleteRun implements coord.Admin. See endRun.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
-	return b.endRun(ctx, "complete run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+	return b.endRun(ctx, "complete run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.RunTransition, error) {
 		return run.ApplyCompleteRun(req, now, sum)
 	})
 }
 
-// FailRun implements coord.Backend. See endRun.
+// FailRun implements coord.Admin. See endRun.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
-	return b.endRun(ctx, "fail run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+	return b.endRun(ctx, "fail run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.RunTransition, error) {
 		return run.ApplyFailRun(req, now, b.lim, sum)
 	})
 }
 
-// CancelRun implements coord.Backend. See endRun.
+// CancelRun implements coord.Admin. See endRun.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
-	return b.endRun(ctx, "cancel run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.Run, bool, error) {
+	return b.endRun(ctx, "cancel run", req.Tenant, req.Run, func(run coord.Run, sum coord.RunSummary) (coord.RunTransition, error) {
 		return run.ApplyCancelRun(req, now, sum)
 	})
 }
 
-// GetRun implements coord.Backend.
+// GetRun implements coord.Reader.
 func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.RunID) (coord.Run, error) {
 	rs, err := b.read(ctx, b.k.run(run))
 	if err != nil {
@@ -536,13 +538,13 @@ func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.R
 	return decodeRun(rs[0], tenant, run)
 }
 
-// GetShard implements coord.Backend.
+// GetShard implements coord.Reader.
 func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, shard coord.ShardID) (coord.Shard, error) {
 	_, s, _, err := b.readShard(ctx, tenant, run, shard)
 	return s, err
 }
 
-// Progress implements coord.Backend.
+// Progress implements coord.Reader.
 func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID) (coord.Progress, error) {
 	r, err := b.GetRun(ctx, tenant, run)
 	if err != nil {
@@ -563,7 +565,7 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	return p, nil
 }
 
-// ListShards implements coord.Backend.
+// ListShards implements coord.Reader.
 func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID, filter coord.ShardFilter) ([]coord.Shard, error) {
 	r, err := b.GetRun(ctx, tenant, run)
 	if err != nil {

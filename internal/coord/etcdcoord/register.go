@@ -15,7 +15,7 @@ import (
 // request timeout (issue 9; docs/adr/0022-etcd-coordination-backend.md).
 const MaxRegisterChunk = 256
 
-// RegisterShards implements coord.Backend.
+// RegisterShards implements coord.Admin.
 //
 // A manifest that fits in one bounded transaction (at most
 // MaxRegisterChunk shards within Config.MaxTxnOps and MaxTxnBytes) is
@@ -90,10 +90,11 @@ func (b *Backend) registerStep(ctx context.Context, now coord.Time, req coord.Re
 	if err != nil {
 		return nil, coord.Run{}, true, err
 	}
-	n, shards, changed, err := run.ApplyRegisterShards(req, now, b.lim)
-	if err != nil || !changed {
-		return nil, n, true, err
+	tr, err := run.ApplyRegisterShards(req, now, b.lim)
+	if err != nil || !tr.Changed {
+		return nil, tr.Run, true, err
 	}
+	n, shards := tr.Run, tr.Created
 	var reg registration
 	if regRec.exists() {
 		if reg, err = decodeRegistration(regRec.key, regRec.val); err != nil {

@@ -31,7 +31,14 @@ type runEntry struct {
 	ids    []coord.ShardID // sorted ascending
 }
 
-var _ coord.Backend = (*Backend)(nil)
+// Backend plays every role of package coord; consumers hold it as the one
+// they need.
+var (
+	_ coord.Backend = (*Backend)(nil)
+	_ coord.Worker  = (*Backend)(nil)
+	_ coord.Admin   = (*Backend)(nil)
+	_ coord.Reader  = (*Backend)(nil)
+)
 
 // New returns an empty backend enforcing lim (zero fields take defaults).
 func New(lim coord.Limits) *Backend {
@@ -100,7 +107,7 @@ func (b *Backend) reserve(tenant coord.TenantID, delta int64) error {
 	return nil
 }
 
-// CreateRun implements coord.Backend.
+// CreateRun implements coord.Admin.
 func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.CreateRunRequest) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
@@ -126,7 +133,7 @@ func (b *Backend) CreateRun(ctx context.Context, now coord.Time, req coord.Creat
 	return r.Clone(), nil
 }
 
-// RegisterShards implements coord.Backend.
+// RegisterShards implements coord.Admin.
 func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.RegisterShardsRequest) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
@@ -137,33 +144,33 @@ func (b *Backend) RegisterShards(ctx context.Context, now coord.Time, req coord.
 	if err != nil {
 		return coord.Run{}, err
 	}
-	r, shards, changed, err := e.run.ApplyRegisterShards(req, now, b.lim)
+	t, err := e.run.ApplyRegisterShards(req, now, b.lim)
 	if err != nil {
 		return coord.Run{}, err
 	}
-	if !changed {
-		return r.Clone(), nil
+	if !t.Changed {
+		return t.Run.Clone(), nil
 	}
-	for i := range shards {
-		if err := shards[i].Validate(); err != nil {
+	for i := range t.Created {
+		if err := t.Created[i].Validate(); err != nil {
 			return coord.Run{}, fmt.Errorf("memcoord: refusing to store: %w", err)
 		}
 	}
-	if err := b.reserve(req.Tenant, int64(len(shards))); err != nil {
+	if err := b.reserve(req.Tenant, int64(len(t.Created))); err != nil {
 		return coord.Run{}, err
 	}
-	if err := e.putRun(r); err != nil {
+	if err := e.putRun(t.Run); err != nil {
 		return coord.Run{}, err
 	}
-	for _, s := range shards {
+	for _, s := range t.Created {
 		e.shards[s.ID] = s
 		e.ids = append(e.ids, s.ID)
 	}
 	slices.Sort(e.ids)
-	return r.Clone(), nil
+	return t.Run.Clone(), nil
 }
 
-// Acquire implements coord.Backend.
+// Acquire implements coord.Worker.
 func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Lease{}, err
@@ -174,16 +181,16 @@ func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.Acquire
 	if err != nil {
 		return coord.Lease{}, err
 	}
-	n, lease, changed, err := s.ApplyAcquire(&e.run, req, now)
-	if changed {
-		if perr := e.putShard(n); perr != nil {
+	t, err := s.ApplyAcquire(&e.run, req, now)
+	if t.Changed {
+		if perr := e.putShard(t.Shard); perr != nil {
 			return coord.Lease{}, perr
 		}
 	}
-	return lease, err
+	return t.Lease, err
 }
 
-// ClaimNext implements coord.Backend. Candidates are scanned in id order
+// ClaimNext implements coord.Worker. Candidates are scanned in id order
 // starting at coord.ClaimOffset, so concurrent workers spread over the run.
 func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.ClaimRequest) (coord.Lease, error) {
 	if err := ctx.Err(); err != nil {
@@ -218,15 +225,15 @@ func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.Claim
 	off := coord.ClaimOffset(req.Worker, len(candidates))
 	for i := range candidates {
 		s := e.shards[candidates[(off+i)%len(candidates)]]
-		n, lease, changed, err := s.ApplyClaim(&e.run, req, now)
-		if changed {
-			if perr := e.putShard(n); perr != nil {
+		t, err := s.ApplyClaim(&e.run, req, now)
+		if t.Changed {
+			if perr := e.putShard(t.Shard); perr != nil {
 				return coord.Lease{}, perr
 			}
 		}
 		switch {
 		case err == nil:
-			return lease, nil
+			return t.Lease, nil
 		case errorsIsAny(err, coord.ErrRetriesExhausted, coord.ErrLeaseHeld, coord.ErrShardParked, coord.ErrShardTerminal):
 			// This candidate went away (in etcd: raced away); try the next.
 			continue
@@ -237,73 +244,75 @@ func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.Claim
 	return coord.Lease{}, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
 }
 
-// shardOp runs a lease-presenting mutation of one shard.
-func (b *Backend) shardOp(ctx context.Context, l coord.Lease, apply func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error)) (coord.Shard, error) {
+// shardOp runs a mutation of one shard that writes only that shard.
+func (b *Backend) shardOp(ctx context.Context, l coord.Lease, apply func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error)) (coord.ShardTransition, error) {
 	if err := ctx.Err(); err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, s, err := b.lookupShard(l.Tenant, l.Run, l.Shard)
 	if err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
-	n, changed, err := apply(&e.run, s)
+	t, err := apply(&e.run, s)
 	if err != nil {
-		return coord.Shard{}, err
+		return coord.ShardTransition{}, err
 	}
-	if changed {
-		if err := e.putShard(n); err != nil {
-			return coord.Shard{}, err
+	if t.Changed {
+		if err := e.putShard(t.Shard); err != nil {
+			return coord.ShardTransition{}, err
 		}
 	}
-	return n.Clone(), nil
+	t.Shard = t.Shard.Clone()
+	return t, nil
 }
 
-// Renew implements coord.Backend.
+// Renew implements coord.Worker.
 func (b *Backend) Renew(ctx context.Context, now coord.Time, req coord.RenewRequest) (coord.Lease, error) {
-	var lease coord.Lease
-	_, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
-		n, l, changed, err := s.ApplyRenew(run, req, now)
-		lease = l
-		return n, changed, err
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
+		return s.ApplyRenew(run, req, now)
 	})
 	if err != nil {
 		return coord.Lease{}, err
 	}
-	return lease, nil
+	return t.Lease, nil
 }
 
-// Checkpoint implements coord.Backend.
+// Checkpoint implements coord.Worker.
 func (b *Backend) Checkpoint(ctx context.Context, now coord.Time, req coord.CheckpointRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyCheckpoint(run, req, now, b.lim)
 	})
+	return t.Shard, err
 }
 
-// Complete implements coord.Backend.
+// Complete implements coord.Worker.
 func (b *Backend) Complete(ctx context.Context, now coord.Time, req coord.CompleteRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyComplete(run, req, now)
 	})
+	return t.Shard, err
 }
 
-// Park implements coord.Backend.
+// Park implements coord.Worker.
 func (b *Backend) Park(ctx context.Context, now coord.Time, req coord.ParkRequest) (coord.Shard, error) {
-	return b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, req.Lease, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyPark(run, req, now, b.lim)
 	})
+	return t.Shard, err
 }
 
-// Unpark implements coord.Backend.
+// Unpark implements coord.Admin.
 func (b *Backend) Unpark(ctx context.Context, now coord.Time, req coord.UnparkRequest) (coord.Shard, error) {
 	l := coord.Lease{Tenant: req.Tenant, Run: req.Run, Shard: req.Shard}
-	return b.shardOp(ctx, l, func(run *coord.Run, s coord.Shard) (coord.Shard, bool, error) {
+	t, err := b.shardOp(ctx, l, func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error) {
 		return s.ApplyUnpark(run, req, now)
 	})
+	return t.Shard, err
 }
 
-// SplitReplace implements coord.Backend.
+// SplitReplace implements coord.Worker.
 func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.SplitReplaceRequest) (coord.Shard, []coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Shard{}, nil, err
@@ -315,27 +324,27 @@ func (b *Backend) SplitReplace(ctx context.Context, now coord.Time, req coord.Sp
 	if err != nil {
 		return coord.Shard{}, nil, err
 	}
-	n, children, changed, err := s.ApplySplitReplace(&e.run, req, now, b.lim)
+	t, err := s.ApplySplitReplace(&e.run, req, now, b.lim)
 	if err != nil {
 		return coord.Shard{}, nil, err
 	}
-	if !changed {
+	if !t.Changed {
 		out := make([]coord.Shard, 0, len(req.Children))
 		for _, id := range coord.ReplaceChildIDs(req) {
 			if c, ok := e.shards[id]; ok {
 				out = append(out, c.Clone())
 			}
 		}
-		return n.Clone(), out, nil
+		return t.Shard.Clone(), out, nil
 	}
-	if err := b.addShards(e, n, children); err != nil {
+	if err := b.addShards(e, t.Shard, t.Created); err != nil {
 		return coord.Shard{}, nil, err
 	}
-	out := make([]coord.Shard, len(children))
-	for i := range children {
-		out[i] = children[i].Clone()
+	out := make([]coord.Shard, len(t.Created))
+	for i := range t.Created {
+		out[i] = t.Created[i].Clone()
 	}
-	return n.Clone(), out, nil
+	return t.Shard.Clone(), out, nil
 }
 
 // addShards stores an updated parent and new shards, all or nothing.
@@ -362,7 +371,7 @@ func (b *Backend) addShards(e *runEntry, parent coord.Shard, created []coord.Sha
 	return nil
 }
 
-// SplitResidual implements coord.Backend.
+// SplitResidual implements coord.Worker.
 func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.SplitResidualRequest) (coord.Shard, coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Shard{}, coord.Shard{}, err
@@ -374,21 +383,21 @@ func (b *Backend) SplitResidual(ctx context.Context, now coord.Time, req coord.S
 	if err != nil {
 		return coord.Shard{}, coord.Shard{}, err
 	}
-	n, res, changed, err := s.ApplySplitResidual(&e.run, req, now, b.lim)
+	t, err := s.ApplySplitResidual(&e.run, req, now, b.lim)
 	if err != nil {
 		return coord.Shard{}, coord.Shard{}, err
 	}
-	if !changed {
-		return n.Clone(), e.shards[coord.ResidualID(req)].Clone(), nil
+	if !t.Changed {
+		return t.Shard.Clone(), e.shards[coord.ResidualID(req)].Clone(), nil
 	}
-	if err := b.addShards(e, n, []coord.Shard{res}); err != nil {
+	if err := b.addShards(e, t.Shard, t.Created); err != nil {
 		return coord.Shard{}, coord.Shard{}, err
 	}
-	return n.Clone(), res.Clone(), nil
+	return t.Shard.Clone(), t.Created[0].Clone(), nil
 }
 
 // runOp runs a mutation of a run record.
-func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.RunID, apply func(e *runEntry) (coord.Run, bool, error)) (coord.Run, error) {
+func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.RunID, apply func(e *runEntry) (coord.RunTransition, error)) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
 	}
@@ -398,19 +407,19 @@ func (b *Backend) runOp(ctx context.Context, tenant coord.TenantID, run coord.Ru
 	if err != nil {
 		return coord.Run{}, err
 	}
-	r, changed, err := apply(e)
+	t, err := apply(e)
 	if err != nil {
 		return coord.Run{}, err
 	}
-	if changed {
-		if err := e.putRun(r); err != nil {
+	if t.Changed {
+		if err := e.putRun(t.Run); err != nil {
 			return coord.Run{}, err
 		}
-		if r.State.Terminal() {
+		if t.Run.State.Terminal() {
 			b.release(e)
 		}
 	}
-	return r.Clone(), nil
+	return t.Run.Clone(), nil
 }
 
 // summary counts the run's shards by state.
@@ -432,28 +441,28 @@ func (b *Backend) release(e *runEntry) {
 	e.shards, e.ids = map[coord.ShardID]coord.Shard{}, nil
 }
 
-// CompleteRun implements coord.Backend.
+// CompleteRun implements coord.Admin.
 func (b *Backend) CompleteRun(ctx context.Context, now coord.Time, req coord.CompleteRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.RunTransition, error) {
 		return e.run.ApplyCompleteRun(req, now, e.summary())
 	})
 }
 
-// FailRun implements coord.Backend.
+// FailRun implements coord.Admin.
 func (b *Backend) FailRun(ctx context.Context, now coord.Time, req coord.FailRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.RunTransition, error) {
 		return e.run.ApplyFailRun(req, now, b.lim, e.summary())
 	})
 }
 
-// CancelRun implements coord.Backend.
+// CancelRun implements coord.Admin.
 func (b *Backend) CancelRun(ctx context.Context, now coord.Time, req coord.CancelRunRequest) (coord.Run, error) {
-	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.Run, bool, error) {
+	return b.runOp(ctx, req.Tenant, req.Run, func(e *runEntry) (coord.RunTransition, error) {
 		return e.run.ApplyCancelRun(req, now, e.summary())
 	})
 }
 
-// GetRun implements coord.Backend.
+// GetRun implements coord.Reader.
 func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.RunID) (coord.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Run{}, err
@@ -467,7 +476,7 @@ func (b *Backend) GetRun(ctx context.Context, tenant coord.TenantID, run coord.R
 	return e.run.Clone(), nil
 }
 
-// GetShard implements coord.Backend.
+// GetShard implements coord.Reader.
 func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord.RunID, shard coord.ShardID) (coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Shard{}, err
@@ -481,7 +490,7 @@ func (b *Backend) GetShard(ctx context.Context, tenant coord.TenantID, run coord
 	return s.Clone(), nil
 }
 
-// Progress implements coord.Backend.
+// Progress implements coord.Reader.
 func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID) (coord.Progress, error) {
 	if err := ctx.Err(); err != nil {
 		return coord.Progress{}, err
@@ -502,7 +511,7 @@ func (b *Backend) Progress(ctx context.Context, now coord.Time, tenant coord.Ten
 	return p, nil
 }
 
-// ListShards implements coord.Backend.
+// ListShards implements coord.Reader.
 func (b *Backend) ListShards(ctx context.Context, now coord.Time, tenant coord.TenantID, run coord.RunID, filter coord.ShardFilter) ([]coord.Shard, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,15 +1,14 @@
-package githttp
+package gitsvc
 
 import (
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ghost-scm/ghost/internal/repocache"
 )
 
-// Metrics are the git transport's Prometheus metrics. A nil *Metrics
+// Metrics are the git service's Prometheus metrics (its transports record
+// their requests in them too). A nil *Metrics
 // records nothing, so tests need not set one up.
 type Metrics struct {
 	requests     *prometheus.HistogramVec
@@ -71,31 +70,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// ObserveMaterialize records one materialization; pass it as the cache's
-// Options.Observe.
-func (m *Metrics) ObserveMaterialize(ev repocache.Event) {
+// ObserveMaterialize records one materialization: its outcome (noop,
+// forward, rebuild, error), duration and the layers it indexed.
+func (m *Metrics) ObserveMaterialize(outcome string, d time.Duration, layers int) {
 	if m == nil {
 		return
 	}
-	outcome := "noop"
-	switch {
-	case ev.Err != nil:
-		outcome = "error"
-	case ev.Rebuilt:
-		outcome = "rebuild"
-	case ev.Layers > 0:
-		outcome = "forward"
-	}
-	m.materialize.WithLabelValues(outcome).Observe(ev.Duration.Seconds())
-	m.layersLoaded.Add(float64(ev.Layers))
+	m.materialize.WithLabelValues(outcome).Observe(d.Seconds())
+	m.layersLoaded.Add(float64(layers))
 }
 
-func (m *Metrics) observeRequest(service string, code int, d time.Duration) {
+// ObserveRequest records one request of a transport: its service
+// (UploadPackService, ReceivePackService, anything else counts as
+// "other"), status code and duration.
+func (m *Metrics) ObserveRequest(service string, code int, d time.Duration) {
 	if m == nil {
 		return
 	}
 	switch service {
-	case svcUpload, svcReceive:
+	case UploadPackService, ReceivePackService:
 	default:
 		service = "other"
 	}

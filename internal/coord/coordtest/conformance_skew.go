@@ -1,5 +1,7 @@
 package coordtest
 
+// Clock skew: callers whose clocks are behind the records' timestamps.
+
 import (
 	"testing"
 

@@ -1,11 +1,58 @@
 package coordtest
 
+// Shard caps: the tenant and global caps on shard records, and their
+// release when a run ends (docs/adr/0023-atomic-shard-caps.md).
+
 import (
 	"errors"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/coord"
 )
+
+func testShardCaps(t *testing.T, f Factory) {
+	lim := coord.Limits{MaxShardsPerTenant: 5, MaxShardsGlobal: 8}.WithDefaults()
+	x := newFixture(t, f, lim)
+	x.newRunFor(tenantA, defaultConfig(), []coord.ShardSpec{spec(1, "a", "b"), spec(2, "b", "c"), spec(3, "c", "d"), spec(4, "d", "")})
+	run := x.newRunFor(tenantA, defaultConfig(), nil)
+	_, err := x.b.RegisterShards(x.ctx, x.now, coord.RegisterShardsRequest{Tenant: tenantA, Run: run, Op: x.nextOp(), Shards: threeShards()[:2]})
+	var sle *coord.ShardLimitError
+	if !errors.As(err, &sle) || *sle != (coord.ShardLimitError{Scope: coord.ScopeTenant, Current: 4, Delta: 2, Cap: 5}) {
+		t.Fatalf("want tenant ShardLimitError{4, 2, 5}, got %v", err)
+	}
+	wantErr(t, "tenant cap", err, coord.ErrShardLimitExceeded)
+	wantErr(t, "tenant cap", err, coord.ErrLimitExceeded)
+	if n := x.shardCount(run); n != 0 {
+		t.Fatalf("refused registration stored %d shards", n)
+	}
+	// Exactly reaching the cap is fine.
+	_, err = x.b.RegisterShards(x.ctx, x.now, coord.RegisterShardsRequest{Tenant: tenantA, Run: run, Op: x.nextOp(), Shards: []coord.ShardSpec{spec(1, "a", "z")}})
+	noErr(t, "registration reaching the cap", err)
+	l := x.acquire(run, 1, 10)
+	_, _, err = x.b.SplitResidual(x.ctx, x.now, coord.SplitResidualRequest{Lease: l, Op: x.nextOp(), Key: key("m")})
+	if !errors.As(err, &sle) || sle.Scope != coord.ScopeTenant || sle.Current != 5 || sle.Delta != 1 {
+		t.Fatalf("SplitResidual over the tenant cap: %v", err)
+	}
+	_, _, err = x.b.SplitReplace(x.ctx, x.now, coord.SplitReplaceRequest{Lease: l, Op: x.nextOp(), Children: children("a", "m", "m", "z")})
+	if !errors.As(err, &sle) || sle.Scope != coord.ScopeTenant || sle.Delta != 2 {
+		t.Fatalf("SplitReplace over the tenant cap: %v", err)
+	}
+	if s := x.shard(run, 1); s.State != coord.ShardActive || string(s.End) != "z" || len(s.Children) != 0 {
+		t.Fatalf("refused splits changed the shard: %+v", s)
+	}
+	// Tenant B has its own tenant budget but shares the global one (5 used of 8).
+	x.tenant = tenantB
+	rb := x.newRunFor(tenantB, defaultConfig(), nil)
+	_, err = x.b.RegisterShards(x.ctx, x.now, coord.RegisterShardsRequest{Tenant: tenantB, Run: rb, Op: x.nextOp(), Shards: threeShards()[:2]})
+	noErr(t, "tenant B registration", err)
+	lb := x.acquire(rb, 1, 10)
+	_, _, err = x.b.SplitReplace(x.ctx, x.now, coord.SplitReplaceRequest{Lease: lb, Op: x.nextOp(), Children: children("a", "c", "c", "h")})
+	if !errors.As(err, &sle) || *sle != (coord.ShardLimitError{Scope: coord.ScopeGlobal, Current: 7, Delta: 2, Cap: 8}) {
+		t.Fatalf("want global ShardLimitError{7, 2, 8}, got %v", err)
+	}
+	_, _, err = x.b.SplitResidual(x.ctx, x.now, coord.SplitResidualRequest{Lease: lb, Op: x.nextOp(), Key: key("c")})
+	noErr(t, "residual reaching the global cap", err)
+}
 
 // testTerminalRunReleases checks docs/adr/0023-atomic-shard-caps.md: the
 // transition that ends a run deletes its shards, frees their place under

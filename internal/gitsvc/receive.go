@@ -1,20 +1,21 @@
-package githttp
+package gitsvc
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/ghost-scm/ghost/internal/githttp/pktline"
-	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -119,17 +120,7 @@ func parseCommands(r io.Reader) (*pushRequest, error) {
 }
 
 // isOID accepts SHA-1 object ids: the cache repositories are SHA-1.
-func isOID(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isOID(s string) bool { return len(s) == 40 && wal.IsObjectID(s) }
 
 // report is the reply to a push, in report-status terms.
 type report struct {
@@ -163,112 +154,110 @@ func (rep *report) failAll(reason string) {
 	}
 }
 
-// pushError is a failure answered with an HTTP status rather than a
-// report-status: the push may be retried as a whole.
-type pushError struct {
-	status int
-	msg    string
-	err    error
-}
-
-func (e *pushError) Error() string { return e.msg + ": " + e.err.Error() }
-func (e *pushError) Unwrap() error { return e.err }
-
-// receivePack handles POST git-receive-pack (docs/design.md §4, the commit
-// point of a push): spool, parse, validate in a quarantine, commit through
-// the log, bring the cache forward, report.
-func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access) {
-	start := time.Now()
-	body, err := requestBody(r)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
-		return
+// ReceivePack serves a push (docs/design.md §4, the commit point of a
+// push): spool, parse, validate in a quarantine, commit through the log,
+// bring the cache forward, report. With Request.Stream set it first
+// writes the ref advertisement, as git receive-pack does over SSH.
+//
+// What it does not answer in report-status it returns as an *Error:
+// BodyError, TooLarge (when the client did not ask for report-status),
+// BadRequest, Busy, Contention, NotFound, Internal.
+func (s *Service) ReceivePack(ctx context.Context, req Request) error {
+	if req.Stream {
+		if err := s.advertiseReceive(ctx, req); err != nil {
+			return err
+		}
 	}
-	defer body.Close()
-	spool, size, err := h.spool(body)
+	start := time.Now()
+	spool, size, err := s.spool(req.Body, req.Stream)
 	if spool != nil {
 		defer func() {
 			spool.Close()
 			os.Remove(spool.Name())
 		}()
 	}
-	h.opts.Metrics.addReceived(size)
+	s.opts.Metrics.addReceived(size)
 	if errors.Is(err, errPushTooLarge) {
-		h.tooLarge(w, r, spool, size)
-		return
+		return s.tooLarge(req, spool, size)
 	}
 	if err != nil {
-		var pe *pushError
-		if errors.As(err, &pe) {
-			httpError(w, pe.status, pe.msg)
-			return
+		var e *Error
+		if errors.As(err, &e) {
+			return e
 		}
-		if status, msg, ok := bodyError(r, err); ok {
-			w.Header().Set("Connection", "close")
-			httpError(w, status, "reading the push: "+strings.TrimPrefix(msg, "reading the request: "))
-		}
-		return
+		return &Error{Kind: BodyError, Msg: "reading the push", Err: err}
 	}
 	if size == 4 {
 		var b [4]byte
 		if _, err := spool.ReadAt(b[:], 0); err == nil && string(b[:]) == "0000" {
-			resultHeaders(w, svcReceive)
-			w.WriteHeader(http.StatusOK)
-			return
+			return nil
 		}
 	}
-	req, err := parseCommands(io.NewSectionReader(spool, 0, size))
+	pr, err := parseCommands(io.NewSectionReader(spool, 0, size))
 	if err != nil {
-		h.opts.Metrics.pushResult("invalid")
-		httpError(w, http.StatusBadRequest, err.Error())
-		return
+		s.opts.Metrics.pushResult("invalid")
+		return &Error{Kind: BadRequest, Msg: err.Error(), Err: err}
 	}
-	release, ok := h.admit(w, r)
-	if !ok {
-		return
+	release, err := s.admit(ctx, req.Repo)
+	if err != nil {
+		return err
 	}
 	defer release()
 
 	// From here the push runs to its end even if the client goes away: it
 	// must land whole or not at all, and an in-flight push survives a
 	// graceful shutdown.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.PushTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.PushTimeout)
 	defer cancel()
-	rep, res, err := h.push(ctx, acc, req, spool, size)
-	logAttrs := []any{"repo", acc.RepoID, "by", acc.Principal, "refs", len(req.cmds), "bytes", size, "duration", time.Since(start)}
+	rep, res, err := s.push(ctx, req, pr, spool, size)
+	logAttrs := []any{"repo", req.Repo, "by", req.Principal, "refs", len(pr.cmds), "bytes", size, "duration", time.Since(start)}
 	if err != nil {
-		var pe *pushError
+		var e *Error
 		switch {
-		case errors.As(err, &pe):
+		case errors.As(err, &e):
 		case errors.Is(err, wal.ErrContention):
-			pe = &pushError{http.StatusServiceUnavailable, "the repository is busy (too many concurrent pushes); nothing was changed, retry the push", err}
-			w.Header().Set("Retry-After", "1")
-			h.opts.Metrics.pushResult("contention")
+			e = &Error{Kind: Contention, Msg: "the repository is busy (too many concurrent pushes); nothing was changed, retry the push", Err: err, RetryAfter: 1}
+			s.opts.Metrics.pushResult("contention")
 		case errors.Is(err, wal.ErrRepoDeleted):
-			pe = &pushError{http.StatusNotFound, "repository not found", err}
-			h.opts.Metrics.pushResult("rejected")
+			e = &Error{Kind: NotFound, Msg: "repository not found", Err: err}
+			s.opts.Metrics.pushResult("rejected")
 		default:
-			pe = &pushError{http.StatusInternalServerError, "internal error: the push may or may not have been applied; fetch to check", err}
-			h.opts.Metrics.pushResult("error")
+			e = &Error{Kind: Internal, Msg: "internal error: the push may or may not have been applied; fetch to check", Err: err}
+			s.opts.Metrics.pushResult("error")
 		}
-		h.logger.Warn("push failed", append(logAttrs, "status", pe.status, "err", err)...)
-		httpError(w, pe.status, pe.msg)
-		return
+		s.logger.Warn("push failed", append(logAttrs, "err", err)...)
+		return e
 	}
 	if rep.failed() {
-		h.opts.Metrics.pushResult("rejected")
-		h.logger.Info("push rejected", append(logAttrs, "unpack", rep.unpack, "reasons", rep.reasons)...)
+		s.opts.Metrics.pushResult("rejected")
+		s.logger.Info("push rejected", append(logAttrs, "unpack", rep.unpack, "reasons", rep.reasons)...)
 	} else {
-		h.opts.Metrics.pushResult("ok")
-		h.logger.Info("push committed", append(logAttrs, "seq", res.Seq, "entry", res.ULID.String(), "attempts", res.Attempts)...)
-		if h.opts.OnCommit != nil && res.Seq > 0 {
-			h.opts.OnCommit(acc, res)
+		s.opts.Metrics.pushResult("ok")
+		s.logger.Info("push committed", append(logAttrs, "seq", res.Seq, "entry", res.ULID.String(), "attempts", res.Attempts)...)
+		if s.opts.OnCommit != nil && res.Seq > 0 {
+			s.opts.OnCommit(req, res)
 		}
 	}
-	resultHeaders(w, svcReceive)
-	if req.caps["report-status"] {
-		writeReport(w, rep, req.caps["side-band-64k"])
+	if pr.caps["report-status"] {
+		writeReport(req.Out, rep, pr.caps["side-band-64k"])
 	}
+	return nil
+}
+
+// advertiseReceive writes ghost's receive-pack advertisement (protocol
+// v0/v1 only), from a copy brought forward first.
+func (s *Service) advertiseReceive(ctx context.Context, req Request) error {
+	co, release, err := s.admitCheckout(ctx, req.Repo)
+	if err != nil {
+		return err
+	}
+	defer release()
+	var b bufferWriter
+	writeReceiveAdvertisement(&b, co.Refs)
+	if _, err := req.Out.Write(b.Bytes()); err != nil {
+		return &Error{Kind: Broken, Msg: "advertisement not delivered", Err: err}
+	}
+	return flush(req.Out)
 }
 
 // maxDrain is how much of a refused push's body is read, at least, so
@@ -278,64 +267,123 @@ const maxDrain = 1 << 30
 // errPushTooLarge is a push body beyond MaxPushBytes.
 var errPushTooLarge = errors.New("push too large")
 
-// spool copies the (decoded) body to a temporary file in the cache's
-// scratch directory: a pack is never held in memory. It stops one byte
-// past MaxPushBytes with errPushTooLarge, so a body that decompresses to
-// far more is never written out.
-func (h *Handler) spool(body io.Reader) (*os.File, int64, error) {
-	dir, err := h.opts.Cache.TempDir()
+// spool copies the (decoded) body to a temporary file in the scratch
+// directory: a pack is never held in memory. It stops one byte past
+// MaxPushBytes with errPushTooLarge, so a body that decompresses to far
+// more is never written out. A stream is read up to the command list's
+// flush packet, and on to its end only when a pack follows (a push that
+// only deletes sends none, and waits for the report).
+func (s *Service) spool(body io.Reader, stream bool) (*os.File, int64, error) {
+	dir, err := s.opts.TempDir()
 	if err != nil {
-		return nil, 0, &pushError{http.StatusInternalServerError, "internal error: no scratch space", err}
+		return nil, 0, &Error{Kind: Internal, Msg: "internal error: no scratch space", Err: err}
 	}
 	f, err := os.CreateTemp(dir, "push-*.spool")
 	if err != nil {
-		return nil, 0, &pushError{http.StatusInternalServerError, "internal error: no scratch space", err}
+		return nil, 0, &Error{Kind: Internal, Msg: "internal error: no scratch space", Err: err}
+	}
+	limit := s.opts.MaxPushBytes
+	var n int64
+	if stream {
+		head, err := readCommandList(body, limit)
+		if _, werr := f.Write(head); werr != nil && err == nil {
+			err = werr
+		}
+		n = int64(len(head))
+		if err != nil {
+			return f, n, err
+		}
+		pr, perr := parseCommands(bytes.NewReader(head))
+		if perr != nil || !slices.ContainsFunc(pr.cmds, func(c command) bool { return !c.isDelete() }) {
+			return f, n, nil
+		}
 	}
 	src := body
-	if h.opts.MaxPushBytes > 0 {
-		src = io.LimitReader(body, h.opts.MaxPushBytes+1)
+	if limit > 0 {
+		src = io.LimitReader(body, limit+1-n)
 	}
-	n, err := io.Copy(f, src)
+	m, err := io.Copy(f, src)
+	n += m
 	if err != nil {
 		return f, n, err
 	}
-	if h.opts.MaxPushBytes > 0 && n > h.opts.MaxPushBytes {
+	if limit > 0 && n > limit {
 		return f, n, errPushTooLarge
 	}
 	return f, n, nil
 }
 
+// readCommandList reads pkt-lines from r up to and including the first
+// flush packet, byte by byte as they come, leaving the pack unread.
+func readCommandList(r io.Reader, limit int64) ([]byte, error) {
+	var b []byte
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return b, nil // parseCommands says what is missing
+			}
+			return b, err
+		}
+		b = append(b, hdr[:]...)
+		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
+		if err != nil {
+			return b, nil
+		}
+		if n == 0 {
+			return b, nil
+		}
+		if n < 4 {
+			return b, nil
+		}
+		if limit > 0 && int64(len(b))+int64(n) > limit {
+			return b, errPushTooLarge
+		}
+		p := make([]byte, n-4)
+		if _, err := io.ReadFull(r, p); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return b, nil
+			}
+			return b, err
+		}
+		b = append(b, p...)
+	}
+}
+
 // tooLarge refuses a push over MaxPushBytes in git's own terms: an unpack
 // error in report-status, with a side-band message, so that the user sees
-// the limit in git's output rather than a bare HTTP 413. git reads the
-// answer only after it has sent its whole body (cut off earlier, it
+// the limit in git's output rather than a bare transport error. git reads
+// the answer only after it has sent its whole body (cut off earlier, it
 // reports only "Connection reset by peer"), so the rest of the raw, still
-// compressed body is read and discarded first, never decoded or stored:
-// up to maxDrain or MaxPushBytes more bytes, whichever is more, while it
-// keeps flowing (IOTimeout). A client sending even more is cut off.
-func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, spool *os.File, size int64) {
-	h.opts.Metrics.pushResult("too_large")
-	limit := h.opts.MaxPushBytes
+// compressed body (Request.Drain) is read and discarded first, never
+// decoded or stored: up to maxDrain or MaxPushBytes more bytes, whichever
+// is more. A client sending even more is cut off (Out's CloseAfter).
+func (s *Service) tooLarge(req Request, spool *os.File, size int64) error {
+	s.opts.Metrics.pushResult("too_large")
+	limit := s.opts.MaxPushBytes
 	msg := fmt.Sprintf("push exceeds the maximum allowed size of %s (%d bytes)", humanBytes(limit), limit)
-	h.logger.Warn("push refused: too large", "path", r.URL.Path, "limit", limit)
-	req, err := parseCommands(io.NewSectionReader(spool, 0, size))
-	if err != nil || !req.caps["report-status"] {
-		httpError(w, http.StatusRequestEntityTooLarge, msg)
-		return
+	s.logger.Warn("push refused: too large", "repo", req.Repo, "limit", limit)
+	pr, err := parseCommands(io.NewSectionReader(spool, 0, size))
+	if err != nil || !pr.caps["report-status"] {
+		return &Error{Kind: TooLarge, Msg: msg, Err: errPushTooLarge}
 	}
-	drain := max(limit, maxDrain)
-	n, err := io.CopyN(io.Discard, r.Body, drain)
-	if err == nil && n == drain {
-		w.Header().Set("Connection", "close")
+	drain := req.Drain
+	if drain == nil {
+		drain = req.Body
 	}
-	rep := &report{unpack: msg, reasons: make([]string, len(req.cmds)),
+	most := max(limit, maxDrain)
+	n, err := io.CopyN(io.Discard, drain, most)
+	if c, ok := req.Out.(interface{ CloseAfter() }); ok && err == nil && n == most {
+		c.CloseAfter()
+	}
+	rep := &report{unpack: msg, reasons: make([]string, len(pr.cmds)),
 		detail: []string{"error: " + msg, "error: split the push into smaller ones, or ask the operator to raise --max-push-bytes"}}
-	for _, c := range req.cmds {
+	for _, c := range pr.cmds {
 		rep.refs = append(rep.refs, c.Ref)
 	}
 	rep.failAll("unpacker error")
-	resultHeaders(w, svcReceive)
-	writeReport(w, rep, req.caps["side-band-64k"])
+	writeReport(req.Out, rep, pr.caps["side-band-64k"])
+	return nil
 }
 
 // humanBytes renders a size in binary units for messages.
@@ -353,8 +401,8 @@ func humanBytes(n int64) string {
 }
 
 // push validates and commits. It returns the report for the client, or an
-// error for failures answered with an HTTP status.
-func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool *os.File, size int64) (*report, wal.Result, error) {
+// error for failures not answered in report-status.
+func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *os.File, size int64) (*report, wal.Result, error) {
 	rep := &report{unpack: "ok", reasons: make([]string, len(req.cmds))}
 	for _, c := range req.cmds {
 		rep.refs = append(rep.refs, c.Ref)
@@ -380,19 +428,19 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 	}
 
 	// 2. The repository as the log has it now.
-	snap, err := h.opts.Cache.Materialize(ctx, acc.RepoID)
+	snap, err := s.opts.Repos.Materialize(ctx, r.Repo)
 	if err != nil {
 		if errors.Is(err, wal.ErrRepoDeleted) {
 			return nil, res, err
 		}
 		return nil, res, fmt.Errorf("materialize: %w", err)
 	}
-	checkDF(snap.Index.Refs, req.cmds, rep)
-	denyDeleteCurrent(snap.Index.Refs, req.cmds, rep)
+	checkDF(snap.Refs, req.cmds, rep)
+	denyDeleteCurrent(snap.Head, req.cmds, rep)
 
 	// 3. The pack, indexed against the repository's objects in a
 	// quarantine: nothing reaches the cache before the commit.
-	tmp, err := h.opts.Cache.TempDir()
+	tmp, err := s.opts.TempDir()
 	if err != nil {
 		return nil, res, err
 	}
@@ -412,7 +460,7 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 	needPack := slices.ContainsFunc(req.cmds, func(c command) bool { return !c.isDelete() })
 	packHash := ""
 	if needPack && size > req.packOffset {
-		packHash, err = h.indexPack(ctx, snap.Dir, env, spool, req.packOffset, size)
+		packHash, err = s.indexPack(ctx, snap.Dir, env, spool, req.packOffset, size)
 		var ue *unpackError
 		if errors.As(err, &ue) {
 			rep.unpack = ue.reason
@@ -428,7 +476,7 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 	// 4. Every new id exists, branches point at commits, and everything
 	// they reach is present.
 	if needPack && !rep.failed() {
-		if err := h.checkObjects(ctx, snap.Dir, env, req.cmds, req.shallow, rep); err != nil {
+		if err := s.checkObjects(ctx, snap.Dir, env, req.cmds, req.shallow, rep); err != nil {
 			return nil, res, err
 		}
 	}
@@ -442,7 +490,7 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 	for i, c := range req.cmds {
 		ts[i] = wal.Transition{Ref: c.Ref, Old: c.Old, New: c.New}
 	}
-	p := wal.Push{Transitions: ts, PushedBy: acc.Principal, Pack: strings.NewReader("")}
+	p := wal.Push{Transitions: ts, PushedBy: r.Principal, Pack: strings.NewReader("")}
 	packDir := filepath.Join(q, "pack")
 	if packHash != "" {
 		f, err := os.Open(filepath.Join(packDir, "pack-"+packHash+".pack"))
@@ -468,8 +516,8 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 		}
 		p.PackIndex, p.PackIndexSize = idx, ist.Size()
 	}
-	res, err = h.opts.Log.Commit(ctx, acc.RepoID, p)
-	h.opts.Metrics.observeAttempts(res.Attempts)
+	res, err = s.opts.Commits.Commit(ctx, r.Repo, p)
+	s.opts.Metrics.observeAttempts(res.Attempts)
 	var nff *wal.NonFastForwardError
 	var rc *wal.RefConflictError
 	switch {
@@ -490,11 +538,11 @@ func (h *Handler) push(ctx context.Context, acc Access, req *pushRequest, spool 
 
 	// 6. Bring this node's cache forward, reusing the quarantine's pack
 	// when the push is the very next layer.
-	if _, err := h.opts.Cache.Adopt(ctx, acc.RepoID, res.Seq, res.ULID, packDir, packHash); err != nil {
-		h.logger.Warn("adopting a pushed pack into the cache failed", "repo", acc.RepoID, "err", err)
+	if err := s.opts.Commits.Adopt(ctx, r.Repo, res, packDir, packHash); err != nil {
+		s.logger.Warn("adopting a pushed pack into the cache failed", "repo", r.Repo, "err", err)
 	}
-	if _, err := h.opts.Cache.Materialize(ctx, acc.RepoID); err != nil {
-		h.logger.Warn("materializing after a push failed; the next request retries", "repo", acc.RepoID, "err", err)
+	if _, err := s.opts.Repos.Materialize(ctx, r.Repo); err != nil {
+		s.logger.Warn("materializing after a push failed; the next request retries", "repo", r.Repo, "err", err)
 	}
 	return rep, res, nil
 }
@@ -510,9 +558,8 @@ func indexOf(cmds []command, ref string) int {
 
 // denyDeleteCurrent refuses to delete the branch HEAD points at, as git's
 // receive.denyDeleteCurrent does by default: HEAD would otherwise move to
-// another branch without anyone asking (repocache.DefaultBranch).
-func denyDeleteCurrent(refs []wal.Ref, cmds []command, rep *report) {
-	head := repocache.DefaultBranch(refs)
+// another branch without anyone asking (Checkout.Head).
+func denyDeleteCurrent(head string, cmds []command, rep *report) {
 	for i, c := range cmds {
 		if c.isDelete() && c.Ref == head && rep.reasons[i] == "" {
 			rep.reasons[i] = "deletion of the current branch prohibited"
@@ -520,33 +567,32 @@ func denyDeleteCurrent(refs []wal.Ref, cmds []command, rep *report) {
 	}
 }
 
-// checkDF refuses a push that would leave both "a" and "a/b".
+// checkDF refuses a push that would leave both "a" and "a/b", naming
+// each command that would (wal.CheckDF).
 func checkDF(refs []wal.Ref, cmds []command, rep *report) {
-	final := make(map[string]bool, len(refs)+len(cmds))
+	final := make(map[string]string, len(refs)+len(cmds))
 	for _, r := range refs {
-		final[r.Name] = true
+		final[r.Name] = r.ID
 	}
 	for _, c := range cmds {
-		final[c.Ref] = !c.isDelete()
+		if c.isDelete() {
+			delete(final, c.Ref)
+		} else {
+			final[c.Ref] = c.New
+		}
 	}
+	next := make([]wal.Ref, 0, len(final))
+	for name, id := range final {
+		next = append(next, wal.Ref{Name: name, ID: id})
+	}
+	slices.SortFunc(next, func(a, b wal.Ref) int { return strings.Compare(a.Name, b.Name) })
 	for i, c := range cmds {
 		if c.isDelete() || rep.reasons[i] != "" {
 			continue
 		}
-		for j := strings.LastIndexByte(c.Ref, '/'); j > 0; j = strings.LastIndexByte(c.Ref[:j], '/') {
-			if final[c.Ref[:j]] {
-				rep.reasons[i] = "ref conflicts with " + c.Ref[:j]
-				break
-			}
-		}
-		if rep.reasons[i] != "" {
-			continue
-		}
-		for name, live := range final {
-			if live && strings.HasPrefix(name, c.Ref+"/") {
-				rep.reasons[i] = "ref conflicts with " + name
-				break
-			}
+		var rc *wal.RefConflictError
+		if errors.As(wal.CheckDF(next, []wal.Transition{{Ref: c.Ref, Old: c.Old, New: c.New}}), &rc) {
+			rep.reasons[i] = "ref conflicts with " + rc.Conflict
 		}
 	}
 }
@@ -563,7 +609,7 @@ func (e *unpackError) Error() string { return "unpack failed: " + e.reason }
 // spool, writing into the quarantine, and returns the pack's name, or ""
 // for a pack without objects. --fix-thin appends the bases a thin pack
 // left out, so what the log stores is self-contained.
-func (h *Handler) indexPack(ctx context.Context, dir string, env []string, spool *os.File, off, size int64) (string, error) {
+func (s *Service) indexPack(ctx context.Context, dir string, env []string, spool *os.File, off, size int64) (string, error) {
 	var hdr [12]byte
 	if size-off < int64(len(hdr)) {
 		return "", &unpackError{reason: "pack is truncated: no pack header"}
@@ -580,7 +626,7 @@ func (h *Handler) indexPack(ctx context.Context, dir string, env []string, spool
 	if binary.BigEndian.Uint32(hdr[8:12]) == 0 {
 		return "", nil
 	}
-	cmd := h.opts.Cache.Git().Command(ctx, dir, env, "index-pack", "--stdin", "--fix-thin", "--strict")
+	cmd := s.opts.Git.Command(ctx, dir, env, "index-pack", "--stdin", "--fix-thin", "--strict")
 	cmd.Stdin = io.NewSectionReader(spool, off, size-off)
 	var out bufferWriter
 	cmd.Stdout = &out
@@ -599,7 +645,7 @@ func (h *Handler) indexPack(ctx context.Context, dir string, env []string, spool
 		}
 		return "", &unpackError{reason: reason, detail: lines}
 	}
-	return repocache.ParsePackName(string(out.Bytes()))
+	return gitexec.ParsePackName(string(out.Bytes()))
 }
 
 // checkObjects verifies, with the quarantine's objects visible, that every
@@ -609,14 +655,14 @@ func (h *Handler) indexPack(ctx context.Context, dir string, env []string, spool
 // A push from a shallow repository that is not complete would need the
 // server to record shallow roots, which it never does; git words that
 // "shallow update not allowed".
-func (h *Handler) checkObjects(ctx context.Context, dir string, env []string, cmds []command, shallow bool, rep *report) error {
+func (s *Service) checkObjects(ctx context.Context, dir string, env []string, cmds []command, shallow bool, rep *report) error {
 	var in strings.Builder
 	for _, c := range cmds {
 		if !c.isDelete() {
 			in.WriteString(c.New + "\n")
 		}
 	}
-	out, err := h.opts.Cache.Git().Run(ctx, dir, env, strings.NewReader(in.String()), "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	out, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(in.String()), "cat-file", "--batch-check=%(objectname) %(objecttype)")
 	if err != nil {
 		return fmt.Errorf("check pushed objects: %w", err)
 	}
@@ -645,7 +691,7 @@ func (h *Handler) checkObjects(ctx context.Context, dir string, env []string, cm
 		return nil
 	}
 	connected := func(ids ...string) (bool, error) {
-		_, err := h.opts.Cache.Git().Run(ctx, dir, env, strings.NewReader(strings.Join(ids, "\n")+"\n"),
+		_, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(strings.Join(ids, "\n")+"\n"),
 			"rev-list", "--objects", "--stdin", "--not", "--all", "--quiet")
 		if err == nil {
 			return true, nil

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // Runner starts git processes. The zero value runs "git" from PATH.
@@ -157,4 +159,15 @@ func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// ParsePackName reads git index-pack's "pack\t<hash>" (or "keep\t<hash>")
+// output line and returns the pack's hash.
+func ParsePackName(out string) (string, error) {
+	line := strings.TrimSpace(out)
+	_, h, ok := strings.Cut(line, "\t")
+	if !ok || !wal.IsObjectID(h) {
+		return "", fmt.Errorf("unexpected index-pack output %q", line)
+	}
+	return h, nil
 }

@@ -1,0 +1,227 @@
+// Package gitsvc runs git's server side of a fetch or a push for any
+// transport (docs/design.md §6, docs/adr/0018-git-service-boundary.md).
+//
+// It owns the git protocol work that does not depend on how bytes reach
+// the server: upload-pack through the git binary, with the git slots
+// (docs/adr/0015-git-resource-limits.md) and the hold-back retry after a
+// damaged cache (docs/adr/0016-cache-self-healing.md); and ghost's own
+// receive-pack (docs/adr/0010-git-receive-pack.md): command parsing,
+// spooling under the push size limit, git index-pack --strict in a
+// quarantine, the object and connectivity checks, the commit through the
+// log, and report-status. A transport reads the client's request as an
+// io.Reader, hands it over with a Request, and maps the *Error the
+// service returns to its own terms (githttp to HTTP status codes).
+//
+// The service knows the cache and the log only through the small
+// interfaces it declares, Materializer and Committer; cacheadapter
+// implements them over repocache and wal. It has no notion of HTTP.
+package gitsvc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// Checkout is a repository materialized on local disk.
+type Checkout struct {
+	// Dir is the bare git repository, as of the log's current index.
+	Dir string
+	// Refs are the refs the log has (sorted by name), and Head the branch
+	// HEAD points at ("" when there is none).
+	Refs []wal.Ref
+	Head string
+	// Healed reports that this materialization found the local copy
+	// damaged (after Suspect) and rebuilt it: a request that failed on
+	// the old copy is worth retrying.
+	Healed bool
+}
+
+// Materializer brings a repository's local copy up to the log.
+type Materializer interface {
+	// Materialize returns the repository as the log has it now. An error
+	// wrapping wal.ErrRepoDeleted means the repository is gone.
+	Materialize(ctx context.Context, repo string) (*Checkout, error)
+	// Suspect marks the local copy for verification at the next
+	// Materialize, after git failed on it; it reports whether that
+	// verification will happen.
+	Suspect(repo string) bool
+}
+
+// Committer is the commit point of a push.
+type Committer interface {
+	// Commit appends the push to the repository's log (wal.Log.Commit).
+	Commit(ctx context.Context, repo string, p wal.Push) (wal.Result, error)
+	// Adopt brings this node's copy forward with the validated pack the
+	// push committed (pack-<packHash>.pack in packDir; packHash "" for a
+	// push without objects). A failure only costs the next request time.
+	Adopt(ctx context.Context, repo string, res wal.Result, packDir, packHash string) error
+}
+
+// Options configure a Service.
+type Options struct {
+	Repos   Materializer    // required
+	Commits Committer       // required
+	Git     *gitexec.Runner // required
+	// TempDir returns a scratch directory on the same file system as the
+	// repositories (spools and quarantines). Required.
+	TempDir func() (string, error)
+	Logger  *slog.Logger // nil discards
+	Metrics *Metrics     // nil records nothing
+	// MaxPushBytes bounds a push's request (default DefaultMaxPushBytes;
+	// negative: no limit). A push over the limit is refused in
+	// report-status, so git shows why.
+	MaxPushBytes int64
+	// MaxFetchRequestBytes bounds an upload-pack request (default
+	// DefaultMaxFetchRequestBytes; negative: no limit).
+	MaxFetchRequestBytes int64
+	// MaxGitProcesses caps the git requests this node serves at once
+	// (default DefaultMaxGitProcesses(); negative: no cap). GitQueue is
+	// how many more may wait for a slot (default 4×MaxGitProcesses;
+	// negative: none wait), each at most GitQueueTimeout (default
+	// DefaultGitQueueTimeout; negative: as long as it takes).
+	MaxGitProcesses int
+	GitQueue        int
+	GitQueueTimeout time.Duration
+	// PushTimeout bounds validating and committing a push once its body
+	// has arrived (default 15 minutes). That phase does not stop when the
+	// client goes away, so a push either lands whole or not at all.
+	PushTimeout time.Duration
+	// OnCommit, when set, is called after every committed push, before
+	// the response is written, with the push's request and result. It
+	// must not block: secret scanning starts its push run from here in
+	// the background (issue 13), and a push never waits for the
+	// coordinator.
+	OnCommit func(req Request, res wal.Result)
+}
+
+// Service runs upload-pack and receive-pack. It is safe for concurrent
+// use; every transport of a node should share one, so that they share
+// its git slots.
+type Service struct {
+	opts   Options
+	logger *slog.Logger
+	gate   *gate // nil: no cap on concurrent git requests
+}
+
+// New returns a Service.
+func New(opts Options) (*Service, error) {
+	if opts.Repos == nil || opts.Commits == nil || opts.Git == nil || opts.TempDir == nil {
+		return nil, errors.New("gitsvc: Repos, Commits, Git and TempDir are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PushTimeout <= 0 {
+		opts.PushTimeout = 15 * time.Minute
+	}
+	opts.MaxPushBytes = OrDefault(opts.MaxPushBytes, DefaultMaxPushBytes)
+	opts.MaxFetchRequestBytes = OrDefault(opts.MaxFetchRequestBytes, DefaultMaxFetchRequestBytes)
+	opts.MaxGitProcesses = OrDefault(opts.MaxGitProcesses, DefaultMaxGitProcesses())
+	opts.GitQueue = OrDefault(opts.GitQueue, 4*max(opts.MaxGitProcesses, 0))
+	opts.GitQueueTimeout = OrDefault(opts.GitQueueTimeout, DefaultGitQueueTimeout)
+	return &Service{
+		opts: opts, logger: opts.Logger,
+		gate: newGate(opts.MaxGitProcesses, opts.GitQueue, opts.GitQueueTimeout, opts.Metrics),
+	}, nil
+}
+
+// OrDefault maps a zero setting to its default; negative settings (which
+// switch a limit off) and positive ones stay.
+func OrDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Services, as git names them.
+const (
+	UploadPackService  = "git-upload-pack"
+	ReceivePackService = "git-receive-pack"
+)
+
+// Request is one git command to serve.
+type Request struct {
+	// Repo is the repository's log id; the caller has authorized the
+	// command on it.
+	Repo string
+	// Principal names the caller for the log's pushed-by field ("" when
+	// anonymous).
+	Principal string
+	// Owner is the repository's tenant, for OnCommit (secret scanning
+	// files the push's alerts under it).
+	Owner string
+	// Body is the client's request: with Stream unset, one whole
+	// stateless-rpc request, ending at EOF (HTTP); with Stream set, the
+	// client's side of a full-duplex session (SSH).
+	Body io.Reader
+	// Out receives git's response. The service writes to it only once it
+	// is committed to answering in git's protocol: an *Error returned
+	// with nothing written can still be answered in the transport's terms.
+	// When Out has a Flush() error method, it is flushed after each write
+	// of an upload-pack response.
+	Out io.Writer
+	// GitProtocol is the client's GIT_PROTOCOL, already checked to be well
+	// formed ("" for none).
+	GitProtocol string
+	// Stream selects the full-duplex flavour: ghost advertises the refs
+	// first, then reads the commands from Body (git runs without
+	// --stateless-rpc).
+	Stream bool
+	// Drain, when set, is read and discarded after a push over the size
+	// limit, so that the client gets to read the refusal (HTTP: the raw
+	// request body). Nil drains Body.
+	Drain io.Reader
+}
+
+// Kind classifies an Error for the transport.
+type Kind int
+
+const (
+	// Internal is the server's fault.
+	Internal Kind = iota
+	// BadRequest is a request that is not a git request at all.
+	BadRequest
+	// BodyError is a failure to read the client's request (Err says which:
+	// the transport knows whether it timed out or the client went away).
+	BodyError
+	// TooLarge is a request over a limit, refused without report-status.
+	TooLarge
+	// Busy is a request that found no git slot; RetryAfter says when to
+	// come back.
+	Busy
+	// Contention is a push that lost too many commit races; nothing was
+	// changed and it may be retried (RetryAfter).
+	Contention
+	// NotFound is a repository that was deleted.
+	NotFound
+	// Canceled is a request the client gave up: no answer is due.
+	Canceled
+	// Broken is a response that failed after it started (or could not be
+	// delivered): the service logged it, and nothing more can be said.
+	Broken
+)
+
+// Error is a request the service did not answer in git's protocol: the
+// transport reports it in its own terms. Msg is meant for the user.
+type Error struct {
+	Kind       Kind
+	Msg        string
+	Err        error
+	RetryAfter int // seconds, for Busy and Contention
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Msg
+	}
+	return e.Msg + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/sshd"
+)
+
+// SSHGitService returns the git service for an SSH transport
+// (sshd.Options.Git): the same authorization as HTTP's (docs/design.md
+// §7.4) and the same gitsvc.Service, in its full-duplex flavour. It is not
+// wired into serve yet (docs/design.md §10.5).
+func (s *Server) SSHGitService() sshd.GitService {
+	return sshGit{auth: metaAuth{s.meta}, svc: s.git}
+}
+
+type sshGit struct {
+	auth metaAuth
+	svc  *gitsvc.Service
+}
+
+func (g sshGit) UploadPack(ctx context.Context, req sshd.Request) error {
+	return g.run(ctx, req, false, g.svc.UploadPack)
+}
+
+func (g sshGit) ReceivePack(ctx context.Context, req sshd.Request) error {
+	return g.run(ctx, req, true, g.svc.ReceivePack)
+}
+
+func (g sshGit) UploadArchive(context.Context, sshd.Request) error {
+	return fmt.Errorf("git-upload-archive: %w", errors.ErrUnsupported)
+}
+
+// run authorizes as HTTP does (an anonymous push is unauthenticated, an
+// unreadable repository absent, a read-only one forbidden to push) and
+// serves the session's streams.
+func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) error {
+	acc, err := g.auth.access(ctx, req.Principal, req.Owner, req.Repo)
+	switch {
+	case errors.Is(err, githttp.ErrNotFound):
+		return meta.ErrNotFound
+	case err != nil:
+		return err // a storage outage wraps meta.ErrUnavailable
+	case write && req.Principal == nil:
+		return meta.ErrUnauthenticated
+	case !acc.Read:
+		return meta.ErrNotFound
+	case write && !acc.Write:
+		return meta.ErrForbidden
+	}
+	err = serve(ctx, gitsvc.Request{
+		Repo: acc.RepoID, Principal: acc.Principal, Owner: acc.Owner, Body: req.Stdin, Out: req.Stdout,
+		GitProtocol: req.GitProtocol, Stream: true,
+	})
+	var e *gitsvc.Error
+	if errors.As(err, &e) && e.Kind == gitsvc.NotFound {
+		return fmt.Errorf("%w: %w", meta.ErrNotFound, err)
+	}
+	return err
+}
