@@ -116,7 +116,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNoCoordinator):
+			// serve opens etcd in the background: wait for it quietly.
+		case err != nil:
 			w.logger.Warn("scan worker step failed", "err", err)
 		}
 		if did && err == nil {
