@@ -183,21 +183,26 @@ func envInt(name string, def int) int {
 }
 
 // buildSrcHistory commits the files under src in about commits commits
-// (each adds the next slice of files) and pushes the result once.
+// (each adds the next slice of files) and pushes the result once. src
+// may list several directories (filepath.ListSeparator).
 func buildSrcHistory(t *testing.T, src string, commits int, remote string) {
-	var files []string
-	filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			files = append(files, p)
-		}
-		return nil
-	})
+	type file struct{ path, rel string }
+	var files []file
+	for i, root := range filepath.SplitList(src) {
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				rel, _ := filepath.Rel(root, p)
+				files = append(files, file{p, filepath.Join(fmt.Sprint("src", i), rel)})
+			}
+			return nil
+		})
+	}
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
 	per := max(1, len(files)/commits)
 	for i := 0; i < len(files); i += per {
-		for _, p := range files[i:min(i+per, len(files))] {
-			rel, _ := filepath.Rel(src, p)
+		for _, fl := range files[i:min(i+per, len(files))] {
+			p, rel := fl.path, fl.rel
 			b, err := os.ReadFile(p)
 			if err != nil {
 				continue
