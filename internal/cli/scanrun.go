@@ -116,6 +116,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		n         int
 		reconcile time.Duration
 		logLevel  string
+		batch     int
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -127,8 +128,12 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	config.IntVar(f, &n, "scan-workers", "GHOST_SCAN_WORKERS", 1, "scan workers in this process")
 	config.DurationVar(f, &reconcile, "reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", 0, "how often to start the push runs missing after the scan watermarks; 0 leaves it to serve")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	config.IntVar(f, &batch, "checkpoint-blobs", "GHOST_SCAN_CHECKPOINT_BLOBS", scanner.DefaultCheckpointBlobs, "blobs scanned between checkpoints: at most this many are scanned again after a crash")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
+		if batch < 1 {
+			return usageErrorf("--checkpoint-blobs must be at least 1")
+		}
 		if n < 1 {
 			return usageErrorf("--scan-workers must be at least 1")
 		}
@@ -148,17 +153,17 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		}
 		defer cache.Close()
 		fmt.Fprintf(env.Stdout, "ghost: %d scan worker(s) (data %s, cache %s)\n", n, sf.cfg.Location(), sf.cfg.Cache())
-		return runScanWorkers(ctx, logger, s.sc, cache, s.meta, n, reconcile)
+		return runScanWorkers(ctx, logger, s.sc, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch}, s.meta, n, reconcile)
 	}
 	return cmd
 }
 
 // runScanWorkers runs n workers and, when every > 0, the reconciler,
 // until ctx ends.
-func runScanWorkers(ctx context.Context, logger *slog.Logger, sc *scanner.Scanner, cache *repocache.Cache, m *meta.Store, n int, every time.Duration) error {
+func runScanWorkers(ctx context.Context, logger *slog.Logger, sc *scanner.Scanner, wo scanner.WorkerOptions, m *meta.Store, n int, every time.Duration) error {
 	var wg sync.WaitGroup
 	for range n {
-		w, err := sc.NewWorker(scanner.WorkerOptions{Cache: cache})
+		w, err := sc.NewWorker(wo)
 		if err != nil {
 			return err
 		}
@@ -448,7 +453,7 @@ func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Se
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := runScanWorkers(ctx, logger, sc, srv.Cache(), srv.Meta(), n, every); err != nil && ctx.Err() == nil {
+		if err := runScanWorkers(ctx, logger, sc, scanner.WorkerOptions{Cache: srv.Cache()}, srv.Meta(), n, every); err != nil && ctx.Err() == nil {
 			logger.Warn("scan workers stopped", "err", err)
 		}
 	}()

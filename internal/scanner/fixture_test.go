@@ -7,20 +7,24 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/cli"
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver/etcdtest"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
@@ -29,7 +33,18 @@ import (
 
 var etcdClient *clientv3.Client
 
-func TestMain(m *testing.M) { etcdtest.Main(m, &etcdClient) }
+// TestMain runs the tests on one etcd, or, re-executed with
+// GHOST_SCANNER_TEST_GHOST=1, is the ghost command (a real "ghost worker"
+// process for TestKilledWorkerProcess).
+func TestMain(m *testing.M) {
+	if os.Getenv("GHOST_SCANNER_TEST_GHOST") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	etcdtest.Main(m, &etcdClient)
+}
 
 // clock is a settable clock for coord time: tests expire leases by moving
 // it, never by sleeping.
@@ -55,6 +70,7 @@ type fixture struct {
 	srv   *server.Server
 	host  string
 	b     *etcdcoord.Backend
+	ns    string
 	clock *clock
 	tok   map[string]string // tenant -> write token
 	// closeServer stops the HTTP server and waits for the push runs its
@@ -65,6 +81,9 @@ type fixture struct {
 type fixtureOpts struct {
 	limits coord.Limits
 	client *clientv3.Client // nil: the package's etcd
+	// dataDir, when set, keeps the objects in an fsstore under
+	// <dataDir>/objects, where a ghost process finds them.
+	dataDir string
 	// scan turns on the server's own scanning (push runs from its commit
 	// hook) with these options.
 	scan *scanner.Options
@@ -84,8 +103,15 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, b: b, clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, tok: map[string]string{}}
+	f := &fixture{t: t, b: b, ns: ns, clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, tok: map[string]string{}}
 	so := server.Options{Store: memstore.New(), CacheDir: t.TempDir()}
+	if o.dataDir != "" {
+		st, err := fsstore.Open(filepath.Join(o.dataDir, "objects"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		so.Store = st
+	}
 	if o.scan != nil {
 		so.Scan = *o.scan
 		so.Scan.Coord = func() coord.Backend { return b }
@@ -110,7 +136,9 @@ func (f *fixture) scanner(o scanner.Options) *scanner.Scanner {
 	if o.Coord == nil {
 		o.Coord = func() coord.Backend { return f.b }
 	}
-	o.Now = f.clock.Now
+	if o.Now == nil {
+		o.Now = f.clock.Now
+	}
 	s, err := scanner.New(o)
 	if err != nil {
 		f.t.Fatal(err)

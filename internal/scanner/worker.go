@@ -311,7 +311,10 @@ func (w *Worker) process(ctx context.Context, spec Spec, lease coord.Lease) erro
 // a renewal refused for good (the lease was lost to expiry and taken
 // over) cancels the scan with errLeaseLost.
 func (w *Worker) heartbeat(ctx context.Context, b coord.Backend, lease coord.Lease, cancel context.CancelCauseFunc) {
-	every := w.s.opts.LeaseDuration / 3
+	// The run's lease duration was fixed by whoever created it, maybe
+	// with other options than ours: renew at a third of what the lease
+	// has left now.
+	every := max(time.Duration(lease.Deadline-w.s.coordNow())*time.Millisecond/3, 50*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for n := 0; ; n++ {
