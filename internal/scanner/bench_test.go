@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
@@ -108,9 +109,18 @@ func TestScanBenchmark(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// One cache for the n workers, as "ghost worker --scan-workers n"
+		// has: the repository is materialized once.
+		cache, err := repocache.New(t.TempDir(), f.srv.Log(), repocache.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
 		ws := make([]*scanner.Worker, n)
 		for j := range ws {
-			ws[j] = f.worker(s, scanner.WorkerOptions{})
+			if ws[j], err = s.NewWorker(scanner.WorkerOptions{Cache: cache, EngineWorkers: 1}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ops0, cpu0, t0 := kv.n.Load(), cpuTime(), time.Now()
 		run, _, err := s.StartFull(ctx, "alice", r.ID)
