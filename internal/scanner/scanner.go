@@ -242,17 +242,13 @@ func (s *Scanner) finish(ctx context.Context, r *Run) error {
 	}
 	spec := r.Spec()
 	t, id := TenantID(spec.Tenant), coord.RunID(r.ID)
-	cr, err := b.GetRun(ctx, t, id)
+	now := s.coordNow()
+	p, err := b.Progress(ctx, now, t, id) // one read of the run and its shards
 	if err != nil {
 		return err
 	}
-	switch cr.State {
+	switch p.State {
 	case coord.RunActive:
-		now := s.coordNow()
-		p, err := b.Progress(ctx, now, t, id)
-		if err != nil {
-			return err
-		}
 		if p.Active > 0 || p.Parked > 0 {
 			return nil
 		}
