@@ -19,13 +19,12 @@ import (
 func TestSeededCrashSimulation(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	f.tenant("alice")
-	want := map[int][]place{}
 	ctx := context.Background()
 	s := f.scanner(scanner.Options{InitialShards: 4})
 	for seed := range uint64(3) {
 		name := fmt.Sprint("sim", seed)
 		repo := f.repo("alice", name)
-		want = history(t, f.remote("alice", name), 3)
+		want := history(t, f.remote("alice", name), 3)
 		rng := rand.New(rand.NewPCG(seed, 42))
 		type key struct {
 			run coord.RunID
