@@ -11,7 +11,7 @@ import (
 
 // newRepoCmd returns "ghost repo" and its subcommands.
 func newRepoCmd(env *Env) *cobra.Command {
-	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility",
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings",
 		newRepoCreateCmd(env),
 		newRepoListCmd(env),
 		newRepoDeleteCmd(env),
@@ -20,6 +20,7 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoAlertsCmd(env),
 		newRepoScanCmd(env),
 		newRepoScansCmd(env),
+		newRepoSetCmd(env),
 	)
 }
 

@@ -54,7 +54,7 @@ func (s *scanFlags) register(cmd *cobra.Command, withCache bool) {
 		s.cfg.RegisterCache(f)
 	}
 	config.StringVar(f, &s.ns, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
-	config.IntVar(f, &s.shards, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0031-scan-runs.md)")
+	config.IntVar(f, &s.shards, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 }
 
 // open opens the stores. needCoord makes an unreachable coordination

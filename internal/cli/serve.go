@@ -50,7 +50,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
 	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers, "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
 	config.DurationVar(f, &scanEvery, "scan-reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", defaultScanReconcile, "how often to start the push scans missing after each repository's scan watermark; 0 disables")
-	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0031-scan-runs.md)")
+	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()

@@ -31,8 +31,11 @@ type Access struct {
 	// Principal names the caller for the log's pushed-by field ("" when
 	// anonymous).
 	Principal string
-	// Owner is the repository's tenant (gitsvc.Request.Owner).
-	Owner string
+	// Tenant owns the repository (for push protection's alerts).
+	Tenant string
+	// PushProtection is the repository's setting
+	// (docs/adr/0031-push-protection.md).
+	PushProtection bool
 }
 
 // Authorizer resolves a request's credentials and repository name. It is

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -92,12 +93,16 @@ type Options struct {
 	// has arrived (default 15 minutes). That phase does not stop when the
 	// client goes away, so a push either lands whole or not at all.
 	PushTimeout time.Duration
-	// OnCommit, when set, is called after every committed push, before
-	// the response is written, with the push's request and result. It
-	// must not block: secret scanning starts its push run from here in
-	// the background (issue 13), and a push never waits for the
-	// coordinator.
-	OnCommit func(req Request, res wal.Result)
+	// PushProtect checks the pushes of repositories with push protection
+	// on (Request.PushProtection) after validation and before the commit
+	// point (docs/adr/0031-push-protection.md); nil never checks.
+	PushProtect PushProtector
+}
+
+// PushProtector decides whether a validated push may be committed: a
+// *pushprotect.Scanner.
+type PushProtector interface {
+	Check(ctx context.Context, p pushprotect.Push) (*pushprotect.Verdict, error)
 }
 
 // Service runs upload-pack and receive-pack. It is safe for concurrent
@@ -154,9 +159,12 @@ type Request struct {
 	// Principal names the caller for the log's pushed-by field ("" when
 	// anonymous).
 	Principal string
-	// Owner is the repository's tenant, for OnCommit (secret scanning
-	// files the push's alerts under it).
-	Owner string
+	// Tenant owns the repository; push protection files bypasses under
+	// it, with its fingerprint key.
+	Tenant string
+	// PushProtection is the repository's setting: check a push for
+	// secrets before committing it (Options.PushProtect).
+	PushProtection bool
 	// Body is the client's request: with Stream unset, one whole
 	// stateless-rpc request, ending at EOF (HTTP); with Stream set, the
 	// client's side of a full-duplex session (SSH).

@@ -1,5 +1,5 @@
 // Package scanner runs secret scans over the coordinator (issue 13,
-// docs/adr/0031-scan-runs.md): every committed push gets a push run over
+// docs/adr/0032-scan-runs.md): every committed push gets a push run over
 // the blobs its layer added, and `ghost repo scan` starts a full-history
 // run over every blob of the repository. A run is split into shards over
 // the object-id space; workers (in-process under `ghost serve`, or

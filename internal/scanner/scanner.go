@@ -20,7 +20,7 @@ import (
 // Defaults of Options.
 const (
 	// DefaultInitialShards is the number of shards a full run starts
-	// with (docs/adr/0031-scan-runs.md).
+	// with (docs/adr/0032-scan-runs.md).
 	DefaultInitialShards = 16
 	// DefaultLeaseDuration is how long a shard lease lasts without renewal:
 	// a killed worker's shard is claimable again this long after its last

@@ -151,7 +151,7 @@ func (w *Worker) Step(ctx context.Context) (bool, error) {
 // order returns the active runs in the order this worker tries them: push
 // runs before full runs, and within each kind the tenants in a rotation
 // that moves on at every claim, each tenant's runs oldest first. See
-// docs/adr/0031-scan-runs.md on fairness.
+// docs/adr/0032-scan-runs.md on fairness.
 func (w *Worker) order(specs []Spec) []Spec {
 	w.mu.Lock()
 	w.rr++

@@ -32,6 +32,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -195,7 +196,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.MaxGitProcesses = opts.MaxGitProcesses
 	svc.GitQueue = opts.GitQueue
 	svc.GitQueueTimeout = opts.GitQueueTimeout
-	svc.OnCommit = onCommit
+	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{})
+	if err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	svc.PushProtect = protect
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions:      svc,
 		Auth:                auth,
@@ -256,7 +262,7 @@ const pushRunTimeout = time.Minute
 // (etcd down) leaves the run to the reconciler, which finds the seq
 // after the repository's scan watermark.
 func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
-	if req.Owner == "" {
+	if req.Tenant == "" {
 		return
 	}
 	s.bgWG.Add(1)
@@ -264,7 +270,7 @@ func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
 		defer s.bgWG.Done()
 		ctx, cancel := context.WithTimeout(s.bg, pushRunTimeout)
 		defer cancel()
-		spec := scanner.Spec{Tenant: req.Owner, RepoID: req.Repo, Kind: scanner.KindPush, Seq: res.Seq}
+		spec := scanner.Spec{Tenant: req.Tenant, RepoID: req.Repo, Kind: scanner.KindPush, Seq: res.Seq}
 		if _, err := s.scanner.Start(ctx, spec); err != nil {
 			s.logger.Warn("starting a push scan failed; the reconciler retries", "run", spec.String(), "err", err)
 		}
@@ -370,7 +376,7 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Owner: r.Owner}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection}
 	if p != nil {
 		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
 	}
