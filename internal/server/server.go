@@ -202,6 +202,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	svc.PushProtect = protect
+	svc.OnCommit = onCommit
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions:      svc,
 		Auth:                auth,
