@@ -389,8 +389,8 @@ func writeScans(w io.Writer, format string, sts []scanner.Status) error {
 		if st.ETA > 0 {
 			eta = st.ETA.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%d-%s\t%d\t%s\t%d/%d\t%d\t%d\t%s/s\t%s\t%s\n", st.Seq, st.Kind, st.ID, st.State,
-			st.ShardsDone, st.ShardsTotal, st.Blobs, st.Bytes, strconv.FormatFloat(st.Rate, 'f', 0, 64)+"B", eta, strings.Join(parked, "; "))
+		fmt.Fprintf(tw, "%d-%s\t%d\t%s\t%d/%d\t%d\t%d\t%d\t%sB/s\t%s\t%s\n", st.Seq, st.Kind, st.ID, st.State,
+			st.ShardsDone, st.ShardsTotal, st.Blobs, st.Bytes, st.Findings, strconv.FormatFloat(st.Rate, 'f', 0, 64), eta, strings.Join(parked, "; "))
 	}
 	return tw.Flush()
 }

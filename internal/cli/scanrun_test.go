@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/etcdserver"
 	"github.com/ghost-scm/ghost/internal/etcdserver/etcdtest"
+	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
 // TestRepoScanWithWorker starts a full scan with "ghost repo scan", runs
@@ -59,7 +61,27 @@ func TestRepoScanWithWorker(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("worker exit %d: %s", code, werr.String())
 	}
-	if out := run("repo", "scans", "alice/app"); !strings.Contains(out, "0-full") || !strings.Contains(out, "done") {
+	if out := run("repo", "scans", "alice/app"); !strings.Contains(out, "0-full") || !strings.Contains(out, " done  ") || !strings.Contains(out, "1/1 ") && !strings.Contains(out, "16/16") {
 		t.Fatalf("repo scans: %q", out)
+	}
+}
+
+// TestWriteScansTable: every column under its header, parked shards with
+// their reasons.
+func TestWriteScansTable(t *testing.T) {
+	var out bytes.Buffer
+	st := scanner.Status{Run: scanner.Run{Kind: scanner.KindFull, Seq: 7, ID: 42}, State: "active", ShardsDone: 3, ShardsTotal: 16,
+		Blobs: 100, Bytes: 2048, Findings: 5, Rate: 10, Parked: []scanner.ParkedShard{{Shard: "0x3", Reason: "boom"}}}
+	if err := writeScans(&out, "table", []scanner.Status{st}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	want := []string{"7-full", "42", "active", "3/16", "100", "2048", "5", "10B/s", "-", "0x3:", "boom"}
+	if len(head) != 10 || !slices.Equal(row, want) {
+		t.Fatalf("header %v\nrow %v\nwant %v", head, row, want)
 	}
 }
