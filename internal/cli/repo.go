@@ -19,6 +19,8 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoVisibilityCmd(env),
 		newRepoCompactCmd(env),
 		newRepoAlertsCmd(env),
+		newRepoScanCmd(env),
+		newRepoScansCmd(env),
 		newRepoSetCmd(env),
 	)
 }

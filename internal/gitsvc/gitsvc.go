@@ -93,15 +93,17 @@ type Options struct {
 	// has arrived (default 15 minutes). That phase does not stop when the
 	// client goes away, so a push either lands whole or not at all.
 	PushTimeout time.Duration
-	// AfterCommit, when set, is called once a push is committed, with the
-	// repository's log id and the commit's result. It must not block: the
-	// server starts background compaction from it
-	// (docs/adr/0050-compaction.md).
-	AfterCommit func(repoID string, res wal.Result)
 	// PushProtect checks the pushes of repositories with push protection
 	// on (Request.PushProtection) after validation and before the commit
 	// point (docs/adr/0031-push-protection.md); nil never checks.
 	PushProtect PushProtector
+	// OnCommit, when set, is called after every committed push, before
+	// the response is written, with the push's request and result. It
+	// must not block: secret scanning starts its push run from here in
+	// the background (docs/adr/0032-scan-runs.md), and a push never
+	// waits for the coordinator; so does compaction
+	// (docs/adr/0050-compaction.md).
+	OnCommit func(req Request, res wal.Result)
 }
 
 // PushProtector decides whether a validated push may be committed: a
