@@ -66,11 +66,7 @@ func writeVerified(dir string, m map[string]stamp) error {
 	for name, s := range m {
 		fmt.Fprintf(&b, "%s %s\n", name, s)
 	}
-	tmp := filepath.Join(dir, verifiedFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("write verified list: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, verifiedFile)); err != nil {
+	if err := replaceFile(filepath.Join(dir, verifiedFile), b.String()); err != nil {
 		return fmt.Errorf("write verified list: %w", err)
 	}
 	return nil
