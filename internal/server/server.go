@@ -259,10 +259,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	ui, err := web.New(ctx, web.Options{
+	uiOpts := web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache},
 		Alerts: s.alerts, Git: opts.Git, SSHURL: opts.SSHCloneURL, Logger: opts.Logger,
-	})
+	}
+	if s.scanner != nil {
+		uiOpts.Scans = s.scanner
+	}
+	ui, err := web.New(ctx, uiOpts)
 	if err != nil {
 		s.compact.Close()
 		cache.Close()

@@ -675,3 +675,30 @@ func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request) {
 	h.opts.Logger.InfoContext(r.Context(), "alert state changed", "repo", rv.FullName(), "alert", a.Fingerprint, "state", a.State, "resolution", a.Resolution, "by", v.p.Tenant, "token_id", v.p.TokenID, "via", "web")
 	http.Redirect(w, r, repoURL(rv.Repo)+"/-/alerts?state=all", http.StatusSeeOther)
 }
+
+// scanRunsShown bounds the runs on the scan-runs page.
+const scanRunsShown = 50
+
+// scans lists the repository's secret-scanning runs with their progress.
+func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if h.opts.Scans == nil {
+		h.fail(w, r, v, errNotFound)
+		return
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	runs, err := h.opts.Scans.Runs(r.Context(), rv.ID, scanRunsShown)
+	if err != nil {
+		h.fail(w, r, v, &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err})
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "scans", page{Title: "Scan runs · " + rv.FullName(), Repo: rv, Tab: "scans", Data: runs})
+}

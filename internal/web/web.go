@@ -29,6 +29,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -65,6 +66,12 @@ type Alerts interface {
 	SetState(ctx context.Context, tenant, repoID, fp string, c alerts.Change) (alerts.Alert, error)
 }
 
+// Scans lists a repository's secret-scanning runs with their progress,
+// newest first (scanner.Scanner does).
+type Scans interface {
+	Runs(ctx context.Context, repoID string, limit int) ([]scanner.Status, error)
+}
+
 // Options configure the UI. Store, Auth, Repos, Authz and Cache are
 // required.
 type Options struct {
@@ -75,6 +82,7 @@ type Options struct {
 	Authz  Authorizer
 	Cache  Materializer
 	Alerts Alerts // nil: no alerts pages
+	Scans  Scans  // nil: no scan-runs page
 	// Git is the git binary; empty means "git" from PATH.
 	Git string
 	// SSHURL, when set, is the base of SSH clone URLs, such as
@@ -176,6 +184,10 @@ func (h *Handler) parseTemplates() error {
 		"pathURL": pathURL,
 		"add":     func(a, b int) int { return a + b },
 		"sub":     func(a, b int) int { return a - b },
+		"percent": func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+		"bytes":   humanSize,
+		"rate":    func(f float64) string { return humanSize(int64(f)) + "/s" },
+		"dur":     func(d time.Duration) string { return d.Round(time.Second).String() },
 	}
 	base, err := template.New("base.html").Funcs(funcs).ParseFS(templateFS, "templates/base.html")
 	if err != nil {
@@ -216,6 +228,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /{owner}/{repo}/-/commit/{id}", h.commit)
 	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
 	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
+	m.HandleFunc("GET /{owner}/{repo}/-/scans", h.scans)
 	m.HandleFunc("GET /{owner}/{$}", h.trimSlash)
 	m.HandleFunc("GET /{owner}/{repo}/{$}", h.trimSlash)
 	m.HandleFunc("/", h.notFound)
@@ -363,6 +376,7 @@ type repoView struct {
 	Ref      string // the ref shown, for tabs
 	CanWrite bool
 	Alerts   bool
+	Scans    bool
 }
 
 func (h *Handler) show(w http.ResponseWriter, r *http.Request, v *visitor, status int, name string, p page) {
@@ -413,7 +427,7 @@ func (h *Handler) readable(r *http.Request, v *visitor) (*repoView, error) {
 	if !ok {
 		return nil, errNotFound
 	}
-	rv := &repoView{Repo: repo, Alerts: h.opts.Alerts != nil}
+	rv := &repoView{Repo: repo, Alerts: h.opts.Alerts != nil, Scans: h.opts.Scans != nil}
 	if v.p != nil {
 		if rv.CanWrite, err = h.opts.Authz.CanWrite(ctx, v.p, repo); err != nil {
 			return nil, classify("authorize write", err)
