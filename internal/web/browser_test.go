@@ -14,9 +14,12 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/coord/memcoord"
 	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
 )
 
@@ -36,7 +39,7 @@ func chromium(t *testing.T) string {
 // (ghost serve's handler, the node cache, repositories pushed over git):
 // an anonymous visitor does not see a private repository; a user signs in
 // with a token, opens the repository, a file, a commit, resolves a secret
-// alert and signs out. Screenshots of the pages go to $GHOST_SCREENSHOTS
+// alert, looks at the scan runs and signs out. Screenshots of the pages go to $GHOST_SCREENSHOTS
 // (default: a temporary directory).
 func TestBrowser(t *testing.T) {
 	exe := chromium(t)
@@ -51,7 +54,11 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(ctx, server.Options{Store: store, CacheDir: filepath.Join(t.TempDir(), "cache")})
+	// Scanning on, over an in-memory coordinator: each push starts a run
+	// (no worker here, so the runs wait), and the scan-runs page lists them.
+	mem := memcoord.New(coord.DefaultLimits())
+	s, err := server.New(ctx, server.Options{Store: store, CacheDir: filepath.Join(t.TempDir(), "cache"),
+		Scan: scanner.Options{Coord: func() coord.Backend { return mem }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +86,16 @@ func TestBrowser(t *testing.T) {
 	env := gittest.Env(t.TempDir())
 	for _, name := range []string{"secret-project", "hello"} {
 		gittest.Git(t, env, bare, "push", "-q", u.String()+"/alice/"+name+".git", "main", "feature/x", "v1.0")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		runs, err := s.Scanner().Runs(ctx, priv.ID, 10)
+		if err == nil && len(runs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scan run after the push: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	as := alerts.New(store)
 	if err := as.Record(ctx, "alice", priv.ID, []alerts.Finding{{
@@ -207,6 +224,14 @@ func TestBrowser(t *testing.T) {
 	a, err := as.Get(ctx, "alice", priv.ID, alertFingerprint(t, as, priv.ID))
 	if err != nil || a.State != alerts.StateResolved {
 		t.Fatalf("alert in the store: %v %v", a.State, err)
+	}
+
+	// The scan runs.
+	do("scans",
+		chromedp.Click(css(`.tabs a[href="/alice/secret-project/-/scans"]`)),
+		chromedp.WaitVisible(css("tr.run")), shot("scans"))
+	if body := text(); !strings.Contains(body, "push at seq") {
+		t.Fatalf("scan runs page:\n%s", body)
 	}
 
 	// Sign out: the private repository is gone again.
