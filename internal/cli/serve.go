@@ -18,9 +18,8 @@ import (
 
 // newServeCmd returns "ghost serve", which runs a ghost node until its
 // context ends (SIGINT/SIGTERM in main), then shuts down gracefully. With
-// no flags it works out of the box: it listens on 127.0.0.1:8080 (git over
-// SSH on 127.0.0.1:2222) and keeps
-// everything under ./ghost-data.
+// no flags it works out of the box: it listens on 127.0.0.1:8080, and for
+// git over SSH on 127.0.0.1:2222, and keeps everything under ./ghost-data.
 func newServeCmd(env *Env) *cobra.Command {
 	var (
 		cfg       config.Config
