@@ -1,5 +1,5 @@
 // Package sshd serves git over SSH, the second transport next to smart
-// HTTP (docs/design.md §10.5, §7.7; issue 14).
+// HTTP (docs/design.md §6.6, §7.7; issue 14).
 //
 // The server does three things and no more: it proves the client holds a
 // key and maps the key to a tenant (meta.Store.AuthenticateKey), it parses
