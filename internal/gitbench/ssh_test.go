@@ -110,7 +110,8 @@ func BenchmarkSSHVsHTTP(b *testing.B) {
 	sshURL := func(repo string) string { return "ssh://git@127.0.0.1:" + port + "/bench/" + repo + ".git" }
 	httpURL := func(repo string) string { return "http://bench:" + tok + "@" + httpHost + "/bench/" + repo + ".git" }
 
-	res := map[string]time.Duration{}
+	// Every run's times, by operation; the medians are reported.
+	res := map[string][]time.Duration{}
 	for i := 0; i < b.N; i++ {
 		viaSSH, viaHTTP := "ssh"+strconv.Itoa(i), "http"+strconv.Itoa(i)
 		for _, r := range []string{viaSSH, viaHTTP} {
@@ -125,28 +126,30 @@ func BenchmarkSSHVsHTTP(b *testing.B) {
 			pushes[0], pushes[1] = pushes[1], pushes[0]
 		}
 		for _, p := range pushes {
-			res[p.key] = timed(func() { gittest.Git(b, env, src, "push", "-q", p.url, "main:refs/heads/main") })
+			res[p.key] = append(res[p.key], timed(func() { gittest.Git(b, env, src, "push", "-q", p.url, "main:refs/heads/main") }))
 		}
 		// Full clones of one repository, both ways, interleaved; the
 		// node's cache is warm for both.
 		clones := filepath.Join(work, "clones"+strconv.Itoa(i))
-		ds := map[string][]time.Duration{}
 		for n := range 3 {
 			for _, c := range []struct{ key, url string }{{"clone-ssh", sshURL(viaSSH)}, {"clone-http", httpURL(viaSSH)}} {
 				dir := filepath.Join(clones, c.key+strconv.Itoa(n))
-				ds[c.key] = append(ds[c.key], timed(func() { gittest.Git(b, env, "", "clone", "-q", "--bare", c.url, dir) }))
+				res[c.key] = append(res[c.key], timed(func() { gittest.Git(b, env, "", "clone", "-q", "--bare", c.url, dir) }))
 			}
-		}
-		for k, v := range ds {
-			slices.Sort(v)
-			res[k] = v[len(v)/2]
 		}
 		os.RemoveAll(clones)
 	}
 	for _, op := range []string{"push", "clone"} {
-		s, h := res[op+"-ssh"], res[op+"-http"]
+		s, h := middle(res[op+"-ssh"]), middle(res[op+"-http"])
 		b.ReportMetric(s.Seconds(), op+"-ssh-s")
 		b.ReportMetric(h.Seconds(), op+"-http-s")
 		b.ReportMetric(s.Seconds()/h.Seconds(), op+"-ssh/http")
 	}
+}
+
+// middle returns the median of ds.
+func middle(ds []time.Duration) time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
