@@ -35,7 +35,9 @@ type connState struct {
 func newConnState(c net.Conn, idle time.Duration) *connState {
 	st := &connState{c: c, idle: idle, since: time.Now()}
 	if idle > 0 {
+		st.mu.Lock() // check may run before the assignment is done
 		st.timer = time.AfterFunc(idle, st.check)
+		st.mu.Unlock()
 	}
 	return st
 }

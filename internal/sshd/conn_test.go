@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,4 +181,57 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal("Serve did not return after the last command ended")
 	}
 	waitClosed(t, busy, 10*time.Second)
+}
+
+// shortListener fails its first Accepts as a process out of file
+// descriptors does.
+type shortListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *shortListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeWaitsOutFDShortage: running out of file descriptors for a
+// moment does not stop the server.
+func TestServeWaitsOutFDShortage(t *testing.T) {
+	f := newFixture(t, Options{})
+	hk, err := HostKey(context.Background(), memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{HostKey: hk, Keys: f.store, Git: f.git})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, &shortListener{Listener: inner, fails: 3}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	}()
+	c, err := ssh.Dial("tcp", inner.Addr().String(), &ssh.ClientConfig{
+		User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(f.alice)},
+		HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("dial after EMFILE: %v", err)
+	}
+	defer c.Close()
+	if r := runCmd(t, c, "git-upload-pack '/alice/x.git'", nil, ""); r.exit != 0 {
+		t.Fatalf("upload-pack = %+v", r)
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"net"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -127,7 +128,8 @@ func New(opts Options) (*Server, error) {
 // When ctx ends, Serve closes ln and every connection that runs no
 // command, refuses new commands, and lets the running ones finish for up
 // to ShutdownTimeout before it closes their connections too; then it
-// returns nil. When Accept fails, it closes every connection at once and
+// returns nil. When Accept fails (but for a shortage of file descriptors
+// or buffers, which it waits out), it closes every connection at once and
 // returns the error. Either way it returns only after every session has.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// hard ends the commands still running: ShutdownTimeout after ctx
@@ -150,15 +152,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) accept(ctx, hard context.Context, ln net.Listener, wg *sync.WaitGroup) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if transientAccept(err) {
+				// Out of file descriptors or buffers, or a connection
+				// aborted before it was accepted: wait and go on, as
+				// net/http does, rather than take SSH down.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.WarnContext(ctx, "ssh accept failed; retrying", "err", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				continue
+			}
 			ln.Close()
 			return fmt.Errorf("sshd: accept: %w", err)
 		}
+		backoff = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,6 +232,18 @@ func (s *Server) config(ctx context.Context) *ssh.ServerConfig {
 	}
 	cfg.AddHostKey(s.opts.HostKey)
 	return cfg
+}
+
+// transientAccept reports whether an Accept error passes: the process or
+// the system is out of file descriptors or buffers for now, or a client
+// gave up before its connection was accepted.
+func transientAccept(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // serveConn serves one connection. Its commands run under hard; when
