@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -124,8 +125,11 @@ func newServeCmd(env *Env) *cobra.Command {
 				return fmt.Errorf("ssh: %w (choose another --ssh-listen address, or --ssh-listen \"\" to turn SSH off)", err)
 			}
 			defer sshLn.Close()
-			fmt.Fprintf(env.Stdout, "ghost: ssh on %s\n", sshLn.Addr())
-			logger.Info("serving ssh", "addr", sshLn.Addr().String(), "anonymous_read", sshAnon)
+			// The fingerprint lets users check the key that ssh shows
+			// them on first contact.
+			fp := gossh.FingerprintSHA256(ssh.HostKey())
+			fmt.Fprintf(env.Stdout, "ghost: ssh on %s (host key %s)\n", sshLn.Addr(), fp)
+			logger.Info("serving ssh", "addr", sshLn.Addr().String(), "host_key", fp, "anonymous_read", sshAnon)
 		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())

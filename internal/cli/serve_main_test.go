@@ -31,8 +31,8 @@ func startServe(t *testing.T, dir string, args ...string) (string, func() int) {
 	return url, stop
 }
 
-// startServeSSH is startServe that also returns the SSH address ("" when
-// SSH is off).
+// startServeSSH is startServe that also returns what serve printed after
+// "ghost: ssh on " (the address first; "" when SSH is off).
 func startServeSSH(t *testing.T, dir string, args ...string) (string, string, func() int) {
 	t.Helper()
 	if !hasFlag(args, "--ssh-listen") && os.Getenv("GHOST_SSH_LISTEN") == "" {
@@ -52,7 +52,7 @@ func startServeSSH(t *testing.T, dir string, args ...string) (string, string, fu
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if _, rest, ok := strings.Cut(sc.Text(), "ghost: ssh on "); ok {
-				a.ssh = strings.Fields(rest)[0]
+				a.ssh = rest
 			}
 			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
 				a.http = strings.Fields(rest)[0]
@@ -110,10 +110,12 @@ func TestServeFlagsAndGracefulStop(t *testing.T) {
 func TestServeListenFromEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("GHOST_LISTEN", "127.0.0.1:0")
+	t.Setenv("GHOST_SSH_LISTEN", "127.0.0.1:0")
 	t.Setenv("GHOST_DATA_DIR", filepath.Join(dir, "envdata"))
-	url, stop := startServe(t, dir)
-	if !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("address %q", url)
+	url, sshLine, stop := startServeSSH(t, dir)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasPrefix(sshLine, "127.0.0.1:") {
+		stop()
+		t.Fatalf("addresses %q, %q", url, sshLine)
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
@@ -238,7 +240,8 @@ func TestServeTakesOverCoordination(t *testing.T) {
 func TestServeSSH(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	_, sshAddr, stop := startServeSSH(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	_, sshLine, stop := startServeSSH(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	sshAddr, _, _ := strings.Cut(sshLine, " ")
 	if !strings.HasPrefix(sshAddr, "127.0.0.1:") {
 		stop()
 		t.Fatalf("ssh address %q", sshAddr)
@@ -250,6 +253,10 @@ func TestServeSSH(t *testing.T) {
 	hk, err := sshd.HostKey(context.Background(), store)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(sshLine, "(host key "+ssh.FingerprintSHA256(hk.PublicKey())+")") {
+		stop()
+		t.Fatalf("serve printed %q, want the host key's fingerprint", sshLine)
 	}
 	_, err = ssh.Dial("tcp", sshAddr, &ssh.ClientConfig{
 		User: "git", HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,

@@ -123,6 +123,9 @@ func New(opts Options) (*Server, error) {
 	return &Server{opts: opts, log: log}, nil
 }
 
+// HostKey returns the public half of the server's host key.
+func (s *Server) HostKey() ssh.PublicKey { return s.opts.HostKey.PublicKey() }
+
 // Serve accepts connections on ln until ctx ends or ln fails.
 //
 // When ctx ends, Serve closes ln and every connection that runs no
