@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -113,10 +113,10 @@ func newServeCmd(env *Env) *cobra.Command {
 			return err
 		}
 		defer ln.Close()
-		var ssh *sshd.Server
+		var sshSrv *sshd.Server
 		var sshLn net.Listener
 		if sshListen != "" {
-			if ssh, err = srv.SSHServer(ctx, sshAnon); err != nil {
+			if sshSrv, err = srv.SSHServer(ctx, sshAnon); err != nil {
 				return err
 			}
 			// A busy port is an error, not a silent node without SSH:
@@ -127,7 +127,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			defer sshLn.Close()
 			// The fingerprint lets users check the key that ssh shows
 			// them on first contact.
-			fp := gossh.FingerprintSHA256(ssh.HostKey())
+			fp := ssh.FingerprintSHA256(sshSrv.HostKey())
 			fmt.Fprintf(env.Stdout, "ghost: ssh on %s (host key %s)\n", sshLn.Addr(), fp)
 			logger.Info("serving ssh", "addr", sshLn.Addr().String(), "host_key", fp, "anonymous_read", sshAnon)
 		}
@@ -135,7 +135,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
 		coordStore.start(ctx)
 		defer coordStore.Close()
-		return serveAll(ctx, srv, ln, ssh, sshLn)
+		return serveAll(ctx, srv, ln, sshSrv, sshLn)
 	}
 	return cmd
 }
@@ -143,10 +143,10 @@ func newServeCmd(env *Env) *cobra.Command {
 // defaultSSHListen is where "ghost serve" listens for git over SSH.
 const defaultSSHListen = "127.0.0.1:2222"
 
-// serveAll runs the HTTP server and, when ssh is not nil, the SSH server
+// serveAll runs the HTTP server and, when sshSrv is not nil, the SSH server
 // until ctx ends, and then shuts both down gracefully (each lets the
 // requests and commands in flight finish). If either fails, both stop.
-func serveAll(ctx context.Context, srv *server.Server, ln net.Listener, ssh *sshd.Server, sshLn net.Listener) error {
+func serveAll(ctx context.Context, srv *server.Server, ln net.Listener, sshSrv *sshd.Server, sshLn net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)
@@ -156,10 +156,10 @@ func serveAll(ctx context.Context, srv *server.Server, ln net.Listener, ssh *ssh
 		errc <- err
 	}()
 	n := 1
-	if ssh != nil {
+	if sshSrv != nil {
 		n++
 		go func() {
-			err := ssh.Serve(ctx, sshLn)
+			err := sshSrv.Serve(ctx, sshLn)
 			if err != nil {
 				err = fmt.Errorf("ssh: %w", err)
 			}
