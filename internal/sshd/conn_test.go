@@ -104,7 +104,8 @@ func TestIdleTimeoutSteadyTransfer(t *testing.T) {
 
 // TestShutdownDrains: when Serve's context ends, a connection running no
 // command is closed at once, while a running command goes on (up to
-// ShutdownTimeout) and gets its exit status; Serve returns after it.
+// ShutdownTimeout) and gets its exit status; no new command starts; Serve
+// returns after the last one.
 func TestShutdownDrains(t *testing.T) {
 	f := newFixture(t, Options{})
 	hk, err := HostKey(context.Background(), memstore.New())
@@ -161,6 +162,10 @@ func TestShutdownDrains(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("Serve returned (%v) while a command ran", err)
 	case <-time.After(200 * time.Millisecond):
+	}
+	// No new command starts on the draining connection.
+	if r := runCmd(t, busy, "git-upload-pack '/alice/y.git'", nil, ""); r.exit != 1 || r.stderr != "ERROR: the server is shutting down; try again\n" {
+		t.Fatalf("a new command while draining = %+v", r)
 	}
 	if _, err := io.WriteString(stdin, "after shutdown\n"); err != nil {
 		t.Fatal(err)
