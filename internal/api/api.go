@@ -323,10 +323,13 @@ type repoJSON struct {
 	Public     bool      `json:"public"`
 	CreatedAt  time.Time `json:"created_at"`
 	ForkedFrom string    `json:"forked_from,omitempty"`
+	// PushProtection is whether pushes that add secrets are refused
+	// (docs/adr/0031-push-protection.md).
+	PushProtection bool `json:"push_protection"`
 }
 
 func toRepo(r meta.Repo) repoJSON {
-	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom}
+	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection}
 }
 
 type tokenJSON struct {

@@ -300,6 +300,29 @@ func TestRepos(t *testing.T) {
 	}
 	f.run([]step{{"now public", "GET", "/api/repos/alice/secret", "", "", 200}})
 
+	// Push protection: off by default, set alone or with the visibility,
+	// refused to a read token and for a non-boolean.
+	if repo.PushProtection {
+		t.Errorf("push protection on by default: %s", r.body)
+	}
+	f.run([]step{
+		{"push protection read token", "PATCH", "/api/repos/alice/secret", f.aliceR, `{"push_protection":true}`, 403},
+		{"push protection not a bool", "PATCH", "/api/repos/alice/secret", f.aliceW, `{"push_protection":"on"}`, 400},
+	})
+	r = f.do("PATCH", "/api/repos/alice/secret", f.aliceW, `{"push_protection":true}`)
+	repo = repoJSON{}
+	r.json(t, &repo)
+	if r.status != 200 || !repo.PushProtection || !repo.Public {
+		t.Errorf("patch push protection: %d %s", r.status, r.body)
+	}
+	r = f.do("PATCH", "/api/repos/alice/secret", f.aliceW, `{"push_protection":false,"public":false}`)
+	repo = repoJSON{}
+	r.json(t, &repo)
+	if r.status != 200 || repo.PushProtection || repo.Public {
+		t.Errorf("patch both: %d %s", r.status, r.body)
+	}
+	f.do("PATCH", "/api/repos/alice/secret", f.aliceW, `{"public":true}`)
+
 	// Fork: read on the source, write on the destination owner.
 	f.run([]step{
 		{"fork anonymous", "POST", "/api/repos/alice/open/fork", "", `{}`, 401},

@@ -11,13 +11,14 @@ import (
 
 // newRepoCmd returns "ghost repo" and its subcommands.
 func newRepoCmd(env *Env) *cobra.Command {
-	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility",
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings",
 		newRepoCreateCmd(env),
 		newRepoListCmd(env),
 		newRepoDeleteCmd(env),
 		newRepoForkCmd(env),
 		newRepoVisibilityCmd(env),
 		newRepoAlertsCmd(env),
+		newRepoSetCmd(env),
 	)
 }
 

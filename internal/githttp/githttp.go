@@ -31,6 +31,11 @@ type Access struct {
 	// Principal names the caller for the log's pushed-by field ("" when
 	// anonymous).
 	Principal string
+	// Tenant owns the repository (for push protection's alerts).
+	Tenant string
+	// PushProtection is the repository's setting
+	// (docs/adr/0031-push-protection.md).
+	PushProtection bool
 }
 
 // Authorizer resolves a request's credentials and repository name. It is

@@ -24,8 +24,9 @@ import (
 type fakeAuth struct{ repos map[string]fakeRepo }
 
 type fakeRepo struct {
-	id     string
-	public bool
+	id      string
+	public  bool
+	protect bool // push protection on
 }
 
 func (a *fakeAuth) Authorize(ctx context.Context, token, owner, name string) (githttp.Access, error) {
@@ -38,7 +39,7 @@ func (a *fakeAuth) Authorize(ctx context.Context, token, owner, name string) (gi
 	if !ok {
 		return githttp.Access{}, githttp.ErrNotFound
 	}
-	acc := githttp.Access{RepoID: r.id, Principal: token}
+	acc := githttp.Access{RepoID: r.id, Principal: token, Tenant: owner, PushProtection: r.protect}
 	acc.Read = r.public || token == "rw" || token == "ro"
 	acc.Write = token == "rw"
 	return acc, nil
@@ -68,6 +69,7 @@ func newEnv(t *testing.T, opts ...func(*githttp.Options)) *env {
 		"alice/pub":   {id: "pub", public: true},
 		"alice/priv":  {id: "priv"},
 		"alice/other": {id: "other", public: true},
+		"alice/guard": {id: "guard", public: true, protect: true},
 	}}
 	e.auth = auth
 	o := githttp.Options{ServiceOptions: cacheadapter.Options(e.cache, e.log), Auth: auth}

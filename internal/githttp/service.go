@@ -74,7 +74,8 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access
 	defer body.Close()
 	out := &response{w: w, start: func(*response) { resultHeaders(w, svcReceive) }}
 	err = h.svc.ReceivePack(r.Context(), gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Body: body, Out: out, Drain: r.Body,
+		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
+		Body: body, Out: out, Drain: r.Body,
 	})
 	h.finish(w, r, svcReceive, out, err)
 }

@@ -42,6 +42,16 @@ func encodeCommands(req *pushRequest) ([]byte, error) {
 	if err := pktline.WriteFlush(&b); err != nil {
 		return nil, err
 	}
+	if req.caps["push-options"] {
+		for _, o := range req.options {
+			if err := pktline.WriteString(&b, o+"\n"); err != nil {
+				return nil, err
+			}
+		}
+		if err := pktline.WriteFlush(&b); err != nil {
+			return nil, err
+		}
+	}
 	return b.Bytes(), nil
 }
 
@@ -53,6 +63,7 @@ func FuzzParseCommands(f *testing.F) {
 	for _, req := range []*pushRequest{
 		{cmds: []command{{fuzzOID(0), fuzzOID(1), "refs/heads/main"}}, caps: map[string]bool{"report-status": true, "side-band-64k": true, "atomic": true}},
 		{cmds: []command{{fuzzOID(1), fuzzOID(0), "refs/tags/v1"}, {fuzzOID(2), fuzzOID(3), "refs/heads/a"}}, caps: map[string]bool{"report-status": true}, shallow: true},
+		{cmds: []command{{fuzzOID(0), fuzzOID(1), "refs/heads/main"}}, caps: map[string]bool{"report-status": true, "push-options": true}, options: []string{"secret-scanning.bypass=used_in_tests", "ci.skip"}},
 	} {
 		b, err := encodeCommands(req)
 		if err != nil {
@@ -94,7 +105,7 @@ func FuzzParseCommands(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded request refused: %v", err)
 		}
-		if !slices.Equal(again.cmds, req.cmds) || again.shallow != req.shallow || fmt.Sprint(again.caps) != fmt.Sprint(req.caps) || again.packOffset != int64(len(b)) {
+		if !slices.Equal(again.cmds, req.cmds) || again.shallow != req.shallow || !slices.Equal(again.options, req.options) || fmt.Sprint(again.caps) != fmt.Sprint(req.caps) || again.packOffset != int64(len(b)) {
 			t.Fatalf("re-encoded request reads differently:\n%+v\n%+v", req, again)
 		}
 	})

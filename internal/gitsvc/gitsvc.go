@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -92,6 +93,16 @@ type Options struct {
 	// has arrived (default 15 minutes). That phase does not stop when the
 	// client goes away, so a push either lands whole or not at all.
 	PushTimeout time.Duration
+	// PushProtect checks the pushes of repositories with push protection
+	// on (Request.PushProtection) after validation and before the commit
+	// point (docs/adr/0031-push-protection.md); nil never checks.
+	PushProtect PushProtector
+}
+
+// PushProtector decides whether a validated push may be committed: a
+// *pushprotect.Scanner.
+type PushProtector interface {
+	Check(ctx context.Context, p pushprotect.Push) (*pushprotect.Verdict, error)
 }
 
 // Service runs upload-pack and receive-pack. It is safe for concurrent
@@ -148,6 +159,12 @@ type Request struct {
 	// Principal names the caller for the log's pushed-by field ("" when
 	// anonymous).
 	Principal string
+	// Tenant owns the repository; push protection files bypasses under
+	// it, with its fingerprint key.
+	Tenant string
+	// PushProtection is the repository's setting: check a push for
+	// secrets before committing it (Options.PushProtect).
+	PushProtection bool
 	// Body is the client's request: with Stream unset, one whole
 	// stateless-rpc request, ending at EOF (HTTP); with Stream set, the
 	// client's side of a full-duplex session (SSH).

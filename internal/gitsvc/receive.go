@@ -16,6 +16,8 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
+	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -23,10 +25,14 @@ import (
 // is implemented here. report-status is the reply format; side-band-64k
 // wraps it; delete-refs and ofs-delta are what git index-pack and the log
 // support anyway; atomic costs nothing because every push is one log
-// commit; quiet has no progress to suppress. Deliberately absent:
-// report-status-v2 (needs per-ref option lines), push-options,
-// push-cert.
-const receiveCaps = "report-status delete-refs side-band-64k quiet atomic ofs-delta object-format=sha1 agent=ghost"
+// commit; quiet has no progress to suppress; push-options carries push
+// protection's bypass (docs/adr/0031-push-protection.md). Deliberately
+// absent: report-status-v2 (needs per-ref option lines), push-cert.
+const receiveCaps = "report-status delete-refs side-band-64k quiet atomic ofs-delta push-options object-format=sha1 agent=ghost"
+
+// maxPushOptions bounds the push options of one request; more make it
+// malformed. git sends one per -o.
+const maxPushOptions = 1000
 
 // writeReceiveAdvertisement writes the v0 receive-pack advertisement of
 // refs (the service line is the caller's).
@@ -59,13 +65,20 @@ type pushRequest struct {
 	// "shallow" lines). Such a push is fine as long as it is complete
 	// against what the server has: the connectivity check decides, and
 	// ghost never records new shallow roots.
-	shallow    bool
+	shallow bool
+	// options are the push options (git push -o), sent after the
+	// command list when the client asked for push-options.
+	options    []string
 	packOffset int64 // where the pack (if any) starts in the body
 }
 
 // errMalformed marks a request that is not a receive-pack request at all:
 // it is answered with 400 rather than a report-status.
 var errMalformed = errors.New("malformed receive-pack request")
+
+// errOptionsUnterminated is a request whose push options have not ended
+// (yet: a stream reads them next).
+var errOptionsUnterminated = fmt.Errorf("%w: the request ends before the push options' flush packet", errMalformed)
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
@@ -115,6 +128,28 @@ func parseCommands(r io.Reader) (*pushRequest, error) {
 	if len(req.cmds) == 0 {
 		return nil, malformed("no commands")
 	}
+	if req.caps["push-options"] {
+		// The options section: pkt-lines up to a flush, before the pack.
+		for {
+			kind, p, err := pr.Next()
+			if err == io.EOF {
+				return nil, errOptionsUnterminated
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", errMalformed, err)
+			}
+			if kind == pktline.Flush {
+				break
+			}
+			if kind != pktline.Data {
+				return nil, malformed("unexpected special packet in the push options")
+			}
+			if len(req.options) == maxPushOptions {
+				return nil, malformed("more than %d push options", maxPushOptions)
+			}
+			req.options = append(req.options, strings.TrimSuffix(string(p), "\n"))
+		}
+	}
 	req.packOffset = pr.Consumed()
 	return req, nil
 }
@@ -128,6 +163,9 @@ type report struct {
 	refs    []string // the commands' refs, in the client's order
 	reasons []string // per command; "" = ok
 	detail  []string // extra lines for the side-band progress channel
+	// message is written verbatim (indentation and blank lines kept)
+	// on the progress channel: push protection's explanation.
+	message []string
 }
 
 func (rep *report) failed() bool {
@@ -291,6 +329,24 @@ func (s *Service) spool(body io.Reader, stream bool) (*os.File, int64, error) {
 			return f, n, err
 		}
 		pr, perr := parseCommands(bytes.NewReader(head))
+		if errors.Is(perr, errOptionsUnterminated) {
+			// The push options come after the commands' flush: read
+			// them too, up to their own flush, within what is left of
+			// the limit.
+			if limit > 0 && n >= limit {
+				return f, n, errPushTooLarge
+			}
+			opts, err := readCommandList(body, limit-n)
+			if _, werr := f.Write(opts); werr != nil && err == nil {
+				err = werr
+			}
+			n += int64(len(opts))
+			if err != nil {
+				return f, n, err
+			}
+			head = append(head, opts...)
+			pr, perr = parseCommands(bytes.NewReader(head))
+		}
 		if perr != nil || !slices.ContainsFunc(pr.cmds, func(c command) bool { return !c.isDelete() }) {
 			return f, n, nil
 		}
@@ -482,6 +538,17 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		return rep, res, nil
 	}
 
+	// 4b. Push protection: the secrets the push adds, before anything
+	// is committed (docs/adr/0031-push-protection.md).
+	if r.PushProtection && s.opts.PushProtect != nil {
+		if err := s.protect(ctx, r, req, snap.Dir, env, rep); err != nil {
+			return nil, res, err
+		}
+		if rep.failed() {
+			return rep, res, nil
+		}
+	}
+
 	// 5. The commit point.
 	ts := make([]wal.Transition, len(req.cmds))
 	for i, c := range req.cmds {
@@ -542,6 +609,48 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		s.logger.Warn("materializing after a push failed; the next request retries", "repo", r.Repo, "err", err)
 	}
 	return rep, res, nil
+}
+
+// protect runs push protection on the validated push in the quarantine
+// (dir with env). A push with secrets, a bad push option or a bypass that
+// could not be recorded fails every ref in rep; a bypassed push passes
+// with the bypass in rep's message. A failure to decide is an error: the
+// push is refused as Busy (retry), and nothing changes.
+func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir string, env []string, rep *report) error {
+	updates := make([]pushprotect.Update, len(req.cmds))
+	for i, c := range req.cmds {
+		updates[i] = pushprotect.Update{Ref: c.Ref, Old: c.Old, New: c.New}
+	}
+	v, err := s.opts.PushProtect.Check(ctx, pushprotect.Push{
+		Tenant: r.Tenant, RepoID: r.Repo, Pusher: r.Principal,
+		Repo: secretscan.Repo{Dir: dir, Env: env}, Updates: updates, Options: req.options,
+	})
+	var oe *pushprotect.OptionError
+	switch {
+	case errors.As(err, &oe):
+		rep.failAll("invalid push option")
+		rep.detail = append(rep.detail, "error: "+oe.Error())
+		return nil
+	case errors.Is(err, pushprotect.ErrBypassNotRecorded):
+		s.logger.Warn("push protection: bypass not recorded; push refused", "repo", r.Repo, "by", r.Principal, "err", err)
+		rep.failAll("push protection bypass could not be recorded, retry")
+		return nil
+	case err != nil:
+		s.opts.Metrics.pushResult("error")
+		return &Error{Kind: Busy, Msg: "push protection could not check the push; nothing was changed, retry the push", Err: err, RetryAfter: 1}
+	}
+	rep.message = v.Message
+	attrs := []any{"repo", r.Repo, "by", r.Principal, "findings", len(v.Findings), "blobs", v.Stats.BlobsScanned, "bytes", v.Stats.BytesScanned, "duration", v.Duration}
+	switch {
+	case v.Blocked:
+		rep.failAll(pushprotect.Reason)
+		s.logger.Info("push protection: push blocked", attrs...)
+	case v.Bypass != "" && len(v.Findings) > 0:
+		s.logger.Info("push protection: bypassed", append(attrs, "reason", v.Bypass)...)
+	default:
+		s.logger.Debug("push protection: clean", attrs...)
+	}
+	return nil
 }
 
 func indexOf(cmds []command, ref string) int {
@@ -744,6 +853,9 @@ func writeReport(w io.Writer, rep *report, sideband bool) {
 		return
 	}
 	var out bufferWriter
+	for _, l := range rep.message {
+		pktline.WriteSideband(&out, pktline.BandProgress, []byte(truncate(strings.TrimRight(l, " \t\r\n"), 1000)+"\n"))
+	}
 	for _, l := range rep.detail {
 		if l = strings.TrimSpace(l); l != "" {
 			pktline.WriteSideband(&out, pktline.BandProgress, []byte(truncate(l, 1000)+"\n"))

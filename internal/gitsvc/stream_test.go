@@ -214,3 +214,25 @@ func TestStreamPushFetch(t *testing.T) {
 		t.Fatalf("non-fast-forward push: err = %v, want a rejection", err)
 	}
 }
+
+// TestStreamPushOptions: over the stream, the push options follow the
+// commands' flush and precede the pack; a push that only deletes sends
+// them and no pack, and must still be read to the options' flush.
+func TestStreamPushOptions(t *testing.T) {
+	e := newStreamEnv(t)
+	src := filepath.Join(t.TempDir(), "src")
+	e.gitIn("", "init", "-q", "-b", "main", src)
+	os.WriteFile(filepath.Join(src, "a"), []byte("one\n"), 0o644)
+	e.gitIn(src, "add", "a")
+	e.gitIn(src, "commit", "-qm", "one")
+	e.gitIn(src, "branch", "topic")
+	head := e.gitIn(src, "rev-parse", "HEAD")
+	e.gitIn(src, "push", "-q", "-o", "ci.skip", "-o", "x=y", e.url+"/r1", "main", "topic")
+	if got := e.refs("r1"); got["refs/heads/main"] != head || got["refs/heads/topic"] != head {
+		t.Fatalf("refs after a push with options: %v", got)
+	}
+	e.gitIn(src, "push", "-q", "-o", "ci.skip", e.url+"/r1", ":topic")
+	if got := e.refs("r1"); got["refs/heads/topic"] != "" {
+		t.Fatalf("refs after a delete with options: %v", got)
+	}
+}

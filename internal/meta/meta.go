@@ -97,6 +97,10 @@ type Repo struct {
 	Public     bool
 	CreatedAt  time.Time
 	ForkedFrom string // "owner/name" of the source at fork time, or ""
+	// PushProtection makes pushes that add secrets fail unless bypassed
+	// (docs/adr/0031-push-protection.md). Off by default; a fork starts
+	// with it off too, since its owner decides.
+	PushProtection bool
 }
 
 // FullName is "owner/name", the form users type.

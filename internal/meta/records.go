@@ -98,6 +98,9 @@ type repoRecord struct {
 	Public     bool      `json:"public"`
 	CreatedAt  time.Time `json:"created_at"`
 	ForkedFrom string    `json:"forked_from,omitempty"`
+	// PushProtection turns on scanning pushes for secrets
+	// (docs/adr/0031-push-protection.md); absent in older records, so off.
+	PushProtection bool `json:"push_protection,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -106,7 +109,7 @@ type repoRecord struct {
 }
 
 func (r *repoRecord) repo() Repo {
-	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom}
+	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection}
 }
 
 func (t *tenantRecord) tenant() Tenant {

@@ -86,7 +86,9 @@ func (e *Engine) ScanRepo(ctx context.Context, repo Repo, progress ProgressFunc)
 // ScanObjects scans the given blob ids of repo, each once: the entry point
 // for push protection, which passes the blobs a push adds and the
 // quarantine's object directories in repo.Env. Ids that are not blobs are
-// ignored; missing ids are an error.
+// ignored; missing ids are an error. An id may be followed by a space and
+// a path, as git rev-list --objects prints it; path-only rules match that
+// path.
 func (e *Engine) ScanObjects(ctx context.Context, repo Repo, blobIDs []string, progress ProgressFunc) (*BlobScan, error) {
 	seen := make(map[string]bool, len(blobIDs))
 	var b strings.Builder

@@ -30,6 +30,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -150,6 +151,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.MaxGitProcesses = opts.MaxGitProcesses
 	svc.GitQueue = opts.GitQueue
 	svc.GitQueueTimeout = opts.GitQueueTimeout
+	alertStore := alerts.New(opts.Store)
+	protect, err := pushprotect.New(nil, alertStore, pushprotect.Options{})
+	if err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	svc.PushProtect = protect
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions:      svc,
 		Auth:                auth,
@@ -161,7 +169,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alerts.New(opts.Store))))
+	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alertStore)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -288,7 +296,7 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection}
 	if p != nil {
 		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
 	}

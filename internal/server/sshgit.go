@@ -54,7 +54,8 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 		return meta.ErrForbidden
 	}
 	err = serve(ctx, gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Body: req.Stdin, Out: req.Stdout,
+		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
+		Body: req.Stdin, Out: req.Stdout,
 		GitProtocol: req.GitProtocol, Stream: true,
 	})
 	var e *gitsvc.Error

@@ -1,0 +1,98 @@
+package pushprotect
+
+import (
+	"fmt"
+
+	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/secretscan"
+)
+
+// The messages follow the layout of GitHub's push protection, which users
+// recognise: a header, the secrets grouped by type with each location's
+// commit and path:line, at most MaxListed locations and "and N more",
+// then how to proceed. git prints each line as "remote: <line>".
+
+const rule = "  —————————————————————————————————————————"
+
+func (s *Scanner) blockedMessage(fs []secretscan.Finding) []string {
+	out := []string{
+		"error: push declined: the push contains secrets",
+		"",
+		"- GHOST PUSH PROTECTION",
+		rule,
+		"    Resolve the following violations before pushing again",
+		"",
+		"    - Push cannot contain secrets",
+		"",
+	}
+	out = append(out, s.locations(fs)...)
+	out = append(out,
+		"     (?) To push, remove the secrets from the commits (git commit --amend,",
+		"         git rebase -i), or, if they are not a risk, bypass push protection:",
+		"         git push -o "+BypassOption+"=<reason>",
+		fmt.Sprintf("         with <reason> one of %s, %s, %s.", alerts.BypassFalsePositive, alerts.BypassUsedInTests, alerts.BypassWillFixLater),
+		"         A bypass is recorded as an alert of the repository.",
+		"",
+	)
+	return out
+}
+
+func (s *Scanner) tooManyMessage(fs []secretscan.Finding) []string {
+	out := []string{
+		"error: push declined: the push contains secrets",
+		"",
+		"- GHOST PUSH PROTECTION",
+		rule,
+		fmt.Sprintf("    The push contains %d secrets; one push may bypass at most %d.", len(fs), s.opts.MaxBypass),
+		"    Remove them from the commits, or push in smaller parts.",
+		"",
+	}
+	return append(out, s.locations(fs)...)
+}
+
+func (s *Scanner) bypassedMessage(fs []secretscan.Finding, reason alerts.BypassReason) []string {
+	out := []string{
+		"",
+		"- GHOST PUSH PROTECTION",
+		rule,
+		fmt.Sprintf("    Push protection bypassed (%s) for %d secret(s);", reason, len(fs)),
+		"    each bypass is recorded as an alert of the repository.",
+		"",
+	}
+	return append(out, s.locations(fs)...)
+}
+
+// locations lists findings grouped by secret type, in order of first
+// appearance, at most MaxListed locations in all; it ends with a blank
+// line.
+func (s *Scanner) locations(fs []secretscan.Finding) []string {
+	var order []string
+	byRule := map[string][]*secretscan.Finding{}
+	for i := range fs {
+		f := &fs[i]
+		if _, ok := byRule[f.RuleID]; !ok {
+			order = append(order, f.RuleID)
+		}
+		byRule[f.RuleID] = append(byRule[f.RuleID], f)
+	}
+	var out []string
+	listed := 0
+	for _, id := range order {
+		if listed == s.opts.MaxListed {
+			break
+		}
+		out = append(out, "      —— "+id+" ——————————————————————", "       locations:")
+		for _, f := range byRule[id] {
+			if listed == s.opts.MaxListed {
+				break
+			}
+			out = append(out, "         - commit: "+f.Commit, fmt.Sprintf("           path: %s:%d", f.Path, f.StartLine))
+			listed++
+		}
+		out = append(out, "")
+	}
+	if n := len(fs) - listed; n > 0 {
+		out = append(out, fmt.Sprintf("      and %d more (%d in all)", n, len(fs)), "")
+	}
+	return out
+}
