@@ -32,6 +32,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
 // MaxBodyBytes bounds every request body: API requests are a few fields,
@@ -41,7 +42,8 @@ const MaxBodyBytes = 1 << 20
 
 type handler struct {
 	store  *meta.Store
-	alerts *alerts.Store // nil: the alert endpoints answer 501
+	alerts *alerts.Store    // nil: the alert endpoints answer 501
+	scans  *scanner.Scanner // nil: the scan endpoints answer 501
 	log    *slog.Logger
 	mux    *http.ServeMux
 }
@@ -76,6 +78,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.route("PATCH /api/repos/{owner}/{name}", h.patchRepo)
 	h.route("POST /api/repos/{owner}/{name}/fork", h.forkRepo)
 	h.routeAlerts()
+	h.routeScans()
 	return h
 }
 

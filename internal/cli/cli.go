@@ -49,6 +49,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newCoordCmd(env),
 		newGCCmd(env),
 		newScanCmd(env),
+		newWorkerCmd(env),
 		newVersionCmd(env),
 	)
 	root.Long = `ghost is a git server whose repositories live in object storage.

@@ -19,7 +19,9 @@ import (
 // have no GHOST_* variable. Every other flag has one.
 var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format", "push-protection",
 	// ghost scan: per-call options, as in gitleaks
-	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth"}
+	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth",
+	// ghost repo scan, scans
+	"wait", "poll", "limit"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it
@@ -55,6 +57,20 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 		case strings.HasPrefix(path, "ghost coord "):
 			if !has("data-dir") || !has("etcd-endpoints") || has("s3-bucket") || has("cache-dir") {
 				t.Errorf("%s: want --data-dir and --etcd-endpoints only of the shared flags", path)
+			}
+		case path == "ghost repo compact":
+			// It builds the checkpoint in the cache's scratch space.
+			if !has("data-dir") || !has("s3-bucket") || !has("cache-dir") || has("etcd-endpoints") {
+				t.Errorf("%s: want the store flags and --cache-dir", path)
+			}
+		case path == "ghost worker":
+			if !has("data-dir") || !has("s3-bucket") || !has("cache-dir") || !has("etcd-endpoints") {
+				t.Errorf("%s: want the store, cache and etcd flags", path)
+			}
+		case path == "ghost repo scan" || path == "ghost repo scans":
+			// The object store, and etcd for the runs' progress.
+			if !has("data-dir") || !has("s3-bucket") || has("cache-dir") || !has("etcd-endpoints") {
+				t.Errorf("%s: want the store and etcd flags, no cache", path)
 			}
 		case path == "ghost scan":
 			// A local scan opens no store, cache or etcd.

@@ -34,9 +34,10 @@ const (
 // names a cluster. Embedded etcd is single-process: stop "ghost serve"
 // first, or it holds the data directory.
 func newCoordCmd(env *Env) *cobra.Command {
-	return newGroupCmd("coord", "coordination store admin: repair-counters, gc",
+	return newGroupCmd("coord", "coordination store admin: repair-counters, gc, unpark",
 		newCoordRepairCountersCmd(env),
 		newCoordGCCmd(env),
+		newCoordUnparkCmd(env),
 	)
 }
 

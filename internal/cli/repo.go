@@ -11,13 +11,16 @@ import (
 
 // newRepoCmd returns "ghost repo" and its subcommands.
 func newRepoCmd(env *Env) *cobra.Command {
-	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings",
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings, compact",
 		newRepoCreateCmd(env),
 		newRepoListCmd(env),
 		newRepoDeleteCmd(env),
 		newRepoForkCmd(env),
 		newRepoVisibilityCmd(env),
+		newRepoCompactCmd(env),
 		newRepoAlertsCmd(env),
+		newRepoScanCmd(env),
+		newRepoScansCmd(env),
 		newRepoSetCmd(env),
 	)
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
@@ -29,10 +30,14 @@ func newServeCmd(env *Env) *cobra.Command {
 		logFormat string
 		limits    config.Limits
 		coordNS   string
+		compact   compactFlags
 		gcEvery   time.Duration
 		gcKeep    time.Duration
 		sshListen string
 		sshAnon   bool
+		scanN     int
+		scanEvery time.Duration
+		scanShard int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,13 +55,20 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
 	limits.Register(f)
 	config.StringVar(f, &coordNS, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
+	compact.register(f)
 	config.DurationVar(f, &gcEvery, "coord-gc-interval", "GHOST_COORD_GC_INTERVAL", defaultCoordGCInterval, "how often to remove old run summaries from etcd, one node at a time; 0 disables")
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
+	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers, "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
+	config.DurationVar(f, &scanEvery, "scan-reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", defaultScanReconcile, "how often to start the push scans missing after each repository's scan watermark; 0 disables")
+	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if err := limits.Err(); err != nil {
 			return usageErrorf("%v", err)
+		}
+		if scanN < 0 || scanEvery < 0 || scanShard < 1 || scanShard > 1<<16 {
+			return usageErrorf("--scan-workers and --scan-reconcile-interval must not be negative, --scan-shards must be 1 to 65536")
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
@@ -102,7 +114,9 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueue:             int(off(int64(limits.GitQueue))),
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
+			Compaction:           compact.options(),
 			Coordination:         coordStore,
+			Scan:                 scanner.Options{InitialShards: scanShard},
 		})
 		if err != nil {
 			return err
@@ -135,6 +149,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
 		coordStore.start(ctx)
 		defer coordStore.Close()
+		stopScans := startServeScanning(ctx, logger, srv, scanN, scanEvery)
+		defer stopScans()
 		return serveAll(ctx, srv, ln, sshSrv, sshLn)
 	}
 	return cmd

@@ -733,6 +733,7 @@ func TestCompactedLogIsLeftAlone(t *testing.T) {
 	}
 	// What a compactor would write: the layer covered, seq unchanged.
 	x.CompactedThroughSeq, x.Layers = x.Seq, nil
+	x.Checkpoint = &wal.Checkpoint{Seq: x.Seq}
 	b, err := x.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -97,6 +97,13 @@ type Options struct {
 	// on (Request.PushProtection) after validation and before the commit
 	// point (docs/adr/0031-push-protection.md); nil never checks.
 	PushProtect PushProtector
+	// OnCommit, when set, is called after every committed push, before
+	// the response is written, with the push's request and result. It
+	// must not block: secret scanning starts its push run from here in
+	// the background (docs/adr/0032-scan-runs.md), and a push never
+	// waits for the coordinator; so does compaction
+	// (docs/adr/0050-compaction.md).
+	OnCommit func(req Request, res wal.Result)
 }
 
 // PushProtector decides whether a validated push may be committed: a

@@ -272,6 +272,9 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 	} else {
 		s.opts.Metrics.pushResult("ok")
 		s.logger.Info("push committed", append(logAttrs, "seq", res.Seq, "entry", res.ULID.String(), "attempts", res.Attempts)...)
+		if s.opts.OnCommit != nil && res.Seq > 0 {
+			s.opts.OnCommit(req, res)
+		}
 	}
 	if pr.caps["report-status"] {
 		writeReport(req.Out, rep, pr.caps["side-band-64k"])

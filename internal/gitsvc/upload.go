@@ -149,9 +149,6 @@ func materializeError(err error) error {
 	if errors.Is(err, wal.ErrRepoDeleted) {
 		return &Error{Kind: NotFound, Msg: "repository not found", Err: err}
 	}
-	if errors.Is(err, errors.ErrUnsupported) {
-		return &Error{Kind: Internal, Msg: "internal error: materialize (compacted logs are not supported yet) failed", Err: err}
-	}
 	return &Error{Kind: Internal, Msg: "internal error: materialize failed", Err: err}
 }
 

@@ -47,7 +47,7 @@ func waitBlockedIn(t *testing.T, fn string) {
 // layer), a commit lands and returns, and then a read starts. That read
 // must see the commit: it may not join the flight in progress, whose
 // index is older than the commit (docs/design.md §5.4; the slot
-// comment in repocache.go).
+// comment in flight.go).
 func TestMaterializeFreshDuringFlight(t *testing.T) {
 	const repo = "fresh"
 	inner := memstore.New()

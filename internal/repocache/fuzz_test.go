@@ -21,6 +21,8 @@ func FuzzReadState(f *testing.F) {
 	f.Add([]byte("ghost-cache 1\nseq 1\nlayer 01J0000000000000000000000A " + strings.Repeat("0f", 32) + "\n"))
 	f.Add([]byte("ghost-cache 1\nseq 1\n"))
 	f.Add([]byte("ghost-cache 2\n"))
+	f.Add([]byte("ghost-cache 1\nseq 3\nbase 2 - " + strings.Repeat("01", 32) + " " + strings.Repeat("ab", 20) + "\nlayer 01J0000000000000000000000B -\n"))
+	f.Add([]byte("ghost-cache 1\nseq 4\nbase 4 01J0000000000000000000000A - " + strings.Repeat("ab", 20) + " " + strings.Repeat("cd", 20) + "\n"))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := os.WriteFile(filepath.Join(dir, stateFile), b, 0o644); err != nil {
@@ -33,8 +35,13 @@ func FuzzReadState(f *testing.F) {
 			}
 			return
 		}
-		if st.seq != uint64(len(st.layers)) {
+		if st.seq != st.base.seq+uint64(len(st.layers)) || st.base.seq > st.seq {
 			t.Fatalf("seq %d with %d layers", st.seq, len(st.layers))
+		}
+		for _, p := range st.base.packs {
+			if !isHex(p) {
+				t.Fatalf("bad base pack name %q accepted", p)
+			}
 		}
 		for _, l := range st.layers {
 			if l.pack != "" && !isHex(l.pack) {

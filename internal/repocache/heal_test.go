@@ -1,8 +1,10 @@
 package repocache_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +159,65 @@ func TestNewClearsTempItOwns(t *testing.T) {
 	if _, err := os.Stat(fresh); err == nil {
 		t.Fatal("leftover survived a restart")
 	}
+}
+
+// TestSuspectVerifiesConsolidatedPacks: packs the log has no checksum for
+// (a consolidation's, here) are verified against git's own checksum, so
+// rot inside them is found and healed too (docs/design.md §5.6).
+func TestSuspectVerifiesConsolidatedPacks(t *testing.T) {
+	f := newFixture(t)
+	c, err := repocache.New(t.TempDir(), f.log, repocache.Options{MaxPacks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := newSource(t)
+	prev := ""
+	var snap *repocache.Snapshot
+	for range 4 {
+		cm := src.commit("main")
+		old, excl := z(), []string(nil)
+		if prev != "" {
+			old, excl = prev, []string{prev}
+		}
+		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: old, New: cm})
+		prev = cm
+		if snap, err = c.Materialize(context.Background(), repo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state, err := os.ReadFile(filepath.Join(snap.Dir, "ghost-state"))
+	if err != nil || !strings.Contains(string(state), "\nbase ") {
+		t.Fatalf("not consolidated: %s %v", state, err)
+	}
+	// Rot in the consolidated packs only: the layer after them is
+	// checked against the log anyway.
+	for _, line := range strings.Split(string(state), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != "base" {
+			continue
+		}
+		for _, name := range f[4:] {
+			p := filepath.Join(snap.Dir, "objects", "pack", "pack-"+name+".pack")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(p, 0o644)
+			if err := os.WriteFile(p, flipMiddle(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	repocache.Restamp(snap.Dir)
+	if !c.Suspect(repo) {
+		t.Fatal("Suspect refused")
+	}
+	if snap, err = c.Materialize(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Healed {
+		t.Fatal("rot in a consolidated pack was not healed")
+	}
+	f.checkMatches(t, repo, snap)
 }

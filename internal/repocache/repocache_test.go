@@ -410,7 +410,7 @@ func TestMaterializeTwoCachesOneDirectory(t *testing.T) {
 	f.checkMatches(t, repo, f.materialize(t, repo))
 }
 
-func TestMaterializeDeletedAndCompacted(t *testing.T) {
+func TestMaterializeDeleted(t *testing.T) {
 	f := newFixture(t)
 	src := newSource(t)
 	c1 := src.commit("main")
@@ -424,18 +424,6 @@ func TestMaterializeDeletedAndCompacted(t *testing.T) {
 	}
 	if _, err := os.Stat(snap.Dir); !os.IsNotExist(err) {
 		t.Fatalf("deleted repository's cache still there: %v", err)
-	}
-
-	x := &wal.Index{Seq: 3, CompactedThroughSeq: 3}
-	b, err := x.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Put(context.Background(), wal.IndexKey("compacted"), bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.cache.Materialize(context.Background(), "compacted"); !errors.Is(err, repocache.ErrCompacted) {
-		t.Fatalf("err = %v, want ErrCompacted", err)
 	}
 }
 
@@ -596,4 +584,59 @@ func TestMaterializeInstallsStoredIndex(t *testing.T) {
 	if got := gitT(t, snap.Dir, "rev-parse", "refs/heads/main"); got != c4 {
 		t.Fatalf("main = %s, want %s", got, c4)
 	}
+}
+
+// TestConsolidatePacks: past MaxPacks, the cache rolls its packs up with a
+// geometric repack and a multi-pack index, the repository stays whole,
+// and a damaged consolidated pack still makes the cache rebuild
+// (docs/design.md §5.6).
+func TestConsolidatePacks(t *testing.T) {
+	f := newFixture(t)
+	var evs []repocache.Event
+	c, err := repocache.New(t.TempDir(), f.log, repocache.Options{MaxPacks: 4, Observe: func(ev repocache.Event) { evs = append(evs, ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := newSource(t)
+	prev := ""
+	consolidated := false
+	var snap *repocache.Snapshot
+	for i := range 12 {
+		cm := src.commit("main")
+		old, excl := z(), []string(nil)
+		if prev != "" {
+			old, excl = prev, []string{prev}
+		}
+		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: old, New: cm})
+		prev = cm
+		if snap, err = c.Materialize(context.Background(), repo); err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+		consolidated = consolidated || evs[len(evs)-1].Consolidated
+		packs, _ := filepath.Glob(filepath.Join(snap.Dir, "objects", "pack", "*.pack"))
+		if len(packs) > 4+1 {
+			t.Fatalf("push %d: %d packs, MaxPacks is 4", i, len(packs))
+		}
+	}
+	if !consolidated {
+		t.Fatal("never consolidated")
+	}
+	if _, err := os.Stat(filepath.Join(snap.Dir, "objects", "pack", "multi-pack-index")); err != nil {
+		t.Fatalf("no multi-pack index: %v", err)
+	}
+	f.checkMatches(t, repo, snap)
+
+	// Self-healing still works on consolidated packs.
+	packs, _ := filepath.Glob(filepath.Join(snap.Dir, "objects", "pack", "*.pack"))
+	if err := os.Truncate(packs[0], 100); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = c.Materialize(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	if !evs[len(evs)-1].Rebuilt {
+		t.Fatal("a damaged consolidated pack did not make the cache rebuild")
+	}
+	f.checkMatches(t, repo, snap)
 }

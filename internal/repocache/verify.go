@@ -66,11 +66,7 @@ func writeVerified(dir string, m map[string]stamp) error {
 	for name, s := range m {
 		fmt.Fprintf(&b, "%s %s\n", name, s)
 	}
-	tmp := filepath.Join(dir, verifiedFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("write verified list: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, verifiedFile)); err != nil {
+	if err := replaceFile(filepath.Join(dir, verifiedFile), b.String()); err != nil {
 		return fmt.Errorf("write verified list: %w", err)
 	}
 	return nil
@@ -81,27 +77,30 @@ func packFileNames(name string) []string {
 	return []string{"pack-" + name + ".pack", "pack-" + name + ".idx"}
 }
 
-// verify checks the packs of the layers st records against the log's
-// index x: size and sha256 of each pack (the cache keeps the very bytes
-// the log stores), and the trailing SHA-1 of each pack index. With all
-// false, only packs whose files changed since they were last verified
-// (or that were never verified) are read; the others cost a stat.
+// verify checks the packs st records: each layer's pack that the log's
+// index x still lists against that layer (size and sha256: the cache keeps
+// the very bytes the log stores), and the others (a checkpoint's, a
+// consolidation's, and those of layers a checkpoint folded, which the log
+// no longer lists) against git's own trailing SHA-1; every pack index
+// against its trailing SHA-1. With all false, only packs whose files
+// changed since they were last verified (or that were never verified) are
+// read; the others cost a stat.
 func (c *Cache) verify(ctx context.Context, dir string, x *wal.Index, st *state, all bool) error {
 	packDir := filepath.Join(dir, "objects", "pack")
 	known := readVerified(dir)
 	changed := false
 	done := map[string]bool{}
-	for i, l := range st.layers {
-		if l.pack == "" || done[l.pack] {
+	for _, p := range recordedPacks(st, x) {
+		if done[p.name] {
 			continue
 		}
-		done[l.pack] = true
+		done[p.name] = true
 		stamps := map[string]stamp{}
 		same := true
-		for _, f := range packFileNames(l.pack) {
+		for _, f := range packFileNames(p.name) {
 			s, err := stampOf(filepath.Join(packDir, f))
 			if err != nil {
-				return fmt.Errorf("layer seq %d: %w", i+1, err)
+				return fmt.Errorf("%s: %w", p.what, err)
 			}
 			stamps[f] = s
 			if k, ok := known[f]; !ok || k != s {
@@ -111,8 +110,8 @@ func (c *Cache) verify(ctx context.Context, dir string, x *wal.Index, st *state,
 		if same && !all {
 			continue
 		}
-		if err := verifyPack(ctx, packDir, l.pack, x.Layers[i]); err != nil {
-			return fmt.Errorf("layer seq %d: %w", i+1, err)
+		if err := verifyPack(ctx, packDir, p.name, p.want); err != nil {
+			return fmt.Errorf("%s: %w", p.what, err)
 		}
 		for f, s := range stamps {
 			known[f] = s
@@ -127,6 +126,33 @@ func (c *Cache) verify(ctx context.Context, dir string, x *wal.Index, st *state,
 	return nil
 }
 
+// recordedPack is one pack the state names, with the log's record of it
+// when the log still has one.
+type recordedPack struct {
+	name string
+	want *wal.Layer // nil: check the pack against its own checksum
+	what string
+}
+
+func recordedPacks(st *state, x *wal.Index) []recordedPack {
+	var out []recordedPack
+	for _, p := range st.base.packs {
+		out = append(out, recordedPack{name: p, what: fmt.Sprintf("pack through seq %d", st.base.seq)})
+	}
+	for i, l := range st.layers {
+		if l.pack == "" {
+			continue
+		}
+		seq := st.base.seq + uint64(i) + 1
+		p := recordedPack{name: l.pack, what: fmt.Sprintf("layer seq %d", seq)}
+		if x != nil && seq > x.CompactedThroughSeq {
+			p.want = &x.Layers[seq-x.CompactedThroughSeq-1]
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // trustNew records the packs of st that the verified list does not name
 // at all: packs this cache has just installed from the log (whose bytes
 // were checked against the log's sha256 on the way in) or adopted from
@@ -138,11 +164,8 @@ func (c *Cache) trustAll(dir string, st *state) { c.trust(dir, st, map[string]st
 
 func (c *Cache) trust(dir string, st *state, known map[string]stamp) {
 	changed := false
-	for _, l := range st.layers {
-		if l.pack == "" {
-			continue
-		}
-		for _, f := range packFileNames(l.pack) {
+	for _, p := range recordedPacks(st, nil) {
+		for _, f := range packFileNames(p.name) {
 			if _, ok := known[f]; ok {
 				continue
 			}
@@ -160,15 +183,32 @@ func (c *Cache) trust(dir string, st *state, known map[string]stamp) {
 	}
 }
 
-// verifyPack compares one cached pack with its layer in the log.
-func verifyPack(ctx context.Context, packDir, name string, want wal.Layer) error {
+// verifyPack compares one cached pack with its layer in the log, or, when
+// want is nil, with the SHA-1 git writes at its end.
+func verifyPack(ctx context.Context, packDir, name string, want *wal.Layer) error {
 	base := filepath.Join(packDir, "pack-"+name)
-	sum, n, err := hashFile(ctx, base+".pack", sha256.New())
-	if err != nil {
-		return err
-	}
-	if n != want.Size || !bytes.Equal(sum, want.SHA256[:]) {
-		return fmt.Errorf("pack-%s.pack differs from the log's pack (sha256 or size)", name)
+	if want != nil {
+		sum, n, err := hashFile(ctx, base+".pack", sha256.New())
+		if err != nil {
+			return err
+		}
+		if n != want.Size || !bytes.Equal(sum, want.SHA256[:]) {
+			return fmt.Errorf("pack-%s.pack differs from the log's pack (sha256 or size)", name)
+		}
+	} else {
+		pf, err := os.Open(base + ".pack")
+		if err != nil {
+			return err
+		}
+		t := &trailerWriter{h: sha1.New()}
+		_, err = io.Copy(t, ctxReader{ctx, pf})
+		pf.Close()
+		if err != nil {
+			return err
+		}
+		if len(t.tail) != sha1.Size || !bytes.Equal(t.h.Sum(nil), t.tail) {
+			return fmt.Errorf("pack-%s.pack fails its checksum", name)
+		}
 	}
 	f, err := os.Open(base + ".idx")
 	if err != nil {

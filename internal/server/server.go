@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,8 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
+	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
@@ -32,6 +35,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -49,9 +53,9 @@ type Options struct {
 	// The global registry is never used.
 	Registry *prometheus.Registry
 	// Coordination is the node's handle on the coordination store, which
-	// the caller opens in the background; nil when the node has none. The
-	// server does not use it yet: it is where the secret scanner will
-	// attach (see Coordination).
+	// the caller opens in the background; nil when the node has none.
+	// With it the server scans pushes for secrets over the coordinator
+	// (Scan, and Scanner).
 	Coordination Coordination
 	// Auth overrides the metadata-backed authorizer (tests only).
 	Auth githttp.Authorizer
@@ -77,6 +81,16 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// WAL tunes the log's commit loop (tests shorten the backoff).
 	WAL wal.Options
+	// Compaction tunes background compaction after pushes; the zero
+	// value means compact.DefaultPolicy, one at a time
+	// (docs/adr/0050-compaction.md).
+	Compaction compact.TriggerOptions
+	// Scan configures secret scanning over the coordinator, which is on
+	// when Coordination or Scan.Coord is set: a push run after every
+	// committed push, and the scan endpoints of the API (issue 13).
+	// Store, Log and Alerts are filled in by the server, and Coord from
+	// Coordination when unset.
+	Scan scanner.Options
 }
 
 // tempSweeper is a store that leaves write temporaries behind when its
@@ -92,9 +106,18 @@ type Server struct {
 	log      *wal.Log
 	meta     *meta.Store
 	cache    *repocache.Cache
+	compact  *compact.Trigger
 	git      *gitsvc.Service // shared by the transports, and so their git slots
 	registry *prometheus.Registry
 	handler  http.Handler
+	alerts   *alerts.Store
+	scanner  *scanner.Scanner // nil: scanning is off
+
+	// bg carries the push-run starts, which outlive their request; Close
+	// cancels it and waits for them.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
 }
 
 // New builds a server. ctx is only for setup; the server lives until
@@ -140,6 +163,59 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.cache = cache
+	copts := opts.Compaction
+	if copts.Logger == nil {
+		copts.Logger = opts.Logger
+	}
+	compactions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_compactions_total",
+		Help: "Background compactions this node ran, by result: ok, not_needed (another compactor was first, or nothing to fold) or failed (docs/adr/0050-compaction.md).",
+	}, []string{"result"})
+	opts.Registry.MustRegister(compactions)
+	done := copts.Done
+	copts.Done = func(repo string, res compact.Result, err error) {
+		result := "ok"
+		switch {
+		case errors.Is(err, wal.ErrAlreadyCompacted), errors.Is(err, compact.ErrNothingToCompact), errors.Is(err, wal.ErrRepoDeleted):
+			result = "not_needed"
+		case err != nil:
+			result = "failed"
+		}
+		compactions.WithLabelValues(result).Inc()
+		if done != nil {
+			done(repo, res, err)
+		}
+	}
+	s.compact = compact.NewTrigger(compact.New(s.log, cache, compact.Options{Logger: opts.Logger}), copts)
+	s.alerts = alerts.New(opts.Store)
+	s.bg, s.bgCancel = context.WithCancel(context.Background())
+	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
+	var onCommit func(gitsvc.Request, wal.Result)
+	if opts.Scan.Coord == nil && opts.Coordination != nil {
+		c := opts.Coordination
+		opts.Scan.Coord = func() coord.Backend {
+			if b, ok := c.Backend(); ok {
+				return b
+			}
+			return nil
+		}
+	}
+	if opts.Scan.Coord != nil {
+		so := opts.Scan
+		so.Store, so.Log, so.Alerts = opts.Store, s.log, s.alerts
+		if so.Logger == nil {
+			so.Logger = opts.Logger
+		}
+		sc, err := scanner.New(so)
+		if err != nil {
+			s.compact.Close()
+			cache.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.scanner = sc
+		onCommit = s.startPushRun
+		apiOpts = append(apiOpts, api.WithScans(sc))
+	}
 	auth := opts.Auth
 	if auth == nil {
 		auth = metaAuth{s.meta}
@@ -151,13 +227,23 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.MaxGitProcesses = opts.MaxGitProcesses
 	svc.GitQueue = opts.GitQueue
 	svc.GitQueueTimeout = opts.GitQueueTimeout
-	alertStore := alerts.New(opts.Store)
-	protect, err := pushprotect.New(nil, alertStore, pushprotect.Options{})
+	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{})
 	if err != nil {
+		s.compact.Close()
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	svc.PushProtect = protect
+	// After every committed push, off the response path: maybe a
+	// background compaction (docs/adr/0050-compaction.md), and the
+	// push's scan run when scanning is on.
+	scan := onCommit
+	svc.OnCommit = func(req gitsvc.Request, res wal.Result) {
+		s.compact.AfterCommit(req.Repo, res)
+		if scan != nil {
+			scan(req, res)
+		}
+	}
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions:      svc,
 		Auth:                auth,
@@ -165,11 +251,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		IOTimeout:           opts.IOTimeout,
 	})
 	if err != nil {
+		s.compact.Close()
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, api.WithAlerts(alertStore)))
+	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, apiOpts...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -190,6 +277,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // and repositories in-process.
 func (s *Server) Meta() *meta.Store { return s.meta }
 
+// Store returns the object store.
+func (s *Server) Store() objstore.Store { return s.opts.Store }
+
 // Log returns the repository log.
 func (s *Server) Log() *wal.Log { return s.log }
 
@@ -199,8 +289,44 @@ func (s *Server) Cache() *repocache.Cache { return s.cache }
 // Registry returns the metrics registry.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
-// Close stops background work. Call it after Serve has returned.
+// Scanner returns the secret-scanning run service, or nil when scanning
+// is off (Options.Scan.Coord unset).
+func (s *Server) Scanner() *scanner.Scanner { return s.scanner }
+
+// Alerts returns the alert store.
+func (s *Server) Alerts() *alerts.Store { return s.alerts }
+
+// pushRunTimeout bounds starting one push run; a start that does not
+// finish is left to the reconciler.
+const pushRunTimeout = time.Minute
+
+// startPushRun starts the push run of a committed push in the
+// background: the push's response never waits for it, and a failure
+// (etcd down) leaves the run to the reconciler, which finds the seq
+// after the repository's scan watermark.
+func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
+	if req.Tenant == "" {
+		return
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		ctx, cancel := context.WithTimeout(s.bg, pushRunTimeout)
+		defer cancel()
+		spec := scanner.Spec{Tenant: req.Tenant, RepoID: req.Repo, Kind: scanner.KindPush, Seq: res.Seq}
+		if _, err := s.scanner.Start(ctx, spec); err != nil {
+			s.logger.Warn("starting a push scan failed; the reconciler retries", "run", spec.String(), "err", err)
+		}
+	}()
+}
+
+// Close stops background work (compactions in flight are cancelled; an
+// interrupted compaction leaves the log as it was). Call it after Serve
+// has returned.
 func (s *Server) Close() error {
+	s.compact.Close()
+	s.bgCancel()
+	s.bgWG.Wait()
 	s.cache.Close()
 	return nil
 }

@@ -17,13 +17,19 @@ import (
 // end in a CRC-32C of everything before it, so a torn or bit-flipped object
 // is reported as corrupt rather than misread.
 const (
-	indexMagic  = "GHOSTIDX"
-	entryMagic  = "GHOSTENT"
-	formatV1    = 1
-	maxRefName  = 1024
-	maxRefs     = 1 << 20
-	maxLayers   = 1 << 22
-	maxPushedBy = 256
+	indexMagic = "GHOSTIDX"
+	entryMagic = "GHOSTENT"
+	formatV1   = 1
+	// Index flags. flagCheckpoint was added with compaction
+	// (docs/adr/0050-compaction.md): an index without it encodes exactly
+	// as before, and a reader that predates it refuses one with it as
+	// corrupt rather than misread it.
+	flagDeleted    = 1 << 0
+	flagCheckpoint = 1 << 1
+	maxRefName     = 1024
+	maxRefs        = 1 << 20
+	maxLayers      = 1 << 22
+	maxPushedBy    = 256
 	// MaxEntryHeader bounds an entry header; larger ones are corrupt.
 	MaxEntryHeader = 64 << 20
 	// MaxIndexSize bounds what ReadIndex will load.
@@ -48,13 +54,34 @@ type Layer struct {
 	Size   int64    // pack size in bytes
 }
 
+// Checkpoint is a pack that stands for every layer through Seq: one
+// self-contained pack of every object reachable from the refs at Seq
+// (docs/design.md §3.7). It is immutable and named after what it covers
+// (CheckpointKey), so two compactors that build the same bytes write the
+// same object.
+type Checkpoint struct {
+	Seq    uint64   // the last seq it covers; equals CompactedThroughSeq
+	SHA256 [32]byte // of the pack
+	Size   int64    // pack size in bytes
+	// Newest is the newest ULID time (Unix milliseconds) of the layers the
+	// checkpoint folded, its predecessor's included. A compactor keeps the
+	// unreachable objects of layers younger than a grace period; Newest
+	// tells the next compactor whether this checkpoint may still hold
+	// some (docs/adr/0050-compaction.md).
+	Newest int64
+}
+
 // Index is the one mutable record of a repository: the head of its log.
-// Layer i has seq CompactedThroughSeq + i + 1.
+// Layer i has seq CompactedThroughSeq + i + 1. A live index with
+// CompactedThroughSeq > 0 carries the Checkpoint that replaced the layers
+// through that seq; the older layers are no longer listed, which keeps the
+// index bounded however many pushes a repository has seen.
 type Index struct {
 	Seq                 uint64
 	CompactedThroughSeq uint64
 	Deleted             bool
-	Refs                []Ref // sorted by name, unique
+	Checkpoint          *Checkpoint // set exactly when live and CompactedThroughSeq > 0
+	Refs                []Ref       // sorted by name, unique
 	Layers              []Layer
 }
 
@@ -123,11 +150,20 @@ func (x *Index) MarshalBinary() ([]byte, error) {
 	e.u16(formatV1)
 	var flags uint8
 	if x.Deleted {
-		flags |= 1
+		flags |= flagDeleted
+	}
+	if x.Checkpoint != nil {
+		flags |= flagCheckpoint
 	}
 	e.u8(flags)
 	e.u64(x.Seq)
 	e.u64(x.CompactedThroughSeq)
+	if c := x.Checkpoint; c != nil {
+		e.u64(c.Seq)
+		e.Write(c.SHA256[:])
+		e.u64(uint64(c.Size))
+		e.u64(uint64(c.Newest))
+	}
 	e.u32(uint32(len(x.Refs)))
 	for _, r := range x.Refs {
 		e.str16(r.Name)
@@ -163,8 +199,16 @@ func (x *Index) validate() error {
 			return invalid("layer %s: negative size", l.ULID)
 		}
 	}
-	if x.Deleted && (len(x.Refs) > 0 || len(x.Layers) > 0) {
-		return invalid("a tombstone carries no refs or layers")
+	if x.Deleted && (len(x.Refs) > 0 || len(x.Layers) > 0 || x.Checkpoint != nil) {
+		return invalid("a tombstone carries no refs, layers or checkpoint")
+	}
+	if c := x.Checkpoint; c != nil && (c.Seq == 0 || c.Seq != x.CompactedThroughSeq || c.Size < 0 || c.Newest < 0) {
+		return invalid("checkpoint at seq %d (size %d) in an index compacted through %d", c.Seq, c.Size, x.CompactedThroughSeq)
+	}
+	if !x.Deleted && x.CompactedThroughSeq > 0 && x.Checkpoint == nil {
+		// The layers through CompactedThroughSeq are gone from the index:
+		// without a checkpoint nothing could materialize them.
+		return invalid("compacted through seq %d without a checkpoint", x.CompactedThroughSeq)
 	}
 	return nil
 }
@@ -279,10 +323,17 @@ func DecodeIndex(b []byte, what string) (*Index, error) {
 		return nil, corrupt(what, "unknown index version %d", v)
 	}
 	flags := d.u8()
-	if flags&^1 != 0 {
+	if flags&^(flagDeleted|flagCheckpoint) != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
-	x := &Index{Deleted: flags&1 != 0, Seq: d.u64(), CompactedThroughSeq: d.u64()}
+	x := &Index{Deleted: flags&flagDeleted != 0, Seq: d.u64(), CompactedThroughSeq: d.u64()}
+	if flags&flagCheckpoint != 0 {
+		c := &Checkpoint{Seq: d.u64()}
+		copy(c.SHA256[:], d.take(32))
+		c.Size = int64(d.u64())
+		c.Newest = int64(d.u64())
+		x.Checkpoint = c
+	}
 	nrefs := d.count(maxRefs, 2+1+20)
 	for range nrefs {
 		x.Refs = append(x.Refs, Ref{Name: d.str16(maxRefName), ID: d.oid()})

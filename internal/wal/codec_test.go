@@ -17,8 +17,7 @@ func oid(n int) string { return fmt.Sprintf("%040x", n) }
 
 func sampleIndex() *Index {
 	return &Index{
-		Seq:                 3,
-		CompactedThroughSeq: 1,
+		Seq: 2,
 		Refs: []Ref{
 			{Name: "refs/heads/main", ID: oid(1)},
 			{Name: "refs/tags/v1", ID: oid(2)},
@@ -28,6 +27,14 @@ func sampleIndex() *Index {
 			{ULID: ulid.MustParse("01J0000000000000000000000B"), SHA256: [32]byte{2}, Size: 20},
 		},
 	}
+}
+
+// sampleCompacted is sampleIndex after a checkpoint folded seq 1..5.
+func sampleCompacted() *Index {
+	x := sampleIndex()
+	x.Seq, x.CompactedThroughSeq = 7, 5
+	x.Checkpoint = &Checkpoint{Seq: 5, SHA256: [32]byte{9, 8, 7}, Size: 1234, Newest: 1_700_000_000_123}
+	return x
 }
 
 func sampleHeader() *EntryHeader {
@@ -46,6 +53,7 @@ func TestIndexRoundTrip(t *testing.T) {
 	for _, x := range []*Index{
 		{},
 		sampleIndex(),
+		sampleCompacted(),
 		{Seq: 9, CompactedThroughSeq: 9, Deleted: true},
 		{Seq: 1, Refs: []Ref{{Name: "refs/heads/sha256", ID: strings.Repeat("ab", 32)}}, Layers: []Layer{{Size: 0}}},
 	} {
@@ -61,7 +69,8 @@ func TestIndexRoundTrip(t *testing.T) {
 		if !bytes.Equal(b, b2) {
 			t.Fatalf("round trip changed bytes:\n%x\n%x", b, b2)
 		}
-		if got.Seq != x.Seq || got.Deleted != x.Deleted || len(got.Refs) != len(x.Refs) || len(got.Layers) != len(x.Layers) {
+		if got.Seq != x.Seq || got.Deleted != x.Deleted || len(got.Refs) != len(x.Refs) || len(got.Layers) != len(x.Layers) ||
+			(got.Checkpoint == nil) != (x.Checkpoint == nil) || got.Checkpoint != nil && *got.Checkpoint != *x.Checkpoint {
 			t.Fatalf("round trip = %+v, want %+v", got, x)
 		}
 	}
@@ -76,6 +85,12 @@ func TestIndexMarshalRejects(t *testing.T) {
 		"short id":          {Refs: []Ref{{"refs/heads/a", "abc"}}},
 		"tombstone w/ refs": {Deleted: true, Refs: []Ref{{"refs/heads/a", oid(1)}}},
 		"negative size":     {Seq: 1, Layers: []Layer{{Size: -1}}},
+		// A compacted index must say what replaced its folded layers.
+		"compacted w/o checkpoint": {Seq: 3, CompactedThroughSeq: 3},
+		"checkpoint seq":           {Seq: 3, CompactedThroughSeq: 3, Checkpoint: &Checkpoint{Seq: 2}},
+		"checkpoint uncompacted":   {Seq: 0, Checkpoint: &Checkpoint{}},
+		"checkpoint newest":        {Seq: 3, CompactedThroughSeq: 3, Checkpoint: &Checkpoint{Seq: 3, Newest: -1}},
+		"tombstone w/ checkpoint":  {Seq: 3, CompactedThroughSeq: 3, Deleted: true, Checkpoint: &Checkpoint{Seq: 3}},
 	} {
 		if _, err := x.MarshalBinary(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -118,6 +133,11 @@ func TestDecodeIndexRejects(t *testing.T) {
 	}
 	for i := range len(good) {
 		cases[fmt.Sprintf("truncated at %d", i)] = good[:i]
+	}
+	ck, _ := sampleCompacted().MarshalBinary()
+	cases["checkpoint flag cleared"] = reCRC(func() []byte { b := bytes.Clone(ck); b[10] = 0; return b }())
+	for i := range len(ck) - 4 {
+		cases[fmt.Sprintf("compacted body truncated at %d, crc fixed", i)] = reCRC(append(bytes.Clone(ck[:i]), 0, 0, 0, 0))
 	}
 	for i := range len(good) - 4 { // a body cut short, with a checksum that matches it
 		cases[fmt.Sprintf("body truncated at %d, crc fixed", i)] = reCRC(append(bytes.Clone(good[:i]), 0, 0, 0, 0))
@@ -192,7 +212,7 @@ func TestCheckRefName(t *testing.T) {
 }
 
 func FuzzDecodeIndex(f *testing.F) {
-	for _, x := range []*Index{{}, sampleIndex(), {Seq: 4, CompactedThroughSeq: 4, Deleted: true}} {
+	for _, x := range []*Index{{}, sampleIndex(), sampleCompacted(), {Seq: 4, CompactedThroughSeq: 4, Deleted: true}} {
 		b, _ := x.MarshalBinary()
 		f.Add(b)
 	}

@@ -209,6 +209,21 @@ type Result struct {
 	ULID     ulid.ULID
 	Seq      uint64 // the seq of the new layer
 	Attempts int    // index CAS attempts, including the winning one
+	// Layers and LayerBytes describe the log as the commit left it: how
+	// many layers follow the last checkpoint and how many pack bytes they
+	// hold. The compaction policy reads them (docs/adr/0050-compaction.md)
+	// without another GET of the index.
+	Layers     int
+	LayerBytes int64
+}
+
+// resultOf is the Result of a commit seen in index x.
+func resultOf(x *Index, seq uint64, attempts int) Result {
+	r := Result{Seq: seq, Attempts: attempts, Layers: len(x.Layers)}
+	for _, l := range x.Layers {
+		r.LayerBytes += l.Size
+	}
+	return r
 }
 
 // Commit appends a push to the repository's log: PUT the entry, then
@@ -220,7 +235,8 @@ type Result struct {
 // request, or a storage error. On all of those the push certainly did not
 // commit and its entry is deleted. ErrOutcomeUnknown means Commit could
 // not learn whether its index write applied (the store stopped answering,
-// or the context ended while a write was unanswered); the entry is then
+// the context ended while a write was unanswered, or a checkpoint folded
+// the seq the write would have taken: docs/design.md §3.8); the entry is then
 // kept, because the log may reference it, and left for garbage collection
 // if it does not. A nil error means the index references the entry. See
 // docs/adr/0006-write-outcomes.md.
@@ -314,18 +330,39 @@ type loop struct {
 	// (docs/adr/0006-write-outcomes.md). It was sent over the index at
 	// pendingSeq, so it can still land only while the index stays there:
 	// every write raises the seq, so once a read shows a higher seq without
-	// our layer, the pending write is dead.
+	// our layer, the pending write is dead. Compaction is the one writer
+	// that does not raise the seq; see observe for what it changes.
 	pending    bool
 	pendingSeq uint64
 	contended  bool  // a write lost the CAS, or a pending one was overtaken
 	lastErr    error // the last failure, for the report
+	// landed reports whether an index holds this loop's write (the layer
+	// mine, or a compaction's checkpoint).
+	landed func(*Index) bool
+	// blind is set when a pending write's seq was folded into a
+	// checkpoint, so no read of the index can settle it (observe).
+	blind bool
 }
 
 // observe folds a successfully read index into the loop state and reports
-// whether it already holds our layer.
+// whether it already holds our write.
+//
+// A pending write of ours would have become the layer at pendingSeq+1.
+// When a checkpoint has since folded that seq (CompactedThroughSeq >
+// pendingSeq), the layer list no longer says whose layer it was, so the
+// index cannot tell whether our write landed: observe marks the loop
+// blind, and the caller ends with an unknown outcome rather than guess
+// (docs/adr/0050-compaction.md). A compaction writes the same seq it read,
+// so it never makes a pending write look dead by itself. Only a layer can
+// be folded: a tombstone is never folded, and a compaction pending under
+// a later checkpoint can no longer land.
 func (st *loop) observe(cur *Index) bool {
-	if st.mine != (ulid.ULID{}) && cur.HasLayer(st.mine) {
+	if st.landed != nil && st.landed(cur) {
 		return true
+	}
+	if st.pending && st.mine != (ulid.ULID{}) && cur.CompactedThroughSeq > st.pendingSeq && !cur.Deleted {
+		st.blind = true
+		return false
 	}
 	if st.pending && cur.Seq > st.pendingSeq {
 		st.pending = false
@@ -368,7 +405,17 @@ func (st *loop) sent(cur *Index, err error) {
 // appended twice. When attempts run out, or the context ends, settle reads
 // the index once more before anything is reported.
 func (l *Log) casLoop(ctx context.Context, repo string, next func(*Index) (*Index, error), mine ulid.ULID) (Result, commitState, error) {
-	st := &loop{repo: repo, mine: mine}
+	var landed func(*Index) bool
+	if mine != (ulid.ULID{}) {
+		landed = func(x *Index) bool { return x.HasLayer(mine) }
+	}
+	return l.casLoopFunc(ctx, repo, next, mine, landed)
+}
+
+// casLoopFunc is casLoop with the test for "our write is in the index"
+// given by the caller: a compaction has no layer of its own.
+func (l *Log) casLoopFunc(ctx context.Context, repo string, next func(*Index) (*Index, error), mine ulid.ULID, landed func(*Index) bool) (Result, commitState, error) {
+	st := &loop{repo: repo, mine: mine, landed: landed}
 	for attempt := 0; attempt < l.opts.MaxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := l.opts.Sleep(ctx, l.backoff(attempt-1)); err != nil {
@@ -388,7 +435,10 @@ func (l *Log) casLoop(ctx context.Context, repo string, next func(*Index) (*Inde
 			continue
 		}
 		if st.observe(cur) {
-			return Result{Seq: seqOf(cur, mine), Attempts: st.writes}, committed, nil
+			return resultOf(cur, seqOf(cur, mine), st.writes), committed, nil
+		}
+		if st.blind {
+			return Result{Attempts: st.writes}, unknown, st.unknown(errFolded)
 		}
 		if cur.Deleted {
 			return Result{Attempts: st.writes}, st.state(), fmt.Errorf("%s: %w", repo, ErrRepoDeleted)
@@ -399,7 +449,7 @@ func (l *Log) casLoop(ctx context.Context, repo string, next func(*Index) (*Inde
 		}
 		err = l.writeIndex(ctx, repo, nx, etag)
 		if err == nil {
-			return Result{Seq: nx.Seq, Attempts: st.writes + 1}, committed, nil
+			return resultOf(nx, nx.Seq, st.writes+1), committed, nil
 		}
 		if errors.Is(err, ErrInvalid) { // refused before anything was sent
 			return Result{Attempts: st.writes}, st.state(), err
@@ -455,7 +505,10 @@ func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, e
 			return Result{Attempts: st.writes}, unknown, st.unknown(err)
 		}
 		if st.observe(cur) {
-			return Result{Seq: seqOf(cur, st.mine), Attempts: st.writes}, committed, nil
+			return resultOf(cur, seqOf(cur, st.mine), st.writes), committed, nil
+		}
+		if st.blind {
+			return Result{Attempts: st.writes}, unknown, st.unknown(errFolded)
 		}
 		if cur.Deleted {
 			return Result{Attempts: st.writes}, st.state(), fmt.Errorf("%s: %w", st.repo, ErrRepoDeleted)
@@ -473,7 +526,7 @@ func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, e
 		}
 		err = l.writeIndex(ctx, st.repo, nx, etag)
 		if err == nil {
-			return Result{Seq: nx.Seq, Attempts: st.writes + 1}, committed, nil
+			return resultOf(nx, nx.Seq, st.writes+1), committed, nil
 		}
 		st.sent(cur, err)
 	}
@@ -496,7 +549,12 @@ func (st *loop) unknown(cause error) error {
 	return fmt.Errorf("commit to %s: %w: %w", st.repo, ErrOutcomeUnknown, cause)
 }
 
+// seqOf is the seq of layer id in x, or x's seq for a write without a
+// layer of its own (a compaction, a tombstone).
 func seqOf(x *Index, id ulid.ULID) uint64 {
+	if id == (ulid.ULID{}) {
+		return x.Seq
+	}
 	for i, l := range x.Layers {
 		if l.ULID == id {
 			return x.CompactedThroughSeq + uint64(i) + 1
@@ -532,6 +590,7 @@ func apply(cur *Index, ts []Transition, layer Layer) (*Index, error) {
 	next := &Index{
 		Seq:                 cur.Seq + 1,
 		CompactedThroughSeq: cur.CompactedThroughSeq,
+		Checkpoint:          cur.Checkpoint,
 		Refs:                make([]Ref, 0, len(refs)),
 		Layers:              append(slices.Clip(cur.Layers), layer),
 	}
@@ -656,11 +715,13 @@ func (l *Log) Delete(ctx context.Context, repo string) error {
 
 func (l *Log) purge(ctx context.Context, repo string) error {
 	var keys []string
-	if err := objstore.Walk(ctx, l.store, entriesPrefix(repo), func(o objstore.Info) error {
-		keys = append(keys, o.Key)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("purge %s: %w", repo, err)
+	for _, prefix := range []string{entriesPrefix(repo), checkpointsPrefix(repo)} {
+		if err := objstore.Walk(ctx, l.store, prefix, func(o objstore.Info) error {
+			keys = append(keys, o.Key)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("purge %s: %w", repo, err)
+		}
 	}
 	for _, k := range keys {
 		if err := l.store.Delete(ctx, k); err != nil {
@@ -681,13 +742,21 @@ func (l *Log) Fork(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if x.CompactedThroughSeq > 0 {
-		return fmt.Errorf("fork %s: compacted logs cannot be forked yet: %w", src, errors.ErrUnsupported)
-	}
 	if _, etag, err := l.ReadIndex(ctx, dst); err != nil {
 		return err
 	} else if etag != "" {
 		return fmt.Errorf("%s: %w", dst, ErrRepoExists)
+	}
+	if c := x.Checkpoint; c != nil {
+		// A checkpoint is immutable like an entry: copy it first, so the
+		// destination's index never names a missing object.
+		if err := l.store.Copy(ctx, CheckpointKey(src, *c), CheckpointKey(dst, *c)); err != nil {
+			return fmt.Errorf("fork %s to %s: copy checkpoint %d: %w", src, dst, c.Seq, err)
+		}
+		err := l.store.Copy(ctx, CheckpointIndexKey(src, *c), CheckpointIndexKey(dst, *c))
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) { // the index is optional
+			return fmt.Errorf("fork %s to %s: copy checkpoint index %d: %w", src, dst, c.Seq, err)
+		}
 	}
 	for _, layer := range x.Layers {
 		if err := l.store.Copy(ctx, EntryKey(src, layer.ULID), EntryKey(dst, layer.ULID)); err != nil {

@@ -7,14 +7,15 @@ package wal
 //
 // It is the one definition of "referenced" that garbage collection uses
 // (docs/adr/0040-garbage-collection.md): an object is kept when any index
-// lists it here. When checkpoints are added to the index (docs/design.md
-// §10.3), they must be added here too, and GC follows without change. A
-// tombstone references nothing.
+// lists it here. That includes the checkpoint's pack and .idx
+// (CheckpointKeys, docs/adr/0050-compaction.md); the entries a checkpoint
+// folded are no longer referenced. A tombstone references nothing.
 func (x *Index) ReferencedKeys(repo string) []string {
 	if x == nil || x.Deleted {
 		return nil
 	}
-	keys := make([]string, 0, 2*len(x.Layers))
+	keys := make([]string, 0, 2*len(x.Layers)+2)
+	keys = append(keys, x.CheckpointKeys(repo)...)
 	for _, l := range x.Layers {
 		keys = append(keys, EntryKey(repo, l.ULID), PackIndexKey(repo, l.ULID))
 	}

@@ -19,6 +19,12 @@ func TestReferencedKeys(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("ReferencedKeys = %v, want %v", got, want)
 	}
+	ck := wal.Checkpoint{Seq: 5, SHA256: [32]byte{1}, Size: 9}
+	got = (&wal.Index{Seq: 6, CompactedThroughSeq: 5, Checkpoint: &ck, Layers: []wal.Layer{{ULID: b}}}).ReferencedKeys("r")
+	want = []string{wal.CheckpointKey("r", ck), wal.CheckpointIndexKey("r", ck), wal.EntryKey("r", b), wal.PackIndexKey("r", b)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ReferencedKeys of a compacted index = %v, want %v", got, want)
+	}
 	if k := (&wal.Index{Seq: 3, CompactedThroughSeq: 3, Deleted: true}).ReferencedKeys("r"); len(k) != 0 {
 		t.Fatalf("a tombstone references %v", k)
 	}

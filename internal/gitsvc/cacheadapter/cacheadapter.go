@@ -7,7 +7,6 @@ package cacheadapter
 
 import (
 	"context"
-	"errors"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -30,9 +29,6 @@ var (
 func (r Repos) Materialize(ctx context.Context, repo string) (*gitsvc.Checkout, error) {
 	snap, err := r.Cache.Materialize(ctx, repo)
 	if err != nil {
-		if errors.Is(err, repocache.ErrCompacted) {
-			return nil, errors.Join(err, errors.ErrUnsupported)
-		}
 		return nil, err
 	}
 	return &gitsvc.Checkout{

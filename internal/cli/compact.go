@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// newRepoCompactCmd returns "ghost repo compact <owner>/<name>": fold the
+// repository's log into a checkpoint now, whatever the policy says
+// (docs/adr/0050-compaction.md). Servers do this on their own after
+// pushes; the command is for operators and benchmarks.
+func newRepoCompactCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "compact <owner>/<name>",
+		Short: "fold the repository's log into a checkpoint now, showing progress",
+		Args:  exactArgs(1),
+	}
+	a := newAdmin(env, cmd)
+	a.cfg.RegisterCache(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		objects, err := a.cfg.OpenStore(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := meta.New(objects, wal.New(objects, wal.Options{})).Repo(ctx, owner, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "%s/%s is log %s in %s\n", owner, name, r.ID, a.cfg.Location())
+		if err := compactRepo(ctx, objects, a.cfg.Cache(), r.ID, env.Stdout); err != nil {
+			return err
+		}
+		a.wrote()
+		return nil
+	}
+	return cmd
+}
+
+// compactRepo compacts one log, printing progress to out. It builds in
+// the cache directory's scratch space, which a server on the same node
+// may share (docs/design.md §5.1). It is independent of how the command
+// line is parsed.
+func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID string, out io.Writer) error {
+	log := wal.New(objects, wal.Options{})
+	cache, err := repocache.New(cacheDir, log, repocache.Options{})
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	c := compact.New(log, cache, compact.Options{Progress: func(msg string) { fmt.Fprintln(out, msg) }})
+	res, err := c.Compact(ctx, repoID)
+	switch {
+	case errors.Is(err, compact.ErrNothingToCompact), errors.Is(err, wal.ErrAlreadyCompacted):
+		fmt.Fprintf(out, "nothing to do: %v\n", err)
+		return nil
+	case errors.Is(err, wal.ErrOutcomeUnknown):
+		return fmt.Errorf("%w (run the command again: it tells, and completes the compaction if it did not land)", err)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(out, "done: checkpoint %s (%d objects, %d bytes)\n", wal.CheckpointKey(repoID, res.Checkpoint), res.Objects, res.Checkpoint.Size)
+	return nil
+}
+
+// compactFlags are ghost serve's settings of background compaction
+// (docs/adr/0050-compaction.md).
+type compactFlags struct {
+	layers int
+	bytes  int64
+}
+
+func (c *compactFlags) register(f *pflag.FlagSet) {
+	def := compact.DefaultPolicy()
+	config.IntVar(f, &c.layers, "compact-layers", "GHOST_COMPACT_LAYERS", def.MaxLayers, "compact a repository in the background once this many pushes followed its last checkpoint (0: never by count)")
+	config.Int64Var(f, &c.bytes, "compact-bytes", "GHOST_COMPACT_BYTES", def.MaxBytes, "or once those pushes hold this many bytes of packs (0: never by size; both 0: no background compaction)")
+}
+
+// options turns the flags into the server's compaction settings; 0 means
+// "never" here, where the Policy's zero value means the defaults.
+func (c *compactFlags) options() compact.TriggerOptions {
+	p := compact.Policy{MaxLayers: c.layers, MaxBytes: c.bytes}
+	if p.MaxLayers <= 0 {
+		p.MaxLayers = -1
+	}
+	if p.MaxBytes <= 0 {
+		p.MaxBytes = -1
+	}
+	return compact.TriggerOptions{Policy: p}
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/etcdserver/etcdtest"
+	"github.com/ghost-scm/ghost/internal/scanner"
+)
+
+// TestRepoScanWithWorker starts a full scan with "ghost repo scan", runs
+// "ghost worker" against the same store and etcd, and waits for the run
+// with --wait; "ghost repo scans" lists it done.
+func TestRepoScanWithWorker(t *testing.T) {
+	e := etcdtest.StartServer(t, etcdserver.Options{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
+	dir := t.TempDir()
+	common := []string{"--data-dir", dir, "--etcd-endpoints", e.Endpoint()}
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), append(args, common...), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	for _, args := range [][]string{{"tenant", "create", "alice"}, {"repo", "create", "alice/app"}} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), append(args, "--data-dir", dir), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+	}
+	if out := run("repo", "scan", "alice/app"); !strings.Contains(out, "scan 0-full of alice/app started") {
+		t.Fatalf("repo scan: %q", out)
+	}
+	if out := run("repo", "scan", "alice/app"); !strings.Contains(out, "already exists") {
+		t.Fatalf("repo scan again: %q", out)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var werr bytes.Buffer
+	code := -1
+	go func() {
+		defer wg.Done()
+		code = Main(ctx, append([]string{"worker", "--log-level", "warn"}, common...), &bytes.Buffer{}, &werr)
+	}()
+	out := run("repo", "scan", "alice/app", "--wait", "--poll", "20ms")
+	stop()
+	wg.Wait()
+	if !strings.Contains(out, "scan 0-full done: 0 blobs") {
+		t.Fatalf("repo scan --wait: %q", out)
+	}
+	if code != 0 {
+		t.Fatalf("worker exit %d: %s", code, werr.String())
+	}
+	if out := run("repo", "scans", "alice/app"); !strings.Contains(out, "0-full") || !strings.Contains(out, " done  ") || !strings.Contains(out, "1/1 ") && !strings.Contains(out, "16/16") {
+		t.Fatalf("repo scans: %q", out)
+	}
+}
+
+// TestWriteScansTable: every column under its header, parked shards with
+// their reasons.
+func TestWriteScansTable(t *testing.T) {
+	var out bytes.Buffer
+	st := scanner.Status{Run: scanner.Run{Kind: scanner.KindFull, Seq: 7, ID: 42}, State: "active", ShardsDone: 3, ShardsTotal: 16,
+		Blobs: 100, Bytes: 2048, Findings: 5, Rate: 10, Parked: []scanner.ParkedShard{{Shard: "0x3", Reason: "boom"}}}
+	if err := writeScans(&out, "table", []scanner.Status{st}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	want := []string{"7-full", "42", "active", "3/16", "100", "2048", "5", "10B/s", "-", "0x3:", "boom"}
+	if len(head) != 10 || !slices.Equal(row, want) {
+		t.Fatalf("header %v\nrow %v\nwant %v", head, row, want)
+	}
+}

@@ -1,0 +1,628 @@
+package scanner
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/secretscan"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// Defaults of Options.
+const (
+	// DefaultInitialShards is the number of shards a full run starts
+	// with (docs/adr/0032-scan-runs.md).
+	DefaultInitialShards = 16
+	// DefaultLeaseDuration is how long a shard lease lasts without renewal:
+	// a killed worker's shard is claimable again this long after its last
+	// heartbeat.
+	DefaultLeaseDuration = 30 * time.Second
+	// DefaultMaxRetries is how many re-acquisitions a shard gets before
+	// coord parks it (a shard that crashes its workers).
+	DefaultMaxRetries = 5
+	// DefaultStartTimeout bounds the coordinator calls of Start.
+	DefaultStartTimeout = 10 * time.Second
+)
+
+// ErrNoCoordinator reports that the coordination store is not available;
+// the run's descriptor was written, and workers or the reconciler create
+// its coord run once the store is back.
+var ErrNoCoordinator = errors.New("scanner: coordination store unavailable")
+
+// Options configure a Scanner.
+type Options struct {
+	Store  objstore.Store
+	Log    *wal.Log
+	Alerts *alerts.Store
+	// Coord returns the coordination backend, or nil while it is not
+	// available (serve opens etcd in the background, ADR 0025).
+	Coord func() coord.Backend
+	// Rules are the scanning rules; nil means secretscan.DefaultConfig.
+	Rules *secretscan.Config
+	// InitialShards of a full run; 0 means DefaultInitialShards.
+	InitialShards int
+	// LeaseDuration of shard leases; 0 means DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// MaxRetries before coord parks a shard; 0 means DefaultMaxRetries.
+	MaxRetries uint32
+	// StartTimeout bounds the coordinator calls of Start; when etcd does
+	// not answer in time the run is left queued for the workers. 0 means
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Scanner starts runs, reports their progress, and reconciles the runs
+// the log says should exist with those that do. It is safe for
+// concurrent use.
+type Scanner struct {
+	opts    Options
+	recs    records
+	rules   *secretscan.Config
+	logger  *slog.Logger
+	now     func() time.Time
+	nshards int
+}
+
+// New returns a Scanner.
+func New(opts Options) (*Scanner, error) {
+	if opts.Store == nil || opts.Log == nil || opts.Alerts == nil || opts.Coord == nil {
+		return nil, errors.New("scanner: Store, Log, Alerts and Coord are required")
+	}
+	s := &Scanner{opts: opts, recs: records{opts.Store}, rules: opts.Rules, logger: opts.Logger, now: opts.Now, nshards: opts.InitialShards}
+	if s.rules == nil {
+		cfg, err := secretscan.DefaultConfig()
+		if err != nil {
+			return nil, err
+		}
+		s.rules = cfg
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.nshards <= 0 {
+		s.nshards = DefaultInitialShards
+	}
+	if s.nshards > 1<<16 {
+		return nil, fmt.Errorf("%w: at most 65536 initial shards", ErrInvalid)
+	}
+	if s.opts.LeaseDuration <= 0 {
+		s.opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if s.opts.StartTimeout <= 0 {
+		s.opts.StartTimeout = DefaultStartTimeout
+	}
+	if s.opts.MaxRetries == 0 {
+		s.opts.MaxRetries = DefaultMaxRetries
+	}
+	return s, nil
+}
+
+func (s *Scanner) coordNow() coord.Time { return coord.TimeOf(s.now()) }
+
+func (s *Scanner) backend() (coord.Backend, error) {
+	b := s.opts.Coord()
+	if b == nil {
+		return nil, ErrNoCoordinator
+	}
+	return b, nil
+}
+
+func (s *Scanner) runConfig() coord.RunConfig {
+	return coord.RunConfig{LeaseDuration: s.opts.LeaseDuration, Cursor: coord.CursorStrictlyIncreasing, MaxRetries: s.opts.MaxRetries}
+}
+
+// manifest returns the root shards of a run: one shard over the whole id
+// space for a push run (a layer's objects are few), n equal ranges of the
+// first two bytes of the object id for a full run.
+func manifest(k Kind, n int) []coord.ShardSpec {
+	if k == KindPush || n <= 1 {
+		return []coord.ShardSpec{{ID: 1}}
+	}
+	out := make([]coord.ShardSpec, n)
+	bound := func(i int) []byte {
+		if i == 0 || i == n {
+			return nil
+		}
+		var b [2]byte
+		binary.BigEndian.PutUint16(b[:], uint16(i*65536/n))
+		return b[:]
+	}
+	for i := range n {
+		out[i] = coord.ShardSpec{ID: coord.ShardID(i + 1), Start: bound(i), End: bound(i + 1)}
+	}
+	return out
+}
+
+// Start starts the run spec names, idempotently: a run that exists is
+// returned as it is. The descriptor and the workers' marker go to the
+// object store first, then the coord run is created and its shards
+// registered. When the coordination store is unavailable, or the tenant
+// is at its shard cap, the run is queued: Start returns the descriptor
+// with a nil error (ErrNoCoordinator is logged), and workers create or
+// register the coord run later.
+func (s *Scanner) Start(ctx context.Context, spec Spec) (Run, error) {
+	if err := spec.check(); err != nil {
+		return Run{}, err
+	}
+	var cur Run
+	_, err := s.recs.get(ctx, runKey(spec), &cur)
+	switch {
+	case err == nil && cur.Done:
+		return cur, nil
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		n := s.nshards
+		if spec.Kind == KindPush {
+			n = 1
+		}
+		cur = Run{V: recordVersion, Tenant: spec.Tenant, RepoID: spec.RepoID, Kind: spec.Kind, Seq: spec.Seq,
+			ID: uint64(spec.RunID()), Shards: n, CreatedAt: s.now().UTC()}
+		if err := s.recs.create(ctx, runKey(spec), &cur); err != nil {
+			return Run{}, err
+		}
+		// Re-read: a racing Start may have written first, with its own
+		// CreatedAt; everyone must agree on the descriptor.
+		if _, err := s.recs.get(ctx, runKey(spec), &cur); err != nil {
+			return Run{}, err
+		}
+	default:
+		return Run{}, err
+	}
+	if err := s.recs.create(ctx, activeKey(spec), &cur); err != nil {
+		return Run{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	if err := s.ensureCoord(cctx, &cur); err != nil {
+		// The marker makes workers retry; nothing is lost by waiting.
+		s.logger.Info("scan run queued", "run", spec.String(), "reason", err)
+	}
+	return cur, nil
+}
+
+// ensureCoord creates the coord run of r and registers its shards, both
+// idempotently. At the tenant's shard cap it returns the
+// *coord.ShardLimitError and leaves the run Initializing: queued.
+func (s *Scanner) ensureCoord(ctx context.Context, r *Run) error {
+	b, err := s.backend()
+	if err != nil {
+		return err
+	}
+	spec := r.Spec()
+	t, id := TenantID(spec.Tenant), coord.RunID(r.ID)
+	_, err = b.CreateRun(ctx, s.coordNow(), coord.CreateRunRequest{Tenant: t, Run: id, Op: op(u64(r.ID), "create"), Config: s.runConfig()})
+	if err != nil && !errors.Is(err, coord.ErrRunExists) {
+		return fmt.Errorf("create %v: %w", spec, err)
+	}
+	_, err = b.RegisterShards(ctx, s.coordNow(), coord.RegisterShardsRequest{Tenant: t, Run: id, Op: op(u64(r.ID), "register"), Shards: manifest(spec.Kind, r.Shards)})
+	if err != nil && !errors.Is(err, coord.ErrRunNotInitializing) && !errors.Is(err, coord.ErrRunTerminal) {
+		return fmt.Errorf("register shards of %v: %w", spec, err)
+	}
+	return nil
+}
+
+// token is a shard's cursor token: what the shard has scanned so far.
+type token struct {
+	Blobs    int64 `json:"b"`
+	Bytes    int64 `json:"y"`
+	Findings int64 `json:"f"`
+}
+
+func parseToken(b []byte) token {
+	var t token
+	if len(b) > 0 {
+		_ = json.Unmarshal(b, &t) // a token we cannot read counts as nothing
+	}
+	return t
+}
+
+// finish completes the run once no shard is left to scan, then writes its
+// follow-ups: the descriptor's statistics, the watermark of a push run,
+// and the removal of its marker. Every step is idempotent, so any worker,
+// or the same one again after a crash, may call it.
+func (s *Scanner) finish(ctx context.Context, r *Run) error {
+	b, err := s.backend()
+	if err != nil {
+		return err
+	}
+	spec := r.Spec()
+	t, id := TenantID(spec.Tenant), coord.RunID(r.ID)
+	now := s.coordNow()
+	p, err := b.Progress(ctx, now, t, id) // one read of the run and its shards
+	if err != nil {
+		return err
+	}
+	switch p.State {
+	case coord.RunActive:
+		if p.Active > 0 || p.Parked > 0 {
+			return nil
+		}
+		shards, err := b.ListShards(ctx, now, t, id, coord.ShardFilter{})
+		if err != nil {
+			return err
+		}
+		var f Final
+		for i := range shards {
+			if shards[i].State != coord.ShardSplit {
+				f.Shards++
+			}
+			tk := parseToken(shards[i].Cursor.Token)
+			f.Blobs += tk.Blobs
+			f.Bytes += tk.Bytes
+			f.Findings += tk.Findings
+		}
+		f.At = s.now().UTC()
+		if err := update(ctx, s.recs, runKey(spec), func(cur *Run) *Run {
+			if cur == nil || cur.Final != nil {
+				return nil
+			}
+			cur.Final = &f
+			return cur
+		}); err != nil {
+			return err
+		}
+		if _, err := b.CompleteRun(ctx, s.coordNow(), coord.CompleteRunRequest{Tenant: t, Run: id, Op: op(u64(r.ID), "complete")}); err != nil && !errors.Is(err, coord.ErrRunTerminal) {
+			return fmt.Errorf("complete %v: %w", spec, err)
+		}
+	case coord.RunDone:
+	default:
+		return nil
+	}
+	if err := update(ctx, s.recs, runKey(spec), func(cur *Run) *Run {
+		if cur == nil || cur.Done {
+			return nil
+		}
+		cur.Done = true
+		return cur
+	}); err != nil {
+		return err
+	}
+	if spec.Kind == KindPush {
+		if err := s.advanceWatermark(ctx, spec.Tenant, spec.RepoID); err != nil {
+			return err
+		}
+	}
+	return s.opts.Store.Delete(ctx, activeKey(spec))
+}
+
+// maxReconcile bounds the seqs one reconcile pass looks at per repository.
+const maxReconcile = 1000
+
+// Watermark returns the repository's "scanned through seq".
+func (s *Scanner) Watermark(ctx context.Context, repoID string) (uint64, error) {
+	var w Watermark
+	_, err := s.recs.get(ctx, watermarkKey(repoID), &w)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return 0, nil
+	}
+	return w.Seq, err
+}
+
+// advanceWatermark moves the watermark over every push run after it that
+// is done, contiguously.
+func (s *Scanner) advanceWatermark(ctx context.Context, tenant, repoID string) error {
+	w, err := s.Watermark(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	next := w
+	for range maxReconcile {
+		var r Run
+		_, err := s.recs.get(ctx, runKey(Spec{Tenant: tenant, RepoID: repoID, Kind: KindPush, Seq: next + 1}), &r)
+		if errors.Is(err, objstore.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if !r.Done {
+			break
+		}
+		next++
+	}
+	if next == w {
+		return nil
+	}
+	return update(ctx, s.recs, watermarkKey(repoID), func(cur *Watermark) *Watermark {
+		if cur != nil && cur.Seq >= next {
+			return nil
+		}
+		return &Watermark{V: recordVersion, Tenant: tenant, RepoID: repoID, Seq: next}
+	})
+}
+
+// Reconcile starts the push runs of the repository's seqs after its
+// watermark that have no run: pushes whose run was never started, e.g.
+// because the node stopped right after the commit. Runs that exist but
+// have no coord run yet (etcd was down) are left to the workers, which
+// create them from their marker. It returns how many runs it started.
+func (s *Scanner) Reconcile(ctx context.Context, tenant, repoID string) (int, error) {
+	x, err := s.opts.Log.Head(ctx, repoID)
+	if err != nil {
+		return 0, err
+	}
+	if x.Deleted {
+		return 0, nil
+	}
+	if err := s.advanceWatermark(ctx, tenant, repoID); err != nil {
+		return 0, err
+	}
+	w, err := s.Watermark(ctx, repoID)
+	if err != nil {
+		return 0, err
+	}
+	started := 0
+	for seq := w + 1; seq <= x.Seq && seq <= w+maxReconcile; seq++ {
+		if seq <= x.CompactedThroughSeq {
+			continue // folded into a checkpoint: no layer to scan on its own
+		}
+		spec := Spec{Tenant: tenant, RepoID: repoID, Kind: KindPush, Seq: seq}
+		var r Run
+		_, err := s.recs.get(ctx, runKey(spec), &r)
+		if err == nil {
+			// Make sure workers see it (a crash between descriptor and marker).
+			if !r.Done {
+				if err := s.recs.create(ctx, activeKey(spec), &r); err != nil {
+					return started, err
+				}
+			}
+			continue
+		}
+		if !errors.Is(err, objstore.ErrNotFound) {
+			return started, err
+		}
+		if _, err := s.Start(ctx, spec); err != nil {
+			return started, err
+		}
+		started++
+	}
+	return started, nil
+}
+
+// RepoRef names a repository for ReconcileAll.
+type RepoRef struct{ Tenant, RepoID string }
+
+// ReconcileAll reconciles every repository, and returns how many runs it
+// started. Errors of one repository do not stop the others.
+func (s *Scanner) ReconcileAll(ctx context.Context, repos []RepoRef) (int, error) {
+	var errs []error
+	n := 0
+	for _, r := range repos {
+		k, err := s.Reconcile(ctx, r.Tenant, r.RepoID)
+		n += k
+		if err != nil && !errors.Is(err, wal.ErrRepoDeleted) {
+			errs = append(errs, fmt.Errorf("%s/%s: %w", r.Tenant, r.RepoID, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Active returns the runs workers should look at, push runs first.
+func (s *Scanner) Active(ctx context.Context) ([]Spec, error) {
+	var out []Spec
+	for _, k := range []Kind{KindPush, KindFull} {
+		err := objstore.Walk(ctx, s.opts.Store, activeKindPrefix(k), func(o objstore.Info) error {
+			if sp, ok := parseActiveKey(o.Key); ok {
+				out = append(out, sp)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Get returns a run's descriptor.
+func (s *Scanner) Get(ctx context.Context, spec Spec) (Run, error) {
+	var r Run
+	_, err := s.recs.get(ctx, runKey(spec), &r)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return Run{}, fmt.Errorf("%w: %v", ErrNotFound, spec)
+	}
+	return r, err
+}
+
+// ParkedShard is a shard that failed until it was parked.
+type ParkedShard struct {
+	Shard  string `json:"shard"`
+	Reason string `json:"reason"`
+}
+
+// Status is a run with its progress.
+type Status struct {
+	Run
+	// State is queued (no shards registered yet: etcd was unavailable or
+	// the tenant is at its shard cap), active, done, unknown (etcd does
+	// not answer now), or the coord state.
+	State        string        `json:"state"`
+	ShardsTotal  int           `json:"shards_total"`
+	ShardsDone   int           `json:"shards_done"`
+	ShardsLeased int           `json:"shards_leased"`
+	Parked       []ParkedShard `json:"parked,omitempty"`
+	Blobs        int64         `json:"blobs"`
+	Bytes        int64         `json:"bytes"`
+	Findings     int64         `json:"findings"`
+	// Covered is the fraction of the object-id space scanned, from 0 to 1.
+	Covered float64 `json:"covered"`
+	// Rate is bytes scanned per second since the run was created.
+	Rate float64 `json:"rate_bytes_per_second"`
+	// ETA estimates the time left from Covered and the time spent; zero
+	// when unknown or done.
+	ETA time.Duration `json:"eta_ns"`
+	// Note explains an unknown state.
+	Note string `json:"note,omitempty"`
+}
+
+// Runs lists the repository's runs, newest first, at most limit (0: 100).
+func (s *Scanner) Runs(ctx context.Context, repoID string, limit int) ([]Status, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var runs []Run
+	err := objstore.Walk(ctx, s.opts.Store, runsPrefix(repoID), func(o objstore.Info) error {
+		var r Run
+		if _, err := s.recs.get(ctx, o.Key, &r); err != nil {
+			if errors.Is(err, objstore.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+		runs = append(runs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(runs)
+	if len(runs) > limit {
+		runs = runs[:limit]
+	}
+	out := make([]Status, 0, len(runs))
+	for _, r := range runs {
+		st, err := s.Status(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Status returns the progress of r.
+func (s *Scanner) Status(ctx context.Context, r Run) (Status, error) {
+	st := Status{Run: r, State: "queued", ShardsTotal: r.Shards}
+	if r.Final != nil {
+		st.Blobs, st.Bytes, st.Findings = r.Final.Blobs, r.Final.Bytes, r.Final.Findings
+	}
+	if r.Done {
+		st.State, st.ShardsDone, st.Covered = "done", r.Shards, 1
+		if r.Final != nil && r.Final.Shards > 0 {
+			st.ShardsTotal, st.ShardsDone = r.Final.Shards, r.Final.Shards
+		}
+		if r.Final != nil {
+			if d := r.Final.At.Sub(r.CreatedAt).Seconds(); d > 0 {
+				st.Rate = float64(st.Bytes) / d
+			}
+		}
+		return st, nil
+	}
+	b := s.opts.Coord()
+	if b == nil {
+		return st, nil
+	}
+	// A status must answer while etcd is down: bound the coord reads,
+	// and report what the object store knows.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	t, id := TenantID(r.Tenant), coord.RunID(r.ID)
+	cr, err := b.GetRun(ctx, t, id)
+	if errors.Is(err, coord.ErrNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		st.State = "unknown"
+		st.Note = "coordination store unavailable: " + err.Error()
+		return st, nil
+	}
+	switch cr.State {
+	case coord.RunInitializing:
+		return st, nil
+	case coord.RunActive:
+	default:
+		st.State = cr.State.String()
+		p := cr.Progress()
+		st.ShardsTotal, st.ShardsDone = p.Total-p.Split, p.Done
+		return st, nil
+	}
+	now := s.coordNow()
+	shards, err := b.ListShards(ctx, now, t, id, coord.ShardFilter{})
+	if err != nil {
+		st.State = "unknown"
+		st.Note = "coordination store unavailable: " + err.Error()
+		return st, nil
+	}
+	st.State, st.ShardsTotal = "active", 0
+	for i := range shards {
+		sh := &shards[i]
+		if sh.State == coord.ShardSplit {
+			continue
+		}
+		st.ShardsTotal++
+		tk := parseToken(sh.Cursor.Token)
+		st.Blobs += tk.Blobs
+		st.Bytes += tk.Bytes
+		st.Findings += tk.Findings
+		w := width(sh.Start, sh.End)
+		switch sh.State {
+		case coord.ShardDone:
+			st.ShardsDone++
+			st.Covered += w
+		case coord.ShardParked:
+			st.Parked = append(st.Parked, ParkedShard{Shard: sh.ID.String(), Reason: sh.ParkReason})
+		case coord.ShardActive:
+			if sh.LeaseLive(now) {
+				st.ShardsLeased++
+			}
+			if sh.Cursor.HasKey {
+				st.Covered += width(sh.Start, sh.Cursor.Key)
+			}
+		}
+	}
+	el := s.now().Sub(r.CreatedAt)
+	if sec := el.Seconds(); sec > 0 {
+		st.Rate = float64(st.Bytes) / sec
+	}
+	if st.Covered > 0 && st.Covered < 1 {
+		st.ETA = time.Duration(float64(el) * (1 - st.Covered) / st.Covered)
+	}
+	return st, nil
+}
+
+// pos maps a key to [0, 1] by its first 8 bytes; empty end is 1.
+func pos(k []byte, end bool) float64 {
+	if len(k) == 0 {
+		if end {
+			return 1
+		}
+		return 0
+	}
+	var b [8]byte
+	copy(b[:], k)
+	return float64(binary.BigEndian.Uint64(b[:])) / (1 << 64)
+}
+
+func width(start, end []byte) float64 { return max(0, pos(end, true)-pos(start, false)) }
+
+// StartFull starts a full-history run of the repository at its head seq.
+// It reports whether the run is new (false: a run at this seq existed).
+func (s *Scanner) StartFull(ctx context.Context, tenant, repoID string) (Run, bool, error) {
+	x, err := s.opts.Log.Head(ctx, repoID)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if x.Deleted {
+		return Run{}, false, fmt.Errorf("%w: repository %s is deleted", ErrInvalid, repoID)
+	}
+	spec := Spec{Tenant: tenant, RepoID: repoID, Kind: KindFull, Seq: x.Seq}
+	_, err = s.Get(ctx, spec)
+	existed := err == nil
+	r, err := s.Start(ctx, spec)
+	return r, !existed, err
+}

@@ -1,0 +1,216 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/ghost-scm/ghost/internal/objstore"
+)
+
+// ErrAlreadyCompacted means another compactor has already folded the log
+// through the seq a compaction meant to cover. Nothing is wrong and
+// nothing was written to the index; the caller's checkpoint object, if it
+// differs from the one the index names, is garbage for GC.
+var ErrAlreadyCompacted = errors.New("log already compacted through that seq")
+
+// errFolded is the cause reported when a pending index write's seq was
+// folded into a checkpoint before its outcome could be read
+// (docs/adr/0050-compaction.md).
+var errFolded = errors.New("the seq of an unanswered write was folded into a checkpoint before it could be read back")
+
+func checkpointsPrefix(repo string) string { return "repos/" + repo + "/checkpoints/" }
+
+// checkpointBase names a checkpoint by what it covers and what it holds:
+// the seq, zero-padded so keys list in seq order, and the pack's sha256.
+// Two compactors that build the same pack at the same seq write the same
+// key with the same bytes.
+func checkpointBase(repo string, c Checkpoint) string {
+	return fmt.Sprintf("%s%020d-%s", checkpointsPrefix(repo), c.Seq, hex.EncodeToString(c.SHA256[:]))
+}
+
+// CheckpointKey is the key of a checkpoint's pack: a plain git pack, no
+// header (the index holds its seq, size and sha256).
+func CheckpointKey(repo string, c Checkpoint) string { return checkpointBase(repo, c) + ".pack" }
+
+// CheckpointIndexKey is the key of git's .idx for a checkpoint's pack. Like
+// an entry's stored pack index (docs/design.md §3.4) it is derived and
+// optional: readers check it against the pack and fall back to indexing.
+func CheckpointIndexKey(repo string, c Checkpoint) string { return checkpointBase(repo, c) + ".idx" }
+
+// CheckpointKeys returns the keys of the objects the index's checkpoint
+// needs (none when it has none). Garbage collection must count them as
+// referenced (docs/adr/0050-compaction.md).
+func (x *Index) CheckpointKeys(repo string) []string {
+	if x == nil || x.Deleted || x.Checkpoint == nil {
+		return nil
+	}
+	return []string{CheckpointKey(repo, *x.Checkpoint), CheckpointIndexKey(repo, *x.Checkpoint)}
+}
+
+// CheckpointPack is what a compactor built: the pack of every object
+// reachable from the refs at At.Seq, and its git .idx.
+type CheckpointPack struct {
+	// At is the index the pack was built from; the checkpoint covers
+	// through At.Seq.
+	At *Index
+	// Pack is streamed into the store once; Size and SHA256 must describe
+	// it exactly (they name the object, and are checked while it streams).
+	Pack   io.Reader
+	Size   int64
+	SHA256 [32]byte
+	// PackIndex, when set, is git's .idx for Pack (PackIndexSize bytes).
+	PackIndex     io.Reader
+	PackIndexSize int64
+}
+
+// CompactResult describes a compaction that landed.
+type CompactResult struct {
+	Checkpoint Checkpoint
+	// Folded is how many layers the checkpoint replaced in the index.
+	Folded int
+	// Seq is the index's seq when the compaction landed (pushes may have
+	// appended layers after At.Seq meanwhile).
+	Seq      uint64
+	Attempts int
+}
+
+// Compact stores a checkpoint and then replaces the layers it covers in
+// the index (docs/design.md §3.7):
+//
+//  1. PUT the pack, then the .idx, under names derived from the seq and
+//     the pack's sha256. They are immutable and unreferenced until step 2,
+//     so the PUTs need no condition; a failed or ambiguous PUT ends the
+//     compaction, and whatever landed is garbage for GC.
+//  2. Run the index CAS loop: on the current index, drop the layers with
+//     seq <= At.Seq, point at the checkpoint and set CompactedThroughSeq.
+//     Pushes only append, so when one lands in between, the retry keeps
+//     its layers (they are above At.Seq) and the result stays valid.
+//
+// It never deletes anything: the checkpoint's name may be shared with a
+// racing compactor that built the same bytes, and the folded entries are
+// left to GC. Errors: ErrAlreadyCompacted when the log is already
+// compacted through At.Seq (another compactor won; harmless),
+// ErrRepoDeleted, ErrContention, a *CorruptError when At's layers are not
+// the log's, and ErrOutcomeUnknown when the index
+// write's outcome could not be learned; a re-read of the index tells
+// (docs/adr/0006-write-outcomes.md). Compact never blocks a push: it holds
+// no lock, and a push that races it only makes its CAS retry.
+func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (CompactResult, error) {
+	if err := CheckRepoID(repo); err != nil {
+		return CompactResult{}, err
+	}
+	at := p.At
+	switch {
+	case at == nil || at.Deleted:
+		return CompactResult{}, invalid("compact %s: no live index to compact", repo)
+	case at.Seq <= at.CompactedThroughSeq:
+		return CompactResult{}, fmt.Errorf("%s at seq %d: %w", repo, at.Seq, ErrAlreadyCompacted)
+	case p.Size < 0:
+		return CompactResult{}, invalid("negative checkpoint size %d", p.Size)
+	}
+	ck := Checkpoint{Seq: at.Seq, SHA256: p.SHA256, Size: p.Size, Newest: newest(at)}
+	key := CheckpointKey(repo, ck)
+	v := &verifyReader{rc: io.NopCloser(p.Pack), key: key, want: p.SHA256, size: p.Size, sum: sha256.New()}
+	if _, err := l.store.Put(ctx, key, v, p.Size); err != nil {
+		return CompactResult{}, fmt.Errorf("put checkpoint %s: %w", key, err)
+	}
+	if v.n != p.Size || !bytes.Equal(v.sum.Sum(nil), p.SHA256[:]) {
+		// The bytes sent are not the ones named; never reference them.
+		return CompactResult{}, invalid("checkpoint %s: pack changed while it was stored (%d bytes sent)", key, v.n)
+	}
+	if p.PackIndex != nil {
+		if _, err := l.store.Put(ctx, CheckpointIndexKey(repo, ck), p.PackIndex, p.PackIndexSize); err != nil {
+			return CompactResult{}, fmt.Errorf("put checkpoint index of %s: %w", key, err)
+		}
+	}
+	var folded int
+	next := func(cur *Index) (*Index, error) {
+		nx, n, err := fold(repo, cur, at, ck)
+		folded = n
+		return nx, err
+	}
+	landed := func(x *Index) bool { return x.Checkpoint != nil && *x.Checkpoint == ck }
+	res, _, err := l.casLoopFunc(ctx, repo, next, ulid.ULID{}, landed)
+	out := CompactResult{Checkpoint: ck, Folded: folded, Seq: res.Seq, Attempts: res.Attempts}
+	if err != nil {
+		return out, fmt.Errorf("compact %s through seq %d: %w", repo, ck.Seq, err)
+	}
+	return out, nil
+}
+
+// newest is the Newest of a checkpoint built from at.
+func newest(at *Index) int64 {
+	var n int64
+	if at.Checkpoint != nil {
+		n = at.Checkpoint.Newest
+	}
+	for _, l := range at.Layers {
+		n = max(n, int64(l.ULID.Time()))
+	}
+	return n
+}
+
+// fold builds the index that replaces cur's layers through ck.Seq by ck.
+// at is the index the checkpoint was built from: every layer both list
+// must be the same entry, or the log is not the one the checkpoint was
+// built from (which append-only logs rule out; the check keeps a bug from
+// folding layers the checkpoint does not hold).
+func fold(repo string, cur, at *Index, ck Checkpoint) (*Index, int, error) {
+	if cur.CompactedThroughSeq >= ck.Seq {
+		return nil, 0, fmt.Errorf("compacted through %d, at or past %d: %w", cur.CompactedThroughSeq, ck.Seq, ErrAlreadyCompacted)
+	}
+	if cur.Seq < ck.Seq {
+		return nil, 0, corrupt(IndexKey(repo), "index at seq %d is behind the checkpoint's seq %d", cur.Seq, ck.Seq)
+	}
+	for seq := max(cur.CompactedThroughSeq, at.CompactedThroughSeq) + 1; seq <= ck.Seq; seq++ {
+		a := at.Layers[seq-at.CompactedThroughSeq-1].ULID
+		c := cur.Layers[seq-cur.CompactedThroughSeq-1].ULID
+		if a != c {
+			return nil, 0, corrupt(IndexKey(repo), "layer at seq %d is %s, the checkpoint was built with %s", seq, c, a)
+		}
+	}
+	n := int(ck.Seq - cur.CompactedThroughSeq)
+	c := ck
+	nx := &Index{
+		Seq:                 cur.Seq,
+		CompactedThroughSeq: ck.Seq,
+		Checkpoint:          &c,
+		Refs:                cur.Refs,
+		Layers:              slices.Clone(cur.Layers[n:]),
+	}
+	return nx, n, nil
+}
+
+// OpenCheckpoint streams a checkpoint's pack. The reader verifies the
+// pack's size and sha256 against the index's record and fails with a
+// *CorruptError at the end if they differ; a missing checkpoint is
+// corrupt too, since the index references it.
+func (l *Log) OpenCheckpoint(ctx context.Context, repo string, c Checkpoint) (io.ReadCloser, error) {
+	key := CheckpointKey(repo, c)
+	rc, _, err := l.store.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return nil, corrupt(key, "checkpoint referenced by the index is missing")
+		}
+		return nil, fmt.Errorf("open checkpoint %s: %w", key, err)
+	}
+	return &verifyReader{rc: rc, key: key, want: c.SHA256, size: c.Size, sum: sha256.New()}, nil
+}
+
+// OpenCheckpointIndex opens the .idx stored beside a checkpoint; an error
+// matching objstore.ErrNotFound when there is none.
+func (l *Log) OpenCheckpointIndex(ctx context.Context, repo string, c Checkpoint) (io.ReadCloser, error) {
+	rc, _, err := l.store.Get(ctx, CheckpointIndexKey(repo, c))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint index %d: %w", c.Seq, err)
+	}
+	return rc, nil
+}
