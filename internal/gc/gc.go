@@ -577,13 +577,15 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 		}
 		doomed = append(doomed, Object{Key: e.Key, Size: e.Size, Reason: Unreferenced})
 	}
-	gone, err := c.removeUnreferenced(ctx, repo, doomed, rep)
+	settled, err := c.removeUnreferenced(ctx, repo, doomed, rep)
 	if err != nil {
 		return err
 	}
 	// Drop the records of objects that went, that are referenced again
-	// (an index write that landed late), or that are no longer there.
-	for _, k := range gone {
+	// (an index write that landed late), or that are no longer there: a
+	// record must never outlive a reference, or the object would go at
+	// once when it became unreferenced again.
+	for _, k := range settled {
 		delete(keep, UnreferencedMarkerKey(repo, k))
 	}
 	var stale []string
@@ -596,38 +598,39 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 }
 
 // removeUnreferenced deletes doomed in batches of BatchSize and returns
-// the keys deleted. Before every batch it reads the index again and
+// the keys deleted or found referenced. Before every batch it reads the index again and
 // spares anything it now references, so nothing is deleted on the word
 // of an index read before the markers were read or before the batch
 // before it.
 func (c *Collector) removeUnreferenced(ctx context.Context, repo string, doomed []Object, rep *Report) ([]string, error) {
-	var gone []string
+	var settled []string
 	for start := 0; start < len(doomed); start += c.opts.BatchSize {
 		batch := doomed[start:min(start+c.opts.BatchSize, len(doomed))]
 		x, _, err := c.log.ReadIndex(ctx, repo)
 		if err != nil {
-			return gone, fmt.Errorf("gc: %s: %w", repo, err)
+			return settled, fmt.Errorf("gc: %s: %w", repo, err)
 		}
 		if x.Deleted {
-			return gone, nil // changed under us: the next run decides
+			return settled, nil // changed under us: the next run decides
 		}
 		referenced := referencedSet(repo, x)
 		batch = slices.DeleteFunc(slices.Clone(batch), func(o Object) bool {
 			if referenced[o.Key] {
 				rep.Kept++
+				settled = append(settled, o.Key)
 				return true
 			}
 			return false
 		})
 		done, err := c.remove(ctx, batch, rep)
 		for _, o := range done {
-			gone = append(gone, o.Key)
+			settled = append(settled, o.Key)
 		}
 		if err != nil {
-			return gone, err
+			return settled, err
 		}
 	}
-	return gone, nil
+	return settled, nil
 }
 
 // collectOrphanLog tombstones a log no name points at and purges it. The
