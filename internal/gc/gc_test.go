@@ -164,8 +164,8 @@ func newHistory(t *testing.T, base objstore.Store, seed int64) *history {
 	cs := &crashStore{Store: base}
 	return &history{
 		t: t, rnd: rnd, clk: clk, store: cs,
-		log:     wal.New(cs, wal.Options{Sleep: noSleep, Now: clk.Now, MaxAttempts: 2}),
-		ids:     ulid.Monotonic(rand.New(rand.NewSource(seed+1)), 0),
+		log:        wal.New(cs, wal.Options{Sleep: noSleep, Now: clk.Now, MaxAttempts: 2}),
+		ids:        ulid.Monotonic(rand.New(rand.NewSource(seed+1)), 0),
 		named:      make(map[string]bool),
 		reasons:    make(map[gc.Reason]int),
 		unrefSince: make(map[string]time.Time),
