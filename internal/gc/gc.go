@@ -58,7 +58,9 @@ const (
 	// before it goes. A push commits within minutes of allocating its
 	// entry's ULID (its context is bounded at 15 minutes, docs/design.md
 	// §4.1), so a day leaves a wide margin for that and for clocks that
-	// differ between nodes.
+	// differ between nodes. It is also how long GC must have known an
+	// object of a compacted log, or a checkpoint, unreferenced before it
+	// goes: reads of an index a compaction replaced end long before.
 	DefaultGrace = 24 * time.Hour
 	// DefaultRetention is how long GC leaves what remains under a
 	// tombstoned log after it first sees the tombstone.
@@ -91,7 +93,9 @@ type Object struct {
 // Options configure a Collector. The zero value means the defaults.
 type Options struct {
 	// Grace is the minimum age, by ULID time, of an unreferenced entry
-	// that may be deleted (default DefaultGrace).
+	// that may be deleted, and how long GC must have recorded an object
+	// of a compacted log or a checkpoint as unreferenced before deleting
+	// it (default DefaultGrace). It must exceed wal.MaxCheckpointWait.
 	Grace time.Duration
 	// Retention is how long leftovers of a tombstoned log are kept after
 	// GC first sees the tombstone (default DefaultRetention).
