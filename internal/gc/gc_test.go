@@ -685,7 +685,7 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 			}
 		}
 		if total.folded == 0 && !t.Failed() {
-			t.Error("no history collected what a compaction unreferenced")
+			t.Error("no history collected an object that waits by record (folded entry, checkpoint)")
 		}
 	}()
 	for seed := 1; seed <= seeds; seed++ {
@@ -700,7 +700,7 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 				}
 			}
 			h.finish(ctx, pageSize)
-			t.Logf("collected %v (%d after a compaction), kept %d young or retained", h.reasons, h.folded, h.kept)
+			t.Logf("collected %v (%d waited by record: folded, superseded, orphan checkpoints), kept %d young or retained", h.reasons, h.folded, h.kept)
 			total.Lock()
 			for r, n := range h.reasons {
 				total.reasons[r] += n
