@@ -211,7 +211,7 @@ func (c *Collector) putMarker(ctx context.Context, key, object string, now time.
 	}
 	_, err = c.store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
 	if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
-		return fmt.Errorf("gc: put marker %s: %w", key, err)
+		return fmt.Errorf("put marker %s: %w", key, err)
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func (c *Collector) readMarker(ctx context.Context, key string) (time.Time, bool
 		return time.Time{}, false, nil
 	}
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("gc: read marker %s: %w", key, err)
+		return time.Time{}, false, fmt.Errorf("read marker %s: %w", key, err)
 	}
 	var m marker
 	if err := json.Unmarshal(b, &m); err != nil || m.FirstSeen.IsZero() {
