@@ -521,7 +521,7 @@ func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, e
 			return Result{Attempts: st.writes}, unknown, st.unknown(st.lastErr)
 		}
 		nx, err := next(cur)
-		if err != nil { // next is deterministic; it accepted cur before
+		if err != nil { // next accepted cur before; a refusal now (a stale checkpoint) leaves the earlier write unknown
 			return Result{Attempts: st.writes}, unknown, st.unknown(err)
 		}
 		err = l.writeIndex(ctx, st.repo, nx, etag)
