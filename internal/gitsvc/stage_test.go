@@ -36,7 +36,10 @@ type stageEnv struct {
 	stagedEntries []string // keys of the entry PUTs seen, in order
 }
 
-func newStageEnv(t *testing.T) *stageEnv {
+func newStageEnv(t *testing.T) *stageEnv { return newStageEnvMin(t, 1) }
+
+// newStageEnvMin is newStageEnv with Options.StageMinBytes minBytes.
+func newStageEnvMin(t *testing.T, minBytes int64) *stageEnv {
 	t.Helper()
 	e := &stageEnv{mem: memstore.New()}
 	e.store = faultstore.New(e.mem)
@@ -47,7 +50,7 @@ func newStageEnv(t *testing.T) *stageEnv {
 	}
 	t.Cleanup(cache.Close)
 	opts := cacheadapter.Options(cache, e.log)
-	opts.StageMinBytes = 1
+	opts.StageMinBytes = minBytes
 	e.svc, err = gitsvc.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +99,14 @@ func (e *stageEnv) watchEntries(put func(n int) faultstore.Fault, del func(key s
 // and returns the report-status.
 func (e *stageEnv) push(t *testing.T, id string) string {
 	t.Helper()
+	return e.pushRef(t, id, "refs/heads/main")
+}
+
+// pushRef sends one "create ref at id" command with the pack.
+func (e *stageEnv) pushRef(t *testing.T, id, ref string) string {
+	t.Helper()
 	var body bytes.Buffer
-	line := wal.ZeroID + " " + id + " refs/heads/main\x00report-status\n"
+	line := wal.ZeroID + " " + id + " " + ref + "\x00report-status\n"
 	fmt.Fprintf(&body, "%04x%s0000", len(line)+4, line)
 	body.Write(e.pack)
 	var out bytes.Buffer
@@ -271,4 +280,32 @@ func TestStagedThinPackCommitsCompletedPack(t *testing.T) {
 	if n := strings.Count(strings.Join(deletes, " "), e.stagedEntries[0]); n != 1 {
 		t.Fatalf("the staged entry was deleted %d times (%v), want once", n, deletes)
 	}
+}
+
+// Packs below StageMinBytes, and pushes already refused against the
+// current refs, are not staged: no entry PUT before validation.
+func TestNotStaged(t *testing.T) {
+	t.Run("small", func(t *testing.T) {
+		e := newStageEnvMin(t, gitsvc.DefaultStageMinBytes)
+		e.watchEntries(func(int) faultstore.Fault { return faultstore.Fault{} }, nil)
+		if rep := e.push(t, e.blob); !strings.Contains(rep, "ng refs/heads/main") {
+			t.Fatalf("report = %q, want refused", rep)
+		}
+		if len(e.stagedEntries) != 0 {
+			t.Fatalf("entry PUTs = %v, want none for a %d-byte pack", e.stagedEntries, len(e.pack))
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		e := newStageEnv(t)
+		if rep := e.push(t, e.commit); !strings.Contains(rep, "ok refs/heads/main") {
+			t.Fatalf("first push: %q", rep)
+		}
+		e.watchEntries(func(int) faultstore.Fault { return faultstore.Fault{} }, nil)
+		if rep := e.pushRef(t, e.commit, "refs/heads/main/sub"); !strings.Contains(rep, "ng refs/heads/main/sub ref conflicts") {
+			t.Fatalf("report = %q, want a ref conflict", rep)
+		}
+		if len(e.stagedEntries) != 0 {
+			t.Fatalf("entry PUTs = %v, want none for a refused push", e.stagedEntries)
+		}
+	})
 }
