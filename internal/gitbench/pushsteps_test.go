@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,14 +83,18 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-// goTreeHistory commits the Go distribution ($GOROOT: its sources,
+// goTreeHistory commits the Go distribution (`go env GOROOT`: its sources,
 // tests and built packages and tools) into a new repository at dir in
 // commits commits, each adding the next slice of its files (sorted by
 // path), without copying them: the work tree is GOROOT itself.
 func goTreeHistory(b *testing.B, env []string, dir string, commits int) {
-	src := runtime.GOROOT()
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Fatalf("go env GOROOT: %v", err)
+	}
+	src := strings.TrimSpace(string(out))
 	var files []string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
