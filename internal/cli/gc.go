@@ -107,9 +107,6 @@ func runGC(ctx context.Context, env *Env, cfg config.Config, o gcOptions) error 
 	}
 	fmt.Fprintf(env.Stdout, "%s %d objects, %d bytes; %d orphan logs; %d logs listed; kept %d unreferenced objects within grace or retention",
 		verb, rep.Objects, rep.Bytes, rep.OrphanLogs, rep.Logs, rep.Kept)
-	if rep.Skipped > 0 {
-		fmt.Fprintf(env.Stdout, "; skipped %d compacted logs", rep.Skipped)
-	}
 	fmt.Fprintln(env.Stdout)
 	return err
 }

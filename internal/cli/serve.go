@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -8,16 +10,18 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
+	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
 // newServeCmd returns "ghost serve", which runs a ghost node until its
 // context ends (SIGINT/SIGTERM in main), then shuts down gracefully. With
-// no flags it works out of the box: it listens on 127.0.0.1:8080 and keeps
-// everything under ./ghost-data.
+// no flags it works out of the box: it listens on 127.0.0.1:8080, and for
+// git over SSH on 127.0.0.1:2222, and keeps everything under ./ghost-data.
 func newServeCmd(env *Env) *cobra.Command {
 	var (
 		cfg       config.Config
@@ -29,13 +33,15 @@ func newServeCmd(env *Env) *cobra.Command {
 		compact   compactFlags
 		gcEvery   time.Duration
 		gcKeep    time.Duration
+		sshListen string
+		sshAnon   bool
 		scanN     int
 		scanEvery time.Duration
 		scanShard int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "run the git server (smart HTTP + REST API)",
+		Short: "run the git server (smart HTTP, SSH, REST API)",
 		Args:  exactArgs(0),
 	}
 	f := cmd.Flags()
@@ -43,6 +49,8 @@ func newServeCmd(env *Env) *cobra.Command {
 	cfg.RegisterCache(f)
 	cfg.RegisterEtcd(f)
 	config.StringVar(f, &listen, "listen", "GHOST_LISTEN", "127.0.0.1:8080", "address to listen on")
+	config.StringVar(f, &sshListen, "ssh-listen", "GHOST_SSH_LISTEN", defaultSSHListen, `address for git over SSH; "" turns SSH off`)
+	config.BoolVar(f, &sshAnon, "ssh-anonymous-read", "GHOST_SSH_ANONYMOUS_READ", false, "let SSH clients without a registered key clone public repositories")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
 	limits.Register(f)
@@ -118,13 +126,68 @@ func newServeCmd(env *Env) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		defer ln.Close()
+		var sshSrv *sshd.Server
+		var sshLn net.Listener
+		if sshListen != "" {
+			if sshSrv, err = srv.SSHServer(ctx, sshAnon); err != nil {
+				return err
+			}
+			// A busy port is an error, not a silent node without SSH:
+			// the operator asked for SSH (it is on by default).
+			if sshLn, err = net.Listen("tcp", sshListen); err != nil {
+				return fmt.Errorf("ssh: %w (choose another --ssh-listen address, or --ssh-listen \"\" to turn SSH off)", err)
+			}
+			defer sshLn.Close()
+			// The fingerprint lets users check the key that ssh shows
+			// them on first contact.
+			fp := ssh.FingerprintSHA256(sshSrv.HostKey())
+			fmt.Fprintf(env.Stdout, "ghost: ssh on %s (host key %s)\n", sshLn.Addr(), fp)
+			logger.Info("serving ssh", "addr", sshLn.Addr().String(), "host_key", fp, "anonymous_read", sshAnon)
+		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
 		coordStore.start(ctx)
 		defer coordStore.Close()
 		stopScans := startServeScanning(ctx, logger, srv, scanN, scanEvery)
 		defer stopScans()
-		return srv.Serve(ctx, ln)
+		return serveAll(ctx, srv, ln, sshSrv, sshLn)
 	}
 	return cmd
+}
+
+// defaultSSHListen is where "ghost serve" listens for git over SSH.
+const defaultSSHListen = "127.0.0.1:2222"
+
+// serveAll runs the HTTP server and, when sshSrv is not nil, the SSH server
+// until ctx ends, and then shuts both down gracefully (each lets the
+// requests and commands in flight finish). If either fails, both stop.
+func serveAll(ctx context.Context, srv *server.Server, ln net.Listener, sshSrv *sshd.Server, sshLn net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() {
+		err := srv.Serve(ctx, ln)
+		cancel()
+		errc <- err
+	}()
+	n := 1
+	if sshSrv != nil {
+		n++
+		go func() {
+			err := sshSrv.Serve(ctx, sshLn)
+			if err != nil {
+				err = fmt.Errorf("ssh: %w", err)
+			}
+			cancel()
+			errc <- err
+		}()
+	}
+	var errs []error
+	for range n {
+		if err := <-errc; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

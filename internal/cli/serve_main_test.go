@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,14 +14,30 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
+	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
 // startServe runs "ghost serve args..." in-process and returns its base
 // URL and a function that stops it (like SIGTERM) and returns the exit
-// code.
+// code. Unless args or the environment choose an SSH address, SSH listens
+// on a free port, so that servers of parallel tests do not collide.
 func startServe(t *testing.T, dir string, args ...string) (string, func() int) {
 	t.Helper()
+	url, _, stop := startServeSSH(t, dir, args...)
+	return url, stop
+}
+
+// startServeSSH is startServe that also returns what serve printed after
+// "ghost: ssh on " (the address first; "" when SSH is off).
+func startServeSSH(t *testing.T, dir string, args ...string) (string, string, func() int) {
+	t.Helper()
+	if !hasFlag(args, "--ssh-listen") && os.Getenv("GHOST_SSH_LISTEN") == "" {
+		args = append(args, "--ssh-listen", "127.0.0.1:0")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	code := make(chan int, 1)
@@ -28,12 +45,18 @@ func startServe(t *testing.T, dir string, args ...string) (string, func() int) {
 		code <- Main(ctx, append([]string{"serve"}, args...), pw, io.Discard)
 		pw.Close()
 	}()
-	addr := make(chan string, 1)
+	type addrs struct{ http, ssh string }
+	addr := make(chan addrs, 1)
 	go func() {
+		var a addrs
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "ghost: ssh on "); ok {
+				a.ssh = rest
+			}
 			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				addr <- strings.Fields(rest)[0]
+				a.http = strings.Fields(rest)[0]
+				addr <- a
 			}
 		}
 		close(addr)
@@ -44,12 +67,21 @@ func startServe(t *testing.T, dir string, args ...string) (string, func() int) {
 			cancel()
 			t.Fatalf("serve exited: code %d", <-code)
 		}
-		return a, func() int { cancel(); return <-code }
+		return a.http, a.ssh, func() int { cancel(); return <-code }
 	case <-time.After(30 * time.Second):
 		cancel()
 		t.Fatal("serve did not print its address")
 	}
-	return "", nil
+	return "", "", nil
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func TestServeFlagsAndGracefulStop(t *testing.T) {
@@ -78,10 +110,12 @@ func TestServeFlagsAndGracefulStop(t *testing.T) {
 func TestServeListenFromEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("GHOST_LISTEN", "127.0.0.1:0")
+	t.Setenv("GHOST_SSH_LISTEN", "127.0.0.1:0")
 	t.Setenv("GHOST_DATA_DIR", filepath.Join(dir, "envdata"))
-	url, stop := startServe(t, dir)
-	if !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("address %q", url)
+	url, sshLine, stop := startServeSSH(t, dir)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasPrefix(sshLine, "127.0.0.1:") {
+		stop()
+		t.Fatalf("addresses %q, %q", url, sshLine)
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
@@ -197,5 +231,62 @@ func TestServeTakesOverCoordination(t *testing.T) {
 	}
 	if dirLocked(t, lockPath) {
 		t.Fatal("embedded etcd still held after both nodes stopped")
+	}
+}
+
+// TestServeSSH checks that serve listens for SSH, prints the address, and
+// presents the installation's host key from the object store; and that
+// --ssh-listen "" turns SSH off.
+func TestServeSSH(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	_, sshLine, stop := startServeSSH(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	sshAddr, _, _ := strings.Cut(sshLine, " ")
+	if !strings.HasPrefix(sshAddr, "127.0.0.1:") {
+		stop()
+		t.Fatalf("ssh address %q", sshAddr)
+	}
+	store, err := fsstore.Open(filepath.Join(data, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk, err := sshd.HostKey(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sshLine, "(host key "+ssh.FingerprintSHA256(hk.PublicKey())+")") {
+		stop()
+		t.Fatalf("serve printed %q, want the host key's fingerprint", sshLine)
+	}
+	_, err = ssh.Dial("tcp", sshAddr, &ssh.ClientConfig{
+		User: "git", HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,
+	})
+	// No key: the handshake (host key checked) succeeds, authentication fails.
+	if err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Fatalf("dial without a key: %v, want an authentication failure after a good host key", err)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+
+	_, sshAddr, stop = startServeSSH(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--ssh-listen", "", "--log-level", "warn")
+	if code := stop(); code != 0 || sshAddr != "" {
+		t.Fatalf(`--ssh-listen "": ssh on %q, exit %d`, sshAddr, code)
+	}
+}
+
+// TestServeSSHPortInUse: a busy SSH port makes serve fail loudly rather
+// than run without SSH.
+func TestServeSSHPortInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var errb strings.Builder
+	code := Main(context.Background(), []string{"serve", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--listen", "127.0.0.1:0", "--ssh-listen", busy.Addr().String(), "--log-level", "error"}, io.Discard, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "ssh: listen tcp "+busy.Addr().String()) || !strings.Contains(errb.String(), `--ssh-listen ""`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

@@ -6,7 +6,12 @@
 //
 //	serve NAME [ghost serve flags]  start "ghost serve" on a free loopback port in
 //	                                the background; sets $NAME (http://host:port)
-//	                                and $NAME_HOST (host:port); logs go to $WORK/NAME.log
+//	                                and $NAME_HOST (host:port); logs go to $WORK/NAME.log.
+//	                                SSH listens on another free port (unless the flags
+//	                                or GHOST_SSH_LISTEN say otherwise): $NAME_SSH
+//	                                (host:port) and $NAME_SSH_PORT
+//	expand FILE...                  replace $VAR and ${VAR} in each file by the
+//	                                script's variables (for ssh_config, known_hosts)
 //	stop NAME                       SIGTERM the server and expect a clean exit
 //	stdout2env VAR                  set $VAR to the first line of the last stdout
 //	http METHOD URL                 one HTTP request (userinfo in URL = Basic auth);
@@ -18,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,6 +93,7 @@ func TestScripts(t *testing.T) {
 			"stop":       cmdStop,
 			"stdout2env": cmdStdout2Env,
 			"http":       cmdHTTP,
+			"expand":     cmdExpand,
 		},
 	})
 }
@@ -100,7 +107,7 @@ func scriptEnv(ts *testscript.TestScript) []string {
 			env = append(env, kv)
 		}
 	}
-	for _, k := range []string{"HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "LC_ALL", "GHOST_DATA_DIR", "GHOST_CACHE_DIR", "GHOST_LISTEN", "TMPDIR",
+	for _, k := range []string{"HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "LC_ALL", "GHOST_DATA_DIR", "GHOST_CACHE_DIR", "GHOST_LISTEN", "GHOST_SSH_LISTEN", "GHOST_SSH_ANONYMOUS_READ", "TMPDIR",
 		"GHOST_MAX_PUSH_BYTES", "GHOST_MAX_FETCH_REQUEST_BYTES", "GHOST_FETCH_REQUEST_TIMEOUT", "GHOST_IO_TIMEOUT",
 		"GHOST_MAX_GIT_PROCESSES", "GHOST_GIT_QUEUE", "GHOST_GIT_QUEUE_TIMEOUT", "GHOST_STORE_TEMP_MAX_AGE"} {
 		if v := ts.Getenv(k); v != "" {
@@ -122,6 +129,10 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	if !slicesContainsPrefix(args[1:], "--listen") && ts.Getenv("GHOST_LISTEN") == "" {
 		cmdArgs = append(cmdArgs, "--listen", "127.0.0.1:0")
 	}
+	// Never the default port: scripts run in parallel.
+	if !slicesContainsPrefix(args[1:], "--ssh-listen") && ts.Getenv("GHOST_SSH_LISTEN") == "" {
+		cmdArgs = append(cmdArgs, "--ssh-listen", "127.0.0.1:0")
+	}
 	cmd := exec.Command(bin, cmdArgs...)
 	cmd.Dir = ts.Getenv("WORK")
 	cmd.Env = scriptEnv(ts)
@@ -138,12 +149,19 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		logf.Close()
 	})
-	addr := make(chan string, 1)
+	// serve prints the SSH address, if any, before the HTTP one.
+	type addrs struct{ http, ssh string }
+	addr := make(chan addrs, 1)
 	go func() {
+		var a addrs
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "ghost: ssh on "); ok {
+				a.ssh = strings.Fields(rest)[0]
+			}
 			if _, rest, ok := strings.Cut(sc.Text(), "listening on http://"); ok {
-				addr <- strings.Fields(rest)[0]
+				a.http = strings.Fields(rest)[0]
+				addr <- a
 				break
 			}
 		}
@@ -151,8 +169,14 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	}()
 	select {
 	case a := <-addr:
-		ts.Setenv(name, "http://"+a)
-		ts.Setenv(name+"_HOST", a)
+		ts.Setenv(name, "http://"+a.http)
+		ts.Setenv(name+"_HOST", a.http)
+		if a.ssh != "" {
+			_, port, err := net.SplitHostPort(a.ssh)
+			ts.Check(err)
+			ts.Setenv(name+"_SSH", a.ssh)
+			ts.Setenv(name+"_SSH_PORT", port)
+		}
 	case <-time.After(30 * time.Second):
 		ts.Fatalf("server %s did not report its address; log:\n%s", name, ts.ReadFile(filepath.Join(ts.Getenv("WORK"), name+".log")))
 	}
@@ -233,4 +257,14 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	b.WriteString("\n")
 	b.Write(body)
 	ts.Stdout().Write([]byte(b.String()))
+}
+
+func cmdExpand(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: expand FILE...")
+	}
+	for _, f := range args {
+		path := ts.MkAbs(f)
+		ts.Check(os.WriteFile(path, []byte(os.Expand(ts.ReadFile(f), ts.Getenv)), 0o644))
+	}
 }

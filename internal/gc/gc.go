@@ -8,6 +8,13 @@
 //     index does not reference (wal.Index.ReferencedKeys) and whose ULID
 //     time is older than the grace period: orphans of crashed or
 //     ambiguous pushes and of failed best-effort deletes;
+//   - in a compacted log, and for checkpoints in any log, only what has
+//     also been unreferenced for the grace period by GC's own record of
+//     when it first saw it so (gc/unreferenced/<repoID>/<hash>): the
+//     entries a checkpoint folded, checkpoints a newer one superseded,
+//     and checkpoints of compactions that crashed or lost their CAS. A
+//     reader of the index a compaction replaced may still be reading
+//     them, whatever the age their names carry;
 //   - orphan logs: logs that no repository name points at, whose id (a
 //     ULID) is older than the grace period, left by a crashed fork or
 //     create. They are tombstoned with wal.Delete, so a late writer loses,
@@ -26,11 +33,15 @@
 package gc
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +58,9 @@ const (
 	// before it goes. A push commits within minutes of allocating its
 	// entry's ULID (its context is bounded at 15 minutes, docs/design.md
 	// §4.1), so a day leaves a wide margin for that and for clocks that
-	// differ between nodes.
+	// differ between nodes. It is also how long GC must have known an
+	// object of a compacted log, or a checkpoint, unreferenced before it
+	// goes: reads of an index a compaction replaced end long before.
 	DefaultGrace = 24 * time.Hour
 	// DefaultRetention is how long GC leaves what remains under a
 	// tombstoned log after it first sees the tombstone.
@@ -61,8 +74,8 @@ type Reason string
 
 // Reasons an object is collected.
 const (
-	// Unreferenced: an entry or pack index no index references, older
-	// than the grace period.
+	// Unreferenced: an entry, pack index or checkpoint no index
+	// references, past the grace period.
 	Unreferenced Reason = "unreferenced"
 	// OrphanLog: an object of a log no name points at.
 	OrphanLog Reason = "orphan-log"
@@ -80,7 +93,9 @@ type Object struct {
 // Options configure a Collector. The zero value means the defaults.
 type Options struct {
 	// Grace is the minimum age, by ULID time, of an unreferenced entry
-	// that may be deleted (default DefaultGrace).
+	// that may be deleted, and how long GC must have recorded an object
+	// of a compacted log or a checkpoint as unreferenced before deleting
+	// it (default DefaultGrace). It must exceed wal.MaxCheckpointWait.
 	Grace time.Duration
 	// Retention is how long leftovers of a tombstoned log are kept after
 	// GC first sees the tombstone (default DefaultRetention).
@@ -120,9 +135,6 @@ type Report struct {
 	// than the grace period or their tombstone is within retention, or
 	// because their log has no index and no name.
 	Kept int
-	// Skipped counts logs GC does not understand yet (compacted ones)
-	// and left alone.
-	Skipped int
 	// NamesUnknown reports that Live found no names at all, so orphan
 	// logs were not collected (see ErrNoNames).
 	NamesUnknown bool
@@ -163,15 +175,78 @@ const (
 	// markerPrefix holds GC's own records: gc/tombstones/<repoID> says
 	// when GC first saw that log's tombstone with leftovers under it.
 	markerPrefix = "gc/tombstones/"
+	// unrefPrefix holds gc/unreferenced/<repoID>/<hash>: when GC first
+	// saw the object of that log whose key hashes to <hash> unreferenced.
+	unrefPrefix = "gc/unreferenced/"
 )
 
 // MarkerKey is the key of the record saying when GC first saw repo's
 // tombstone with objects left under it.
 func MarkerKey(repo string) string { return markerPrefix + repo }
 
+// UnreferencedMarkerKey is the key of the record saying when GC first saw
+// the object key of log repo unreferenced. The object key is hashed (the
+// first 128 bits of its sha256) so that the marker's name has a fixed
+// shape; the record also holds the key in clear.
+func UnreferencedMarkerKey(repo, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return unrefPrefix + repo + "/" + hex.EncodeToString(sum[:16])
+}
+
+// marker is the content of every GC record of a first sighting, for a
+// tombstone and for an unreferenced object alike.
 type marker struct {
 	V         int       `json:"v"`
 	FirstSeen time.Time `json:"firstSeen"`
+	Key       string    `json:"key,omitempty"` // the object, for an unreferenced marker
+}
+
+// putMarker records now as the first sighting at key, unless a record is
+// already there: PutIfAbsent keeps the earliest sighting, so two runs at
+// once never make a record younger than the first one.
+func (c *Collector) putMarker(ctx context.Context, key, object string, now time.Time) error {
+	b, err := json.Marshal(marker{V: 1, FirstSeen: now.UTC(), Key: object})
+	if err != nil {
+		return err
+	}
+	_, err = c.store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+	if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
+		return fmt.Errorf("put marker %s: %w", key, err)
+	}
+	return nil
+}
+
+// readMarker returns the first sighting a record holds, and false when
+// there is no record. An unreadable record reads as now: the wait
+// restarts, later and never sooner.
+func (c *Collector) readMarker(ctx context.Context, key string) (time.Time, bool, error) {
+	b, _, err := objstore.ReadAll(ctx, c.store, key, 4<<10)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read marker %s: %w", key, err)
+	}
+	var m marker
+	if err := json.Unmarshal(b, &m); err != nil || m.FirstSeen.IsZero() {
+		return c.opts.Now(), true, nil
+	}
+	return m.FirstSeen, true, nil
+}
+
+// dropMarkers deletes records (never in a dry run). Dropping a record is
+// always safe: at worst the wait it measured starts again.
+func (c *Collector) dropMarkers(ctx context.Context, keys []string) error {
+	if c.opts.DryRun {
+		return nil
+	}
+	var errs []error
+	for _, k := range keys {
+		if err := c.store.Delete(ctx, k); err != nil {
+			errs = append(errs, fmt.Errorf("gc: delete marker %s: %w", k, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Run collects once. A failure on one log does not stop the others: their
@@ -196,6 +271,10 @@ func (c *Collector) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	unref, err := c.unrefMarkers(ctx)
+	if err != nil {
+		return rep, err
+	}
 	var errs []error
 	var cur string
 	var group []objstore.Info
@@ -203,7 +282,9 @@ func (c *Collector) Run(ctx context.Context) (Report, error) {
 		if cur == "" {
 			return nil
 		}
-		err := c.collectLog(ctx, cur, group, live, markers, &rep)
+		mine := unref[cur]
+		delete(unref, cur)
+		err := c.collectLog(ctx, cur, group, live, markers, mine, &rep)
 		group = group[:0]
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -237,13 +318,18 @@ func (c *Collector) Run(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("gc: list %s: %w", reposPrefix, err)
 	}
 	// Markers of logs that have nothing left (another run purged them):
-	// drop them so that a later leftover starts a fresh retention.
-	if !c.opts.DryRun {
-		for repo := range markers {
-			if err := c.store.Delete(ctx, MarkerKey(repo)); err != nil {
-				errs = append(errs, fmt.Errorf("gc: delete marker of %s: %w", repo, err))
-			}
-		}
+	// drop them so that a later leftover starts a fresh retention, or a
+	// fresh grace.
+	var stale []string
+	for repo := range markers {
+		stale = append(stale, MarkerKey(repo))
+	}
+	for _, keys := range unref {
+		stale = append(stale, keys...)
+	}
+	slices.Sort(stale)
+	if err := c.dropMarkers(ctx, stale); err != nil {
+		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)
 }
@@ -274,21 +360,11 @@ func (c *Collector) walk(ctx context.Context, prefix string, fn func(objstore.In
 func (c *Collector) markers(ctx context.Context) (map[string]time.Time, error) {
 	out := make(map[string]time.Time)
 	err := c.walk(ctx, markerPrefix, func(o objstore.Info) error {
-		b, _, err := objstore.ReadAll(ctx, c.store, o.Key, 4<<10)
-		if errors.Is(err, objstore.ErrNotFound) {
-			return nil
+		seen, ok, err := c.readMarker(ctx, o.Key)
+		if ok {
+			out[strings.TrimPrefix(o.Key, markerPrefix)] = seen
 		}
-		if err != nil {
-			return err
-		}
-		var m marker
-		if err := json.Unmarshal(b, &m); err != nil || m.FirstSeen.IsZero() {
-			// An unreadable marker restarts the retention: later, never
-			// sooner.
-			m.FirstSeen = c.opts.Now()
-		}
-		out[strings.TrimPrefix(o.Key, markerPrefix)] = m.FirstSeen
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gc: list %s: %w", markerPrefix, err)
@@ -296,19 +372,48 @@ func (c *Collector) markers(ctx context.Context) (map[string]time.Time, error) {
 	return out, nil
 }
 
-// entry is one listed object under a log's entries/.
-type entry struct {
-	objstore.Info
-	id ulid.ULID
+// unrefMarkers lists the keys of GC's unreferenced-object records, by
+// log. Only the names are listed; a record is read when its object is
+// judged.
+func (c *Collector) unrefMarkers(ctx context.Context) (map[string][]string, error) {
+	out := make(map[string][]string)
+	err := c.walk(ctx, unrefPrefix, func(o objstore.Info) error {
+		repo, _, ok := strings.Cut(strings.TrimPrefix(o.Key, unrefPrefix), "/")
+		if ok {
+			out[repo] = append(out[repo], o.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gc: list %s: %w", unrefPrefix, err)
+	}
+	return out, nil
 }
 
-// parseEntries keeps the objects under repos/<repo>/entries/ whose names
-// are exactly what wal writes (<ULID>.pack or <ULID>.idx). Anything else
+// entry is one listed object of a log that GC judges: an entry or its
+// stored pack index under entries/ (id is its ULID), or a checkpoint's
+// pack or .idx under checkpoints/ (checkpoint is set).
+type entry struct {
+	objstore.Info
+	id         ulid.ULID
+	checkpoint bool
+}
+
+// parseEntries keeps the objects under repos/<repo>/entries/ and
+// repos/<repo>/checkpoints/ whose names are exactly what wal writes
+// (<ULID>.pack or <ULID>.idx; <seq>-<sha256>.pack or .idx). Anything else
 // is not the log's, and GC leaves it alone.
 func parseEntries(repo string, objs []objstore.Info) []entry {
 	var out []entry
 	prefix := reposPrefix + repo + "/entries/"
+	ckPrefix := reposPrefix + repo + "/checkpoints/"
 	for _, o := range objs {
+		if name, ok := strings.CutPrefix(o.Key, ckPrefix); ok {
+			if isCheckpointKey(repo, o.Key, name) {
+				out = append(out, entry{Info: o, checkpoint: true})
+			}
+			continue
+		}
 		name, ok := strings.CutPrefix(o.Key, prefix)
 		if !ok {
 			continue
@@ -329,6 +434,34 @@ func parseEntries(repo string, objs []objstore.Info) []entry {
 	return out
 }
 
+// isCheckpointKey reports whether key (name under the log's
+// checkpoints/) is a checkpoint's pack or .idx as wal names them.
+func isCheckpointKey(repo, key, name string) bool {
+	base, ok := strings.CutSuffix(name, ".pack")
+	if !ok {
+		base, ok = strings.CutSuffix(name, ".idx")
+	}
+	if !ok {
+		return false
+	}
+	seq, sum, ok := strings.Cut(base, "-")
+	if !ok {
+		return false
+	}
+	var ck wal.Checkpoint
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return false
+	}
+	ck.Seq = n
+	b, err := hex.DecodeString(sum)
+	if err != nil || len(b) != len(ck.SHA256) {
+		return false
+	}
+	copy(ck.SHA256[:], b)
+	return key == wal.CheckpointKey(repo, ck) || key == wal.CheckpointIndexKey(repo, ck)
+}
+
 // idAge returns how old a log id is by its ULID time, or false when the
 // id is not a ULID (GC cannot tell its age and never treats it as an
 // orphan).
@@ -340,15 +473,29 @@ func idAge(repo string, now time.Time) (time.Duration, bool) {
 	return now.Sub(ulid.Time(id.Time())), true
 }
 
+// referencedSet is x.ReferencedKeys(repo) as a set.
+func referencedSet(repo string, x *wal.Index) map[string]bool {
+	keys := x.ReferencedKeys(repo)
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out
+}
+
 // collectLog decides about one log from its listing and a fresh read of
-// its index, taken after the listing.
-func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore.Info, live map[string]bool, markers map[string]time.Time, rep *Report) error {
+// its index, taken after the listing. marks are the keys of the log's
+// unreferenced-object records listed at the start of the run; the ones
+// no longer needed are dropped.
+func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore.Info, live map[string]bool, markers map[string]time.Time, marks []string, rep *Report) error {
 	if wal.CheckRepoID(repo) != nil {
 		return nil // not a key wal writes
 	}
 	ents := parseEntries(repo, objs)
 	if len(ents) == 0 {
-		return nil // nothing to reclaim: an index alone is never collected
+		// Nothing to reclaim (an index alone is never collected), and no
+		// object left for a record to time.
+		return c.dropMarkers(ctx, marks)
 	}
 	// A marker outlives its log's leftovers only until the end of the
 	// run (Run deletes the ones left in the map).
@@ -360,18 +507,18 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 	}
 	now := c.opts.Now()
 	switch {
-	case !x.Deleted && x.CompactedThroughSeq > 0:
-		// A checkpoint drops layers whose ULIDs are old while a reader
-		// of the index it replaced may still be reading them: GC must
-		// learn checkpoints (docs/design.md §10.3) before it touches a
-		// compacted log. Until then it leaves such a log alone.
-		rep.Skipped++
-		return nil
 	case x.Deleted:
+		// The tombstone's retention governs everything under it.
+		if err := c.dropMarkers(ctx, marks); err != nil {
+			return err
+		}
 		return c.collectTombstoned(ctx, repo, ents, seen, marked, now, rep)
 	case live != nil && !live[repo]:
 		if age, ok := idAge(repo, now); ok && age > c.opts.Grace {
-			return c.collectOrphanLog(ctx, repo, ents, rep)
+			if err := c.collectOrphanLog(ctx, repo, ents, rep); err != nil {
+				return err
+			}
+			return c.dropMarkers(ctx, marks)
 		}
 		if etag == "" {
 			// No name and no index: a fork may be copying entries into
@@ -383,60 +530,111 @@ func (c *Collector) collectLog(ctx context.Context, repo string, objs []objstore
 		rep.Kept += len(ents) // without names, the same caution
 		return nil
 	}
-	referenced := make(map[string]bool, 2*len(x.Layers))
-	for _, k := range x.ReferencedKeys(repo) {
-		referenced[k] = true
+	have := make(map[string]bool, len(marks))
+	for _, k := range marks {
+		have[k] = true
 	}
+	keep := make(map[string]bool) // records still timing a kept object
+	referenced := referencedSet(repo, x)
+	compacted := x.CompactedThroughSeq > 0
 	var doomed []Object
 	for _, e := range ents {
 		if referenced[e.Key] {
 			continue
 		}
-		// Judged by the ULID time, which the writing node's clock set:
-		// an entry from a node whose clock is ahead looks younger (kept
-		// longer); one from a node behind by far less than the grace
-		// period is still kept until its push is long over.
-		if now.Sub(ulid.Time(e.id.Time())) <= c.opts.Grace {
+		// An entry is judged by its ULID time, which the writing node's
+		// clock set: one from a node whose clock is ahead looks younger
+		// (kept longer); one from a node behind by far less than the
+		// grace period is still kept until its push is long over.
+		young := !e.checkpoint && now.Sub(ulid.Time(e.id.Time())) <= c.opts.Grace
+		// In a compacted log an unreferenced entry may be a layer that a
+		// compaction folded moments ago, however old its ULID, and a
+		// checkpoint's name carries no time at all: both wait until GC
+		// has seen them unreferenced for the grace period.
+		if compacted || e.checkpoint {
+			mk := UnreferencedMarkerKey(repo, e.Key)
+			keep[mk] = true
+			first, ok := time.Time{}, false
+			if have[mk] {
+				if first, ok, err = c.readMarker(ctx, mk); err != nil {
+					return fmt.Errorf("gc: %s: %w", repo, err)
+				}
+			}
+			if !ok {
+				// First sighting: the wait starts now.
+				if !c.opts.DryRun {
+					if err := c.putMarker(ctx, mk, e.Key, now); err != nil {
+						return fmt.Errorf("gc: %s: %w", repo, err)
+					}
+				}
+				rep.Kept++
+				continue
+			}
+			if now.Sub(first) <= c.opts.Grace {
+				rep.Kept++
+				continue
+			}
+		}
+		if young {
 			rep.Kept++
 			continue
 		}
 		doomed = append(doomed, Object{Key: e.Key, Size: e.Size, Reason: Unreferenced})
 	}
-	return c.removeUnreferenced(ctx, repo, doomed, rep)
-}
-
-// removeUnreferenced deletes doomed in batches of BatchSize. Before every
-// batch after the first it reads the index again and spares anything it
-// now references, so a log with many orphans is never judged from an
-// index read long before the delete.
-func (c *Collector) removeUnreferenced(ctx context.Context, repo string, doomed []Object, rep *Report) error {
-	for start := 0; start < len(doomed); start += c.opts.BatchSize {
-		batch := doomed[start:min(start+c.opts.BatchSize, len(doomed))]
-		if start > 0 {
-			x, _, err := c.log.ReadIndex(ctx, repo)
-			if err != nil {
-				return fmt.Errorf("gc: %s: %w", repo, err)
-			}
-			if x.Deleted || x.CompactedThroughSeq > 0 {
-				return nil // changed under us: the next run decides
-			}
-			referenced := make(map[string]bool, 2*len(x.Layers))
-			for _, k := range x.ReferencedKeys(repo) {
-				referenced[k] = true
-			}
-			batch = slices.DeleteFunc(slices.Clone(batch), func(o Object) bool {
-				if referenced[o.Key] {
-					rep.Kept++
-					return true
-				}
-				return false
-			})
-		}
-		if err := c.remove(ctx, batch, rep); err != nil {
-			return err
+	settled, err := c.removeUnreferenced(ctx, repo, doomed, rep)
+	if err != nil {
+		return err
+	}
+	// Drop the records of objects that went, that are referenced again
+	// (an index write that landed late), or that are no longer there: a
+	// record must never outlive a reference, or the object would go at
+	// once when it became unreferenced again.
+	for _, k := range settled {
+		delete(keep, UnreferencedMarkerKey(repo, k))
+	}
+	var stale []string
+	for _, k := range marks {
+		if !keep[k] {
+			stale = append(stale, k)
 		}
 	}
-	return nil
+	return c.dropMarkers(ctx, stale)
+}
+
+// removeUnreferenced deletes doomed in batches of BatchSize and returns
+// the keys deleted or found referenced. Before every batch it reads the index again and
+// spares anything it now references, so nothing is deleted on the word
+// of an index read before the markers were read or before the batch
+// before it.
+func (c *Collector) removeUnreferenced(ctx context.Context, repo string, doomed []Object, rep *Report) ([]string, error) {
+	var settled []string
+	for start := 0; start < len(doomed); start += c.opts.BatchSize {
+		batch := doomed[start:min(start+c.opts.BatchSize, len(doomed))]
+		x, _, err := c.log.ReadIndex(ctx, repo)
+		if err != nil {
+			return settled, fmt.Errorf("gc: %s: %w", repo, err)
+		}
+		if x.Deleted {
+			return settled, nil // changed under us: the next run decides
+		}
+		referenced := referencedSet(repo, x)
+		batch = slices.DeleteFunc(slices.Clone(batch), func(o Object) bool {
+			if referenced[o.Key] {
+				rep.Kept++
+				settled = append(settled, o.Key)
+				return true
+			}
+			return false
+		})
+		done, err := c.remove(ctx, batch, rep)
+		for _, o := range done {
+			settled = append(settled, o.Key)
+		}
+		if err != nil {
+			return settled, err
+		}
+	}
+	return settled, nil
 }
 
 // collectOrphanLog tombstones a log no name points at and purges it. The
@@ -460,7 +658,8 @@ func (c *Collector) collectOrphanLog(ctx context.Context, repo string, ents []en
 	}
 	// wal.Delete purged what it listed; delete what we listed too (a
 	// no-op for what is gone), so the report is exact.
-	return c.remove(ctx, objs, rep)
+	_, err := c.remove(ctx, objs, rep)
+	return err
 }
 
 // collectTombstoned removes what is left under a tombstoned log once GC
@@ -474,9 +673,7 @@ func (c *Collector) collectTombstoned(ctx context.Context, repo string, ents []e
 		if c.opts.DryRun {
 			return nil
 		}
-		b, _ := json.Marshal(marker{V: 1, FirstSeen: now.UTC()})
-		_, err := c.store.PutIfAbsent(ctx, MarkerKey(repo), strings.NewReader(string(b)), int64(len(b)))
-		if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
+		if err := c.putMarker(ctx, MarkerKey(repo), "", now); err != nil {
 			return fmt.Errorf("gc: mark tombstoned log %s: %w", repo, err)
 		}
 		return nil
@@ -489,7 +686,7 @@ func (c *Collector) collectTombstoned(ctx context.Context, repo string, ents []e
 	for i, e := range ents {
 		objs[i] = Object{Key: e.Key, Size: e.Size, Reason: Tombstoned}
 	}
-	if err := c.remove(ctx, objs, rep); err != nil || c.opts.DryRun {
+	if _, err := c.remove(ctx, objs, rep); err != nil || c.opts.DryRun {
 		return err
 	}
 	if err := c.store.Delete(ctx, MarkerKey(repo)); err != nil {
@@ -499,11 +696,12 @@ func (c *Collector) collectTombstoned(ctx context.Context, repo string, ents []e
 }
 
 // remove deletes objs with at most Concurrency deletes in flight, then
-// reports the ones that went, in order. In a dry run it only reports.
-func (c *Collector) remove(ctx context.Context, objs []Object, rep *Report) error {
+// reports and returns the ones that went, in order. In a dry run it only
+// reports.
+func (c *Collector) remove(ctx context.Context, objs []Object, rep *Report) ([]Object, error) {
 	if c.opts.DryRun || len(objs) == 0 {
 		c.report(objs, rep)
-		return nil
+		return nil, nil
 	}
 	errs := make([]error, len(objs))
 	sem := make(chan struct{}, c.opts.Concurrency)
@@ -531,7 +729,7 @@ func (c *Collector) remove(ctx context.Context, objs []Object, rep *Report) erro
 		}
 	}
 	c.report(done, rep)
-	return errors.Join(errs...)
+	return done, errors.Join(errs...)
 }
 
 func (c *Collector) report(objs []Object, rep *Report) {

@@ -137,8 +137,25 @@ type history struct {
 
 	reasons map[gc.Reason]int // objects collected, over every run
 	kept    int
+	// unrefSince models GC's gc/unreferenced markers: when a GC run first
+	// saw an object that waits by marker (an entry of a compacted log, a
+	// checkpoint) unreferenced.
+	unrefSince map[string]time.Time
+	// readers are reads in flight: each read an index and may still be
+	// fetching what it referenced.
+	readers []reader
+	// folded counts entries and checkpoints collected after they stopped
+	// being referenced (by a compaction), over every run.
+	folded int
 	// blind runs GC without names (Options.Live nil).
 	blind bool
+}
+
+// reader is a read in flight: it read repo's index at at and needs keys.
+type reader struct {
+	repo string
+	at   time.Time
+	keys []string
 }
 
 func newHistory(t *testing.T, base objstore.Store, seed int64) *history {
@@ -147,10 +164,11 @@ func newHistory(t *testing.T, base objstore.Store, seed int64) *history {
 	cs := &crashStore{Store: base}
 	return &history{
 		t: t, rnd: rnd, clk: clk, store: cs,
-		log:     wal.New(cs, wal.Options{Sleep: noSleep, Now: clk.Now, MaxAttempts: 2}),
-		ids:     ulid.Monotonic(rand.New(rand.NewSource(seed+1)), 0),
-		named:   make(map[string]bool),
-		reasons: make(map[gc.Reason]int),
+		log:        wal.New(cs, wal.Options{Sleep: noSleep, Now: clk.Now, MaxAttempts: 2}),
+		ids:        ulid.Monotonic(rand.New(rand.NewSource(seed+1)), 0),
+		named:      make(map[string]bool),
+		reasons:    make(map[gc.Reason]int),
+		unrefSince: make(map[string]time.Time),
 	}
 }
 
@@ -216,9 +234,71 @@ func (h *history) push(ctx context.Context, repo string, crash bool) {
 	}
 }
 
+// compact folds repo's log through its head with wal.Log.Compact and a
+// tiny checkpoint pack. A crashed compaction dies at the index CAS, after
+// its PUTs; a lost one builds from an index that another compaction has
+// already folded past (ErrAlreadyCompacted). Both leave an unreferenced
+// checkpoint.
+func (h *history) compact(ctx context.Context, repo string, crash, lose bool) {
+	x, _, err := h.log.ReadIndex(ctx, repo)
+	if err != nil || x.Deleted || x.Seq <= x.CompactedThroughSeq {
+		return
+	}
+	p := h.checkpointPack(x)
+	if lose {
+		if _, err := h.log.Compact(ctx, repo, h.checkpointPack(x)); err != nil {
+			h.t.Fatalf("compact %s: %v", repo, err)
+		}
+		p = h.checkpointPack(x)
+	}
+	if crash {
+		h.store.arm(func(op, key string) bool { return op == "cas" && strings.HasSuffix(key, "/index") })
+		defer h.store.arm(nil)
+	}
+	_, err = h.log.Compact(ctx, repo, p)
+	switch {
+	case lose && !errors.Is(err, wal.ErrAlreadyCompacted):
+		h.t.Fatalf("lost compaction of %s: %v", repo, err)
+	case crash && err == nil:
+		h.t.Fatalf("crashed compaction of %s landed", repo)
+	case !crash && !lose && err != nil:
+		h.t.Fatalf("compact %s: %v", repo, err)
+	}
+}
+
+// checkpointPack is a distinct tiny checkpoint of at, with a .idx half
+// of the time.
+func (h *history) checkpointPack(at *wal.Index) wal.CheckpointPack {
+	pack := fmt.Sprintf("CKPT %d %s", at.Seq, h.oid())
+	p := wal.CheckpointPack{At: at, Pack: strings.NewReader(pack), Size: int64(len(pack)), SHA256: sha256.Sum256([]byte(pack))}
+	if h.rnd.Intn(2) == 0 {
+		idx := "IDX " + pack
+		p.PackIndex, p.PackIndexSize = strings.NewReader(idx), int64(len(idx))
+	}
+	return p
+}
+
+// read starts a read in flight of repo: it reads the index now and will
+// fetch what it references later (checked after every GC run).
+func (h *history) read(ctx context.Context, repo string) {
+	x, _, err := h.log.ReadIndex(ctx, repo)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	have := listAll(h.t, h.store.Store)
+	r := reader{repo: repo, at: h.clk.Now()}
+	for k := range referenced(repo, x) {
+		if _, ok := have[k]; ok { // a .idx is optional
+			r.keys = append(r.keys, k)
+		}
+	}
+	sort.Strings(r.keys)
+	h.readers = append(h.readers, r)
+}
+
 // step runs one random operation.
 func (h *history) step(ctx context.Context) {
-	switch k := h.rnd.Intn(20); {
+	switch k := h.rnd.Intn(26); {
 	case k < 2: // create
 		id := h.newID()
 		if err := h.log.Init(ctx, id); err != nil {
@@ -280,6 +360,22 @@ func (h *history) step(ctx context.Context) {
 			h.store.arm(nil)
 			delete(h.named, id)
 		}
+	case k < 20: // compaction
+		if id, ok := h.pickNamed(); ok {
+			h.compact(ctx, id, false, false)
+		}
+	case k < 21: // compaction that died after its PUTs
+		if id, ok := h.pickNamed(); ok {
+			h.compact(ctx, id, true, false)
+		}
+	case k < 22: // compaction that lost to another
+		if id, ok := h.pickNamed(); ok {
+			h.compact(ctx, id, false, true)
+		}
+	case k < 24: // a read starts (and is still in flight for a while)
+		if id, ok := h.pickNamed(); ok {
+			h.read(ctx, id)
+		}
 	default:
 		h.clk.Advance(time.Duration(h.rnd.Intn(30)) * time.Hour)
 	}
@@ -332,6 +428,11 @@ func referenced(id string, x *wal.Index) map[string]bool {
 	if x == nil || x.Deleted {
 		return out
 	}
+	if c := x.Checkpoint; c != nil {
+		base := fmt.Sprintf("repos/%s/checkpoints/%020d-%x", id, c.Seq, c.SHA256)
+		out[base+".pack"] = true
+		out[base+".idx"] = true
+	}
 	for _, l := range x.Layers {
 		out["repos/"+id+"/entries/"+l.ULID.String()+".pack"] = true
 		out["repos/"+id+"/entries/"+l.ULID.String()+".idx"] = true
@@ -339,21 +440,26 @@ func referenced(id string, x *wal.Index) map[string]bool {
 	return out
 }
 
-// entryTime parses repos/<id>/entries/<ULID>.{pack,idx}.
-func entryTime(t *testing.T, key string) (string, time.Time, bool) {
+// entryTime parses repos/<id>/entries/<ULID>.{pack,idx}, and
+// repos/<id>/checkpoints/<seq>-<sha256>.{pack,idx} (checkpoint set, no
+// time).
+func entryTime(t *testing.T, key string) (id string, at time.Time, checkpoint, ok bool) {
 	rest, ok := strings.CutPrefix(key, "repos/")
 	if !ok {
-		return "", time.Time{}, false
+		return "", time.Time{}, false, false
+	}
+	if id, _, ok := strings.Cut(rest, "/checkpoints/"); ok {
+		return id, time.Time{}, true, true
 	}
 	id, name, ok := strings.Cut(rest, "/entries/")
 	if !ok {
-		return "", time.Time{}, false
+		return "", time.Time{}, false, false
 	}
 	u, err := ulid.ParseStrict(strings.TrimSuffix(strings.TrimSuffix(name, ".pack"), ".idx"))
 	if err != nil {
 		t.Fatalf("unexpected key %s", key)
 	}
-	return id, ulid.Time(u.Time()), true
+	return id, ulid.Time(u.Time()), false, true
 }
 
 // runGC runs one collection and checks it against the snapshot taken just
@@ -381,6 +487,7 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 		t.Fatalf("gc: %v", err)
 	}
 	after := listAll(t, h.store.Store)
+	judged := make(map[string]bool)
 	for _, k := range deleted {
 		if _, ok := after[k]; ok {
 			t.Errorf("gc reported %s deleted, but it is there", k)
@@ -399,11 +506,21 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 			}
 			continue
 		}
-		id, at, ok := entryTime(t, k)
+		id, at, checkpoint, ok := entryTime(t, k)
 		if !ok {
 			continue // gc's own markers
 		}
 		x := before.indexes[id]
+		// An object that waits by marker: GC must have seen it
+		// unreferenced for the grace period, on an earlier run.
+		first, seen := h.unrefSince[k]
+		byMarker := x != nil && !x.Deleted && !orphanLog(id) && !referenced(id, x)[k] && (checkpoint || x.CompactedThroughSeq > 0)
+		if byMarker {
+			judged[k] = true
+			if !seen {
+				h.unrefSince[k] = now
+			}
+		}
 		switch {
 		case referenced(id, x)[k] && !orphanLog(id):
 			if !there {
@@ -419,6 +536,16 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 			if !there {
 				t.Errorf("gc deleted %s of an unnamed log without index (a fork may be copying)", k)
 			}
+		case byMarker:
+			due := seen && now.Sub(first) > grace && (checkpoint || now.Sub(at) > grace)
+			switch {
+			case due && there:
+				t.Errorf("gc kept %s, unreferenced since %v (%v)", k, first, now.Sub(first))
+			case !due && !there:
+				t.Errorf("gc deleted %s within the grace of its becoming unreferenced (first seen %v, seen %v, now %v)", k, first, seen, now)
+			case !there:
+				h.folded++
+			}
 		case now.Sub(at) > grace:
 			if there {
 				t.Errorf("gc kept orphan %s, %v old", k, now.Sub(at))
@@ -427,6 +554,11 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 			if !there {
 				t.Errorf("gc deleted young orphan %s, %v old", k, now.Sub(at))
 			}
+		}
+	}
+	for k := range h.unrefSince {
+		if _, there := after[k]; !there || !judged[k] {
+			delete(h.unrefSince, k) // gone, or referenced again: GC drops its marker
 		}
 	}
 	for id := range before.indexes {
@@ -452,7 +584,33 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 				t.Errorf("named log %s layer %s after gc: %v", id, l.ULID, err)
 			}
 		}
+		if c := x.Checkpoint; c != nil {
+			rc, err := h.log.OpenCheckpoint(ctx, id, *c)
+			if err == nil {
+				_, err = io.Copy(io.Discard, rc)
+				rc.Close()
+			}
+			if err != nil {
+				t.Errorf("named log %s checkpoint %d after gc: %v", id, c.Seq, err)
+			}
+		}
 	}
+	// Every read in flight for less than the grace period still finds
+	// what the index it read referenced, even if a compaction has since
+	// dropped it (a delete purges at once: its readers are not counted).
+	readers := h.readers[:0]
+	for _, r := range h.readers {
+		if now.Sub(r.at) > grace || !h.named[r.repo] {
+			continue
+		}
+		readers = append(readers, r)
+		for _, k := range r.keys {
+			if _, ok := after[k]; !ok {
+				t.Errorf("gc deleted %s under a read of %s in flight since %v (%v ago)", k, r.repo, r.at, now.Sub(r.at))
+			}
+		}
+	}
+	h.readers = readers
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -492,6 +650,11 @@ func (h *history) finish(ctx context.Context, pageSize int) {
 			for _, k := range entriesOf(t, h.store, id) {
 				need[k] = true
 			}
+			for k := range listAll(t, h.store) {
+				if strings.HasPrefix(k, "repos/"+id+"/checkpoints/") {
+					need[k] = true // a fork copies its source's checkpoint first
+				}
+			}
 		}
 		for k := range referenced(id, x) {
 			need[k] = true
@@ -510,6 +673,7 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 	var total struct {
 		sync.Mutex
 		reasons map[gc.Reason]int
+		folded  int
 	}
 	total.reasons = make(map[gc.Reason]int)
 	defer func() {
@@ -519,6 +683,9 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 			if total.reasons[r] == 0 && !t.Failed() && !(blind && r == gc.OrphanLog) {
 				t.Errorf("no history produced %s garbage", r)
 			}
+		}
+		if total.folded == 0 && !t.Failed() {
+			t.Error("no history collected an object that waits by record (folded entry, checkpoint)")
 		}
 	}()
 	for seed := 1; seed <= seeds; seed++ {
@@ -533,11 +700,12 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 				}
 			}
 			h.finish(ctx, pageSize)
-			t.Logf("collected %v, kept %d young or retained", h.reasons, h.kept)
+			t.Logf("collected %v (%d waited by record: folded, superseded, orphan checkpoints), kept %d young or retained", h.reasons, h.folded, h.kept)
 			total.Lock()
 			for r, n := range h.reasons {
 				total.reasons[r] += n
 			}
+			total.folded += h.folded
 			total.Unlock()
 		})
 	}
@@ -717,36 +885,177 @@ func TestNoNamesMeansNoOrphanLogs(t *testing.T) {
 	}
 }
 
-// TestCompactedLogIsLeftAlone: GC does not know checkpoints yet, and a
-// compaction drops old layers that a reader of the replaced index may
-// still be reading, so a compacted log is skipped whole.
-func TestCompactedLogIsLeftAlone(t *testing.T) {
+// TestFoldedWaitForGraceAfterCompaction: the entries a compaction folds
+// and the checkpoint a later one supersedes carry old names, but go only
+// once GC has seen them unreferenced for the grace period, so a read that
+// began on the index before the compaction finishes. A checkpoint whose
+// compaction crashed after its PUT, and one that lost its CAS, go by the
+// same rule.
+func TestFoldedWaitForGraceAfterCompaction(t *testing.T) {
 	ctx := context.Background()
 	h := newHistory(t, memstore.New(), 11)
 	id := h.newID()
 	h.named[id] = true
+	if err := h.log.Init(ctx, id); err != nil {
+		t.Fatal(err)
+	}
 	h.push(ctx, id, false)
-	h.push(ctx, id, true) // an orphan
-	x, etag, err := h.log.ReadIndex(ctx, id)
+	h.push(ctx, id, false)
+	h.clk.Advance(3 * grace) // the layers' ULIDs are long past the grace
+	h.read(ctx, id)
+	folded := append([]string(nil), h.readers[0].keys...)
+	h.compact(ctx, id, false, false)
+	h.compact(ctx, id, true, false) // nothing to fold: a no-op
+	h.push(ctx, id, false)
+	h.compact(ctx, id, true, false) // crashed after its PUTs
+	run := func() gc.Report {
+		t.Helper()
+		rep, err := gc.New(h.store, gc.Options{Now: h.clk.Now, Grace: grace, Live: h.live}).Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	have := func(keys []string) int {
+		all := listAll(t, h.store)
+		n := 0
+		for _, k := range keys {
+			if _, ok := all[k]; ok {
+				n++
+			}
+		}
+		return n
+	}
+	orphans := func() []string {
+		x, _, err := h.log.ReadIndex(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := referenced(id, x)
+		var out []string
+		for k := range listAll(t, h.store) {
+			if _, _, _, ok := entryTime(t, k); ok && strings.HasPrefix(k, "repos/"+id+"/") && !ref[k] {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	unref := orphans()
+	if have(folded) != len(folded) || len(unref) < len(folded)+1 {
+		t.Fatalf("folded %v, unreferenced %v", folded, unref)
+	}
+	if rep := run(); rep.Objects != 0 || have(unref) != len(unref) {
+		t.Fatalf("first sighting deleted: %+v", rep)
+	}
+	h.clk.Advance(grace - time.Minute)
+	if rep := run(); rep.Objects != 0 || have(unref) != len(unref) {
+		t.Fatalf("deleted within the grace of the compaction: %+v", rep)
+	}
+	h.clk.Advance(2 * time.Minute)
+	if rep := run(); rep.Objects != len(unref) || have(unref) != 0 {
+		t.Fatalf("kept past the grace: %+v, left %d of %v", rep, have(unref), unref)
+	}
+	if n := len(listAll(t, h.store)) - len(nonMarkers(listAll(t, h.store))); n != 0 {
+		t.Fatalf("%d markers left after their objects went", n)
+	}
+
+	// A later compaction supersedes the checkpoint; one that lost its CAS
+	// leaves another. Both wait a full grace from this sighting.
+	h.push(ctx, id, false)
+	h.compact(ctx, id, false, true)
+	unref = orphans()
+	if len(unref) < 3 { // the old checkpoint, the lost one, the folded entry
+		t.Fatalf("unreferenced %v", unref)
+	}
+	run()
+	h.clk.Advance(grace)
+	if rep := run(); rep.Objects != 0 {
+		t.Fatalf("deleted within the grace of the compaction: %+v", rep)
+	}
+	h.clk.Advance(time.Minute)
+	if rep := run(); rep.Objects != len(unref) || have(unref) != 0 {
+		t.Fatalf("kept past the grace: %+v", rep)
+	}
+}
+
+// nonMarkers drops GC's own records from a listing.
+func nonMarkers(keys map[string]int64) map[string]int64 {
+	out := make(map[string]int64)
+	for k, v := range keys {
+		if !strings.HasPrefix(k, "gc/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestLateReferenceRestartsGrace: a checkpoint GC saw unreferenced (its
+// compaction's CAS still in flight) that an index then references loses
+// its marker, so once a newer checkpoint supersedes it, it waits a full
+// grace again rather than go at once on the first sighting's age.
+func TestLateReferenceRestartsGrace(t *testing.T) {
+	ctx := context.Background()
+	h := newHistory(t, memstore.New(), 13)
+	id := h.newID()
+	h.named[id] = true
+	h.push(ctx, id, false)
+	x, _, err := h.log.ReadIndex(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What a compactor would write: the layer covered, seq unchanged.
-	x.CompactedThroughSeq, x.Layers = x.Seq, nil
-	x.Checkpoint = &wal.Checkpoint{Seq: x.Seq}
-	b, err := x.MarshalBinary()
-	if err != nil {
+	p := h.checkpointPack(x)
+	first := wal.CheckpointKey(id, wal.Checkpoint{Seq: x.Seq, SHA256: p.SHA256})
+	// The compaction's PUT lands, GC runs, then its CAS lands: wal.Compact
+	// does both, so the GC run happens in a hook on the index CAS.
+	hs := &casHookStore{Store: h.store, hook: func() {
+		if _, err := gc.New(h.store, gc.Options{Now: h.clk.Now, Live: h.live}).Run(ctx); err != nil {
+			t.Error(err)
+		}
+		if _, ok := listAll(t, h.store)[gc.UnreferencedMarkerKey(id, first)]; !ok {
+			t.Error("in-flight checkpoint not marked")
+		}
+	}}
+	l := wal.New(hs, wal.Options{Sleep: noSleep, Now: h.clk.Now})
+	if _, err := l.Compact(ctx, id, p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.store.PutIfMatch(ctx, wal.IndexKey(id), bytes.NewReader(b), int64(len(b)), etag); err != nil {
-		t.Fatal(err)
+	h.clk.Advance(2 * grace)
+	run := func() gc.Report {
+		t.Helper()
+		rep, err := gc.New(h.store, gc.Options{Now: h.clk.Now, Live: h.live}).Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
 	}
-	h.clk.Advance(3 * grace)
-	before := listAll(t, h.store.Store)
-	rep, err := gc.New(h.store, gc.Options{Now: h.clk.Now, Live: h.live}).Run(ctx)
-	if err != nil || rep.Skipped != 1 || rep.Objects != 0 || len(listAll(t, h.store.Store)) != len(before) {
-		t.Fatalf("report %+v, %v", rep, err)
+	run() // referenced now: the marker goes
+	if _, ok := listAll(t, h.store)[gc.UnreferencedMarkerKey(id, first)]; ok {
+		t.Fatal("marker of a referenced checkpoint kept")
 	}
+	h.push(ctx, id, false)
+	h.compact(ctx, id, false, false)
+	if rep := run(); rep.Objects != 0 {
+		t.Fatalf("superseded checkpoint went on its first sighting: %+v", rep)
+	}
+	if _, ok := listAll(t, h.store)[first]; !ok {
+		t.Fatal("superseded checkpoint deleted at once")
+	}
+}
+
+// casHookStore runs a hook once, before the first conditional write of an
+// index that already exists.
+type casHookStore struct {
+	objstore.Store
+	once sync.Once
+	hook func()
+}
+
+func (s *casHookStore) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
+	if strings.HasSuffix(key, "/index") {
+		s.once.Do(s.hook)
+	}
+	return s.Store.PutIfMatch(ctx, key, r, size, etag)
 }
 
 // TestRetentionMarker: GC starts a tombstone's retention when it first

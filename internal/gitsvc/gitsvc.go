@@ -64,6 +64,19 @@ type Committer interface {
 	Adopt(ctx context.Context, repo string, res wal.Result, packDir, packHash string) error
 }
 
+// Stager is a Committer that can store a push's pack before the push is
+// validated, so that the upload overlaps git index-pack
+// (docs/adr/0019-staged-entries.md). cacheadapter's implements it over
+// wal.Log.Stage; a Committer without it uploads after validation.
+type Stager interface {
+	// Stage stores the entry of p without committing it (wal.Log.Stage).
+	Stage(ctx context.Context, repo string, p wal.Push) (*wal.Staged, error)
+	// CommitStaged commits a staged entry (wal.Log.CommitStaged).
+	CommitStaged(ctx context.Context, st *wal.Staged, idx io.Reader, idxSize int64) (wal.Result, error)
+	// Discard deletes a staged entry that will not be committed.
+	Discard(st *wal.Staged)
+}
+
 // Options configure a Service.
 type Options struct {
 	Repos   Materializer    // required
@@ -104,7 +117,17 @@ type Options struct {
 	// waits for the coordinator; so does compaction
 	// (docs/adr/0050-compaction.md).
 	OnCommit func(req Request, res wal.Result)
+	// StageMinBytes is the smallest pack that is uploaded to the store
+	// while it is indexed, when Commits is a Stager (default
+	// DefaultStageMinBytes; negative: never). Smaller packs are uploaded
+	// after validation, as are packs that index-pack had to complete.
+	StageMinBytes int64
 }
+
+// DefaultStageMinBytes is the default Options.StageMinBytes: below it
+// the upload is short next to the push's fixed costs, and an incremental
+// push's pack is often thin, so that what was staged is thrown away.
+const DefaultStageMinBytes = 1 << 20
 
 // PushProtector decides whether a validated push may be committed: a
 // *pushprotect.Scanner.
@@ -137,6 +160,7 @@ func New(opts Options) (*Service, error) {
 	opts.MaxGitProcesses = OrDefault(opts.MaxGitProcesses, DefaultMaxGitProcesses())
 	opts.GitQueue = OrDefault(opts.GitQueue, 4*max(opts.MaxGitProcesses, 0))
 	opts.GitQueueTimeout = OrDefault(opts.GitQueueTimeout, DefaultGitQueueTimeout)
+	opts.StageMinBytes = OrDefault(opts.StageMinBytes, DefaultStageMinBytes)
 	return &Service{
 		opts: opts, logger: opts.Logger,
 		gate: newGate(opts.MaxGitProcesses, opts.GitQueue, opts.GitQueueTimeout, opts.Metrics),

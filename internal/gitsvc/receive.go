@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,7 +209,9 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 		}
 	}
 	start := time.Now()
+	var steps pushSteps
 	spool, size, err := s.spool(req.Body, req.Stream)
+	steps.spool = time.Since(start)
 	if spool != nil {
 		defer func() {
 			spool.Close()
@@ -247,8 +251,8 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 	// graceful shutdown.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.PushTimeout)
 	defer cancel()
-	rep, res, err := s.push(ctx, req, pr, spool, size)
-	logAttrs := []any{"repo", req.Repo, "by", req.Principal, "refs", len(pr.cmds), "bytes", size, "duration", time.Since(start)}
+	rep, res, err := s.push(ctx, req, pr, spool, size, &steps)
+	logAttrs := []any{"repo", req.Repo, "by", req.Principal, "refs", len(pr.cmds), "bytes", size, "duration", time.Since(start), steps.attr()}
 	if err != nil {
 		var e *Error
 		switch {
@@ -458,7 +462,7 @@ func humanBytes(n int64) string {
 
 // push validates and commits. It returns the report for the client, or an
 // error for failures not answered in report-status.
-func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *os.File, size int64) (*report, wal.Result, error) {
+func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *os.File, size int64, steps *pushSteps) (*report, wal.Result, error) {
 	rep := &report{unpack: "ok", reasons: make([]string, len(req.cmds))}
 	for _, c := range req.cmds {
 		rep.refs = append(rep.refs, c.Ref)
@@ -494,6 +498,16 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	checkDF(snap.Refs, req.cmds, rep)
 	denyDeleteCurrent(snap.Head, req.cmds, rep)
 
+	// The pack goes to the store while it is validated: a staged entry
+	// that nothing references until the commit point, deleted if the
+	// push fails (docs/adr/0019-staged-entries.md).
+	needPack := slices.ContainsFunc(req.cmds, func(c command) bool { return !c.isDelete() })
+	var stg *staging
+	if needPack && size > req.packOffset && !rep.failed() {
+		stg = s.startStaging(ctx, r, req.cmds, spool, req.packOffset, size)
+		defer stg.stop()
+	}
+
 	// 3. The pack, indexed against the repository's objects in a
 	// quarantine: nothing reaches the cache before the commit.
 	tmp, err := s.opts.TempDir()
@@ -513,10 +527,11 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(snap.Dir, "objects"),
 		"GIT_QUARANTINE_PATH=" + q,
 	}
-	needPack := slices.ContainsFunc(req.cmds, func(c command) bool { return !c.isDelete() })
 	packHash := ""
 	if needPack && size > req.packOffset {
+		t := time.Now()
 		packHash, err = s.indexPack(ctx, snap.Dir, env, spool, req.packOffset, size)
+		steps.index = time.Since(t)
 		var ue *unpackError
 		if errors.As(err, &ue) {
 			rep.unpack = ue.reason
@@ -532,7 +547,10 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	// 4. Every new id exists, branches point at commits, and everything
 	// they reach is present.
 	if needPack && !rep.failed() {
-		if err := s.checkObjects(ctx, snap.Dir, env, req.cmds, req.shallow, rep); err != nil {
+		t := time.Now()
+		err := s.checkObjects(ctx, snap.Dir, env, req.cmds, req.shallow, rep)
+		steps.checks = time.Since(t)
+		if err != nil {
 			return nil, res, err
 		}
 	}
@@ -544,7 +562,10 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	// 4b. Push protection: the secrets the push adds, before anything
 	// is committed (docs/adr/0031-push-protection.md).
 	if r.PushProtection && s.opts.PushProtect != nil {
-		if err := s.protect(ctx, r, req, snap.Dir, env, rep); err != nil {
+		t := time.Now()
+		err := s.protect(ctx, r, req, snap.Dir, env, rep)
+		steps.protect = time.Since(t)
+		if err != nil {
 			return nil, res, err
 		}
 		if rep.failed() {
@@ -583,7 +604,9 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		}
 		p.PackIndex, p.PackIndexSize = idx, ist.Size()
 	}
-	res, err = s.opts.Commits.Commit(ctx, r.Repo, p)
+	t := time.Now()
+	res, err = s.commit(ctx, r.Repo, p, stg, spool, req.packOffset, size, packHash, steps)
+	steps.commit = time.Since(t)
 	s.opts.Metrics.observeAttempts(res.Attempts)
 	var nff *wal.NonFastForwardError
 	var rc *wal.RefConflictError
@@ -605,13 +628,59 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 
 	// 6. Bring this node's cache forward, reusing the quarantine's pack
 	// when the push is the very next layer.
+	t = time.Now()
 	if err := s.opts.Commits.Adopt(ctx, r.Repo, res, packDir, packHash); err != nil {
 		s.logger.Warn("adopting a pushed pack into the cache failed", "repo", r.Repo, "err", err)
 	}
 	if _, err := s.opts.Repos.Materialize(ctx, r.Repo); err != nil {
 		s.logger.Warn("materializing after a push failed; the next request retries", "repo", r.Repo, "err", err)
 	}
+	steps.adopt = time.Since(t)
 	return rep, res, nil
+}
+
+// pushSteps are the durations of a push's steps, for its log line: where
+// a push spends its time (issue 12 §5). A step that did not run is zero.
+type pushSteps struct {
+	spool   time.Duration // receiving the body into the spool
+	index   time.Duration // git index-pack --fix-thin --strict
+	checks  time.Duration // object types and connectivity
+	protect time.Duration // push protection
+	commit  time.Duration // the commit point: entry and index PUTs, then the CAS
+	upload  time.Duration // of commit, waiting for the staged entry's upload
+	adopt   time.Duration // bringing this node's cache forward
+}
+
+// attr is the steps as one log group, "steps".
+func (p *pushSteps) attr() slog.Attr {
+	return slog.Group("steps",
+		"spool", p.spool, "index", p.index, "checks", p.checks,
+		"protect", p.protect, "commit", p.commit, "upload", p.upload, "adopt", p.adopt)
+}
+
+// commit commits the validated push p: through its staged entry when
+// the staged pack is the validated one and its upload succeeded, else
+// with a fresh upload of the validated pack (Committer.Commit), after
+// discarding what was staged. Its errors are Committer.Commit's.
+func (s *Service) commit(ctx context.Context, repo string, p wal.Push, stg *staging, spool *os.File, off, size int64, packHash string, steps *pushSteps) (wal.Result, error) {
+	if stg != nil && packHash != "" {
+		same, err := spooledIsValidated(spool, off, size, packHash, p.PackSize)
+		if err != nil {
+			return wal.Result{}, fmt.Errorf("compare the spooled pack with the validated one: %w", err)
+		}
+		if same {
+			t := time.Now()
+			st, err := stg.wait()
+			steps.upload = time.Since(t)
+			if err == nil {
+				stg.committing = true
+				return stg.stager.CommitStaged(ctx, st, p.PackIndex, p.PackIndexSize)
+			}
+			s.logger.Warn("staging the pushed pack failed; uploading it again", "repo", repo, "err", err)
+		}
+	}
+	stg.stop()
+	return s.opts.Commits.Commit(ctx, repo, p)
 }
 
 // protect runs push protection on the validated push in the quarantine
@@ -735,8 +804,23 @@ func (s *Service) indexPack(ctx context.Context, dir string, env []string, spool
 	if binary.BigEndian.Uint32(hdr[8:12]) == 0 {
 		return "", nil
 	}
-	cmd := s.opts.Git.Command(ctx, dir, env, "index-pack", "--stdin", "--fix-thin", "--strict")
-	cmd.Stdin = io.NewSectionReader(spool, off, size-off)
+	// Delta resolution runs on every core: left to itself, index-pack
+	// caps its threads at half the cores on machines with more than
+	// three (pack.threads unset), and a push waits on it.
+	threads := "--threads=" + strconv.Itoa(runtime.NumCPU())
+	cmd := s.opts.Git.Command(ctx, dir, env, "index-pack", "--stdin", "--fix-thin", "--strict", threads)
+	// index-pack reads the spool itself, from a descriptor of its own
+	// at the pack's offset: no pipe, and no copy through this process.
+	// The spool ends where the body did, at size.
+	in, err := os.Open(spool.Name())
+	if err != nil {
+		return "", fmt.Errorf("reopen spool: %w", err)
+	}
+	defer in.Close()
+	if _, err := in.Seek(off, io.SeekStart); err != nil {
+		return "", fmt.Errorf("reopen spool: %w", err)
+	}
+	cmd.Stdin = in
 	var out bufferWriter
 	cmd.Stdout = &out
 	if err := cmd.Run(); err != nil {

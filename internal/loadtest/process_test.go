@@ -41,7 +41,7 @@ type ghostProc struct {
 func startGhost(t *testing.T, bin string, env []string, args ...string) *ghostProc {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--log-level", "warn"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--ssh-listen", "", "--log-level", "warn"}, args...)...)
 	cmd.Env = env
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

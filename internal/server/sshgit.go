@@ -13,8 +13,8 @@ import (
 
 // SSHGitService returns the git service for an SSH transport
 // (sshd.Options.Git): the same authorization as HTTP's (docs/design.md
-// §7.4) and the same gitsvc.Service, in its full-duplex flavour. It is not
-// wired into serve yet (docs/design.md §10.5).
+// §7.4) and the same gitsvc.Service, in its full-duplex flavour
+// (docs/design.md §6.6). SSHServer serves it.
 func (s *Server) SSHGitService() sshd.GitService {
 	return sshGit{auth: metaAuth{s.meta}, svc: s.git}
 }

@@ -1,5 +1,5 @@
 // Package sshd serves git over SSH, the second transport next to smart
-// HTTP (docs/design.md §10.5, §7.7; issue 14).
+// HTTP (docs/design.md §6.6, §7.7; issue 14).
 //
 // The server does three things and no more: it proves the client holds a
 // key and maps the key to a tenant (meta.Store.AuthenticateKey), it parses
@@ -25,6 +25,7 @@ import (
 	"net"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -83,7 +84,18 @@ type Options struct {
 	// AuthTimeout bounds one key lookup in the metadata store. Zero means
 	// 10 seconds.
 	AuthTimeout time.Duration
-	Logger      *slog.Logger // nil discards
+	// IdleTimeout closes a connection that moves no byte for this long
+	// while the server waits on the client: while a command reads or
+	// writes its session, or while the connection runs no command. Time
+	// the server spends working between reads and writes does not count
+	// (the HTTP transport's rule, docs/adr/0015-git-resource-limits.md).
+	// Zero or negative: none.
+	IdleTimeout time.Duration
+	// ShutdownTimeout is how long running commands may go on after
+	// Serve's context ends; connections that run none are closed at
+	// once. Zero stops everything at once.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger // nil discards
 }
 
 // Server is an SSH server for git. It is safe for concurrent use; one
@@ -111,30 +123,65 @@ func New(opts Options) (*Server, error) {
 	return &Server{opts: opts, log: log}, nil
 }
 
-// Serve accepts connections on ln until ctx ends or ln fails. Either way
-// it closes ln and every connection and waits for their sessions to
-// return; then it returns nil if ctx ended, or else the Accept error.
+// HostKey returns the public half of the server's host key.
+func (s *Server) HostKey() ssh.PublicKey { return s.opts.HostKey.PublicKey() }
+
+// Serve accepts connections on ln until ctx ends or ln fails.
+//
+// When ctx ends, Serve closes ln and every connection that runs no
+// command, refuses new commands, and lets the running ones finish for up
+// to ShutdownTimeout before it closes their connections too; then it
+// returns nil. When Accept fails (but for a shortage of file descriptors
+// or buffers, which it waits out), it closes every connection at once and
+// returns the error. Either way it returns only after every session has.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	// Deferred in this order so that, whatever ends Serve, the connections
-	// are told to stop (cancel) before Serve waits for them.
+	// hard ends the commands still running: ShutdownTimeout after ctx
+	// ends, or at once when Accept fails.
+	hard, kill := context.WithCancel(context.WithoutCancel(ctx))
+	defer kill()
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	err := s.accept(ctx, hard, ln, &wg)
+	if err != nil {
+		kill()
+	} else {
+		t := time.AfterFunc(s.opts.ShutdownTimeout, kill)
+		defer t.Stop()
+	}
+	wg.Wait()
+	return err
+}
+
+// accept accepts connections until ctx ends (nil) or ln fails.
+func (s *Server) accept(ctx, hard context.Context, ln net.Listener, wg *sync.WaitGroup) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if transientAccept(err) {
+				// Out of file descriptors or buffers, or a connection
+				// aborted before it was accepted: wait and go on, as
+				// net/http does, rather than take SSH down.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.WarnContext(ctx, "ssh accept failed; retrying", "err", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				continue
+			}
+			ln.Close()
 			return fmt.Errorf("sshd: accept: %w", err)
 		}
+		backoff = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serveConn(ctx, c)
+			s.serveConn(ctx, hard, c)
 		}()
 	}
 }
@@ -190,14 +237,32 @@ func (s *Server) config(ctx context.Context) *ssh.ServerConfig {
 	return cfg
 }
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
+// transientAccept reports whether an Accept error passes: the process or
+// the system is out of file descriptors or buffers for now, or a client
+// gave up before its connection was accepted.
+func transientAccept(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// serveConn serves one connection. Its commands run under hard; when
+// ctx ends the connection drains (connState.drain).
+func (s *Server) serveConn(ctx, hard context.Context, c net.Conn) {
 	defer c.Close()
+	st := newConnState(c, s.opts.IdleTimeout)
+	defer st.stop()
+	stopDrain := context.AfterFunc(ctx, st.drain)
+	defer stopDrain()
+	stopKill := context.AfterFunc(hard, func() { c.Close() })
+	defer stopKill()
 	if err := c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout)); err != nil {
 		return
 	}
-	conn, chans, reqs, err := ssh.NewServerConn(c, s.config(ctx))
+	conn, chans, reqs, err := ssh.NewServerConn(c, s.config(hard))
 	if err != nil {
 		s.log.DebugContext(ctx, "ssh handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 		return
@@ -228,7 +293,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.session(ctx, res, ch, creqs)
+			s.session(hard, st, res, ch, creqs)
 		}()
 	}
 }
@@ -241,7 +306,7 @@ var gitProtocolValue = regexp.MustCompile(`^[A-Za-z0-9=:.,_-]{1,200}$`)
 // request, which starts the one thing the channel does (an env request
 // after it changes nothing: the command has its GIT_PROTOCOL). It returns
 // when the channel is closed by either side.
-func (s *Server) session(ctx context.Context, res authResult, ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (s *Server) session(ctx context.Context, st *connState, res authResult, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -272,7 +337,16 @@ func (s *Server) session(ctx context.Context, res authResult, ch ssh.Channel, re
 			wg.Add(1)
 			go func(line, proto string) {
 				defer wg.Done()
-				code := s.run(ctx, res, ch, line, proto)
+				if !st.begin() {
+					fmt.Fprintln(ch.Stderr(), "ERROR: the server is shutting down; try again")
+					_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{1}))
+					_ = ch.Close()
+					return
+				}
+				// Counted out only once the client has its exit status: a
+				// draining connection closes with its last command.
+				defer st.end()
+				code := s.run(ctx, st, res, ch, line, proto)
 				_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{code}))
 				_ = ch.Close()
 			}(cmd.Command, gitProtocol)
@@ -287,8 +361,8 @@ func (s *Server) session(ctx context.Context, res authResult, ch ssh.Channel, re
 }
 
 // run runs one exec (or shell, line "") and returns its exit status.
-func (s *Server) run(ctx context.Context, res authResult, ch ssh.Channel, line, proto string) uint32 {
-	stderr := ch.Stderr()
+func (s *Server) run(ctx context.Context, st *connState, res authResult, ch ssh.Channel, line, proto string) uint32 {
+	stderr := st.writer(ch.Stderr())
 	if res.err != nil {
 		fmt.Fprintf(stderr, "ERROR: %s\n", clientMessage(res.err))
 		return 1
@@ -304,7 +378,7 @@ func (s *Server) run(ctx context.Context, res authResult, ch ssh.Channel, line, 
 	}
 	req := Request{
 		Principal: res.principal, Owner: cmd.Owner, Repo: cmd.Repo,
-		Stdin: ch, Stdout: ch, Stderr: stderr, GitProtocol: proto,
+		Stdin: st.reader(ch), Stdout: st.writer(ch), Stderr: stderr, GitProtocol: proto,
 	}
 	start := time.Now()
 	switch cmd.Service {

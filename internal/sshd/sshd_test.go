@@ -26,9 +26,10 @@ import (
 // "<service> <owner>/<repo> for <tenant>" on stdout followed by whatever
 // it reads on stdin, and refuses the repositories in errs.
 type fakeGit struct {
-	mu   sync.Mutex
-	reqs []Request
-	errs map[string]error // by repo name
+	mu    sync.Mutex
+	reqs  []Request
+	errs  map[string]error // by repo name
+	think time.Duration    // spent before answering, touching no stream
 }
 
 func (f *fakeGit) serve(svc Service, req Request) error {
@@ -39,6 +40,7 @@ func (f *fakeGit) serve(svc Service, req Request) error {
 	if err != nil {
 		return err
 	}
+	time.Sleep(f.think)
 	fmt.Fprintf(req.Stdout, "%s %s/%s for %s\n", svc, req.Owner, req.Repo, tenantName(req.Principal))
 	_, err = io.Copy(req.Stdout, req.Stdin)
 	return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -20,6 +21,21 @@ import (
 // nothing was written to the index; the caller's checkpoint object, if it
 // differs from the one the index names, is garbage for GC.
 var ErrAlreadyCompacted = errors.New("log already compacted through that seq")
+
+// MaxCheckpointWait bounds how long after its pack was stored a
+// compaction may still send the index write that references it. Garbage
+// collection deletes a checkpoint no index names once it has seen it
+// unreferenced for its grace period, at least an hour
+// (docs/adr/0040-garbage-collection.md); a compaction slower than that
+// between its PUT and its CAS could otherwise land a reference to a
+// deleted object. The margin to an hour covers the PUT's response and
+// the index write's own request.
+const MaxCheckpointWait = 30 * time.Minute
+
+// ErrCheckpointStale means a compaction gave up because more than
+// MaxCheckpointWait passed since its checkpoint was stored: nothing was
+// written to the index, and the checkpoint is garbage for GC.
+var ErrCheckpointStale = errors.New("checkpoint stored too long ago to be referenced")
 
 // errFolded is the cause reported when a pending index write's seq was
 // folded into a checkpoint before its outcome could be read
@@ -98,6 +114,8 @@ type CompactResult struct {
 // racing compactor that built the same bytes, and the folded entries are
 // left to GC. Errors: ErrAlreadyCompacted when the log is already
 // compacted through At.Seq (another compactor won; harmless),
+// ErrCheckpointStale when the index write would be sent more than
+// MaxCheckpointWait after the pack was stored (GC may take it by then),
 // ErrRepoDeleted, ErrContention, a *CorruptError when At's layers are not
 // the log's, and ErrOutcomeUnknown when the index
 // write's outcome could not be learned; a re-read of the index tells
@@ -122,6 +140,9 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 	if _, err := l.store.Put(ctx, key, v, p.Size); err != nil {
 		return CompactResult{}, fmt.Errorf("put checkpoint %s: %w", key, err)
 	}
+	// Measured from the PUT's return, on this node's clock alone: GC can
+	// see the object only once it is stored.
+	stored := l.opts.Now()
 	if v.n != p.Size || !bytes.Equal(v.sum.Sum(nil), p.SHA256[:]) {
 		// The bytes sent are not the ones named; never reference them.
 		return CompactResult{}, invalid("checkpoint %s: pack changed while it was stored (%d bytes sent)", key, v.n)
@@ -133,6 +154,10 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 	}
 	var folded int
 	next := func(cur *Index) (*Index, error) {
+		// Every index write is built here just before it is sent.
+		if waited := l.opts.Now().Sub(stored); waited > MaxCheckpointWait {
+			return nil, fmt.Errorf("%s stored %v ago: %w", key, waited, ErrCheckpointStale)
+		}
 		nx, n, err := fold(repo, cur, at, ck)
 		folded = n
 		return nx, err

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
@@ -357,5 +359,49 @@ func TestCompactRefusesAnotherLog(t *testing.T) {
 	}
 	if _, err := l.Compact(ctx, "r", ckPack(&wal.Index{}, "ck")); !errors.Is(err, wal.ErrAlreadyCompacted) {
 		t.Fatalf("empty snapshot: err = %v, want ErrAlreadyCompacted", err)
+	}
+}
+
+// slowStore makes every PUT of a checkpoint's .idx take d on the log's
+// clock.
+type slowStore struct {
+	objstore.Store
+	now *time.Time
+	d   time.Duration
+}
+
+func (s *slowStore) Put(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
+	info, err := s.Store.Put(ctx, key, r, size)
+	if strings.Contains(key, "/checkpoints/") && strings.HasSuffix(key, ".idx") {
+		*s.now = s.now.Add(s.d)
+	}
+	return info, err
+}
+
+// TestCompactGivesUpOnStaleCheckpoint: a compaction that would send its
+// index write more than MaxCheckpointWait after its pack was stored
+// writes nothing, since GC may have taken the unreferenced checkpoint by
+// then (docs/adr/0040-garbage-collection.md).
+func TestCompactGivesUpOnStaleCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		d    time.Duration
+		fail bool
+	}{{wal.MaxCheckpointWait - time.Second, false}, {wal.MaxCheckpointWait + time.Second, true}} {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		s := &slowStore{Store: memstore.New(), now: &now, d: tc.d}
+		l := wal.New(s, wal.Options{Now: func() time.Time { return now }})
+		at := commitN(t, l, "r1", 2)
+		_, err := l.Compact(ctx, "r1", ckPack(at, "checkpoint"))
+		x, herr := l.Head(ctx, "r1")
+		if herr != nil {
+			t.Fatal(herr)
+		}
+		switch {
+		case tc.fail && (!errors.Is(err, wal.ErrCheckpointStale) || x.Checkpoint != nil):
+			t.Fatalf("after %v: %v, checkpoint %v", tc.d, err, x.Checkpoint)
+		case !tc.fail && (err != nil || x.Checkpoint == nil):
+			t.Fatalf("after %v: %v, checkpoint %v", tc.d, err, x.Checkpoint)
+		}
 	}
 }

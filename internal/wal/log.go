@@ -241,23 +241,55 @@ func resultOf(x *Index, seq uint64, attempts int) Result {
 // if it does not. A nil error means the index references the entry. See
 // docs/adr/0006-write-outcomes.md.
 func (l *Log) Commit(ctx context.Context, repo string, p Push) (Result, error) {
-	if err := CheckRepoID(repo); err != nil {
+	st, err := l.Stage(ctx, repo, Push{Transitions: p.Transitions, PushedBy: p.PushedBy, Pack: p.Pack, PackSize: p.PackSize})
+	if err != nil {
 		return Result{}, err
+	}
+	return l.CommitStaged(ctx, st, p.PackIndex, p.PackIndexSize)
+}
+
+// Staged is an entry in the store that no index references yet: the
+// first half of Commit, done by Stage, so that a caller can upload the
+// pack while it still validates it (docs/adr/0019-staged-entries.md).
+// It is used once, by CommitStaged or Discard.
+type Staged struct {
+	repo  string
+	ts    []Transition // sorted by ref
+	layer Layer
+}
+
+// ULID is the staged entry's id.
+func (s *Staged) ULID() ulid.ULID { return s.layer.ULID }
+
+// Stage PUTs the entry of p (its header and pack, hashing the pack as it
+// streams) without committing it; p.PackIndex is ignored. The entry's
+// header holds only what the caller knows before any validation: its
+// id, time, pusher and transitions.
+//
+// Errors: *InvalidError for a bad request, or a storage error, after
+// which Stage has tried to delete the entry; an entry whose PUT had an
+// unknown outcome and whose delete failed is an orphan that no index
+// references, removed by garbage collection after its grace
+// (docs/adr/0040-garbage-collection.md). A nil error means the entry is
+// stored; the caller then calls CommitStaged or Discard.
+func (l *Log) Stage(ctx context.Context, repo string, p Push) (*Staged, error) {
+	if err := CheckRepoID(repo); err != nil {
+		return nil, err
 	}
 	ts := slices.Clone(p.Transitions)
 	slices.SortFunc(ts, func(a, b Transition) int { return strings.Compare(a.Ref, b.Ref) })
 	now := l.opts.Now()
 	id, err := l.newULID(now)
 	if err != nil {
-		return Result{}, fmt.Errorf("new entry id: %w", err)
+		return nil, fmt.Errorf("new entry id: %w", err)
 	}
 	hdr := &EntryHeader{ULID: id, CreatedAt: now, PushedBy: p.PushedBy, Transitions: ts}
 	hb, err := hdr.MarshalBinary()
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	if p.PackSize < 0 {
-		return Result{}, invalid("negative pack size %d", p.PackSize)
+		return nil, invalid("negative pack size %d", p.PackSize)
 	}
 
 	// 3. PUT the entry, unconditionally, hashing the pack as it streams.
@@ -266,25 +298,41 @@ func (l *Log) Commit(ctx context.Context, repo string, p Push) (Result, error) {
 	body := io.MultiReader(bytes.NewReader(hb), io.TeeReader(p.Pack, sum))
 	if _, err := l.store.Put(ctx, key, body, int64(len(hb))+p.PackSize); err != nil {
 		l.discard(key)
-		return Result{}, fmt.Errorf("put entry %s: %w", key, err)
+		return nil, fmt.Errorf("put entry %s: %w", key, err)
 	}
 	layer := Layer{ULID: id, Size: p.PackSize}
 	copy(layer.SHA256[:], sum.Sum(nil))
-	if p.PackIndex != nil {
-		if _, err := l.store.Put(ctx, PackIndexKey(repo, id), p.PackIndex, p.PackIndexSize); err != nil {
+	return &Staged{repo: repo, ts: ts, layer: layer}, nil
+}
+
+// CommitStaged commits a staged entry: it PUTs the pack index, when idx
+// is set (idxSize bytes of git's .idx for the staged pack), then CASes
+// the entry into the index. Its errors and what they mean for the entry
+// are Commit's.
+func (l *Log) CommitStaged(ctx context.Context, st *Staged, idx io.Reader, idxSize int64) (Result, error) {
+	repo, id := st.repo, st.layer.ULID
+	key := EntryKey(repo, id)
+	if idx != nil {
+		if _, err := l.store.Put(ctx, PackIndexKey(repo, id), idx, idxSize); err != nil {
 			l.discard(key, PackIndexKey(repo, id))
 			return Result{}, fmt.Errorf("put pack index of %s: %w", key, err)
 		}
 	}
 
 	res, state, err := l.casLoop(ctx, repo, func(cur *Index) (*Index, error) {
-		return apply(cur, ts, layer)
+		return apply(cur, st.ts, st.layer)
 	}, id)
 	res.ULID = id
 	if state == notCommitted {
 		l.discard(key, PackIndexKey(repo, id))
 	}
 	return res, err
+}
+
+// Discard deletes a staged entry that will not be committed, best
+// effort: what it fails to delete is an orphan for garbage collection.
+func (l *Log) Discard(st *Staged) {
+	l.discard(EntryKey(st.repo, st.layer.ULID))
 }
 
 // discardAttempts bounds the deletes of one discarded object: a single
@@ -521,7 +569,7 @@ func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, e
 			return Result{Attempts: st.writes}, unknown, st.unknown(st.lastErr)
 		}
 		nx, err := next(cur)
-		if err != nil { // next is deterministic; it accepted cur before
+		if err != nil { // next accepted cur before; a refusal now (a stale checkpoint) leaves the earlier write unknown
 			return Result{Attempts: st.writes}, unknown, st.unknown(err)
 		}
 		err = l.writeIndex(ctx, st.repo, nx, etag)

@@ -7,6 +7,7 @@ package cacheadapter
 
 import (
 	"context"
+	"io"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -23,6 +24,7 @@ type Repos struct {
 var (
 	_ gitsvc.Materializer = Repos{}
 	_ gitsvc.Committer    = Repos{}
+	_ gitsvc.Stager       = Repos{}
 )
 
 // Materialize brings the cache's copy forward (repocache.Cache.Materialize).
@@ -46,6 +48,19 @@ func (r Repos) Suspect(repo string) bool { return r.Cache.Suspect(repo) }
 func (r Repos) Commit(ctx context.Context, repo string, p wal.Push) (wal.Result, error) {
 	return r.Log.Commit(ctx, repo, p)
 }
+
+// Stage stores a push's entry before it is validated (wal.Log.Stage).
+func (r Repos) Stage(ctx context.Context, repo string, p wal.Push) (*wal.Staged, error) {
+	return r.Log.Stage(ctx, repo, p)
+}
+
+// CommitStaged commits a staged entry (wal.Log.CommitStaged).
+func (r Repos) CommitStaged(ctx context.Context, st *wal.Staged, idx io.Reader, idxSize int64) (wal.Result, error) {
+	return r.Log.CommitStaged(ctx, st, idx, idxSize)
+}
+
+// Discard deletes a staged entry that will not be committed.
+func (r Repos) Discard(st *wal.Staged) { r.Log.Discard(st) }
 
 // Adopt installs the validated pack as the layer the push committed
 // (repocache.Cache.Adopt).
