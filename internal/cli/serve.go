@@ -35,6 +35,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		gcKeep    time.Duration
 		sshListen string
 		sshAnon   bool
+		sshURL    string
 		scanN     int
 		scanEvery time.Duration
 		scanShard int
@@ -50,6 +51,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	cfg.RegisterEtcd(f)
 	config.StringVar(f, &listen, "listen", "GHOST_LISTEN", "127.0.0.1:8080", "address to listen on")
 	config.StringVar(f, &sshListen, "ssh-listen", "GHOST_SSH_LISTEN", defaultSSHListen, `address for git over SSH; "" turns SSH off`)
+	config.StringVar(f, &sshURL, "ssh-url", "GHOST_SSH_URL", "", `base of the SSH clone URLs the web UI shows, such as "ssh://git@git.example.com:2222" (default: from --ssh-listen when it names a host)`)
 	config.BoolVar(f, &sshAnon, "ssh-anonymous-read", "GHOST_SSH_ANONYMOUS_READ", false, "let SSH clients without a registered key clone public repositories")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	config.StringVar(f, &logFormat, "log-format", "GHOST_LOG_FORMAT", "text", "log format: text or json")
@@ -117,6 +119,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			Compaction:           compact.options(),
 			Coordination:         coordStore,
 			Scan:                 scanner.Options{InitialShards: scanShard},
+			SSHCloneURL:          sshCloneURL(sshURL, sshListen),
 		})
 		if err != nil {
 			return err
@@ -190,4 +193,21 @@ func serveAll(ctx context.Context, srv *server.Server, ln net.Listener, sshSrv *
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sshCloneURL is the base of the SSH clone URLs the web UI shows: the
+// --ssh-url flag, else ssh://git@<--ssh-listen> when that names a host and
+// a port (not 0.0.0.0, not port 0), else none.
+func sshCloneURL(flag, listen string) string {
+	if flag != "" || listen == "" {
+		return flag
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return "ssh://git@" + net.JoinHostPort(host, port)
 }
