@@ -2,6 +2,7 @@ package gitbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -30,7 +31,7 @@ import (
 // ratios ghost/http-backend; and ghost's push latency while a compaction
 // runs against idle (issue 12, "Benchmark"):
 //
-//	GHOST_BENCH_PUSHES=300 go test -run='^$' -bench=ManyPushes -benchtime=1x -timeout=120m ./internal/gitbench/
+//	GHOST_BENCH_PUSHES=300 go test -v -run='^$' -bench=ManyPushes -benchtime=1x -timeout=120m ./internal/gitbench/
 //
 // The history is built offline: the first commit holds the tree of
 // GHOST_BENCH_SRC (default $(go env GOROOT)/src), and each later commit
@@ -54,7 +55,9 @@ func BenchmarkManyPushes(b *testing.B) {
 	work := b.TempDir()
 	env := gittest.Env(filepath.Join(work, "home"))
 	src := filepath.Join(work, "src")
+	t0 := time.Now()
 	commits := buildHistory(b, env, srcTree, src, pushes*per)
+	b.Logf("built %d commits from %s in %v", len(commits), srcTree, time.Since(t0).Round(time.Second))
 
 	hb := httpBackend(b, env, filepath.Join(work, "hb"))
 	hbRepo := filepath.Join(work, "hb", "repo.git")
@@ -67,7 +70,7 @@ func BenchmarkManyPushes(b *testing.B) {
 			gittest.Git(b, env, src, "-c", "http.postBuffer=2147483647", "push", "-q", tg.pushURL, rev+":refs/heads/main")
 		})
 	}
-	t0 := time.Now()
+	t0 = time.Now()
 	replay := map[string]time.Duration{}
 	for i := per - 1; i < len(commits); i += per {
 		for _, tg := range targets {
@@ -151,26 +154,43 @@ func BenchmarkManyPushes(b *testing.B) {
 	res["compaction-s"] = cdur.Seconds()
 	measure("after")
 
-	// Push latency, ghost only: pushes while a compaction runs, then as
+	// Push latency, ghost only: GHOST_BENCH_LATENCY_PUSHES (default 50)
+	// pushes while compactions run back to back (each folds the layers
+	// the previous pushes added and rewrites the checkpoint), then as
 	// many pushes idle.
+	nLat := envInt("GHOST_BENCH_LATENCY_PUSHES", 50)
 	var busy, idle []time.Duration
+	stop := make(chan struct{})
 	done := make(chan error, 1)
+	runs := 0
 	go func() {
-		_, err := comp.Compact(ctx, repoID)
-		done <- err
-	}()
-	for running := true; running; {
-		busy = append(busy, extra(gh)[0])
-		select {
-		case err := <-done:
-			if err != nil {
-				b.Fatal(err)
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
 			}
-			running = false
-		default:
+			switch _, err := comp.Compact(ctx, repoID); {
+			case errors.Is(err, compact.ErrNothingToCompact):
+				time.Sleep(5 * time.Millisecond) // wait for the next push's layer
+			case err != nil:
+				done <- err
+				return
+			default:
+				runs++
+			}
 		}
+	}()
+	for len(busy) < nLat {
+		busy = append(busy, extra(gh)[0])
 	}
-	for len(idle) < max(len(busy), 20) {
+	close(stop)
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d compactions ran during %d pushes", runs, len(busy))
+	for len(idle) < nLat {
 		idle = append(idle, extra(gh)[0])
 	}
 
@@ -196,10 +216,8 @@ func BenchmarkManyPushes(b *testing.B) {
 	b.Logf("push latency during compaction (%d pushes): p50 %v p99 %v; idle (%d pushes): p50 %v p99 %v",
 		len(busy), p(busy, 0.5).Round(time.Millisecond), p(busy, 0.99).Round(time.Millisecond),
 		len(idle), p(idle, 0.5).Round(time.Millisecond), p(idle, 0.99).Round(time.Millisecond))
-	if len(busy) > 0 {
-		b.ReportMetric(p(busy, 0.5).Seconds()/p(idle, 0.5).Seconds(), "push-p50-compacting/idle")
-		b.ReportMetric(p(busy, 0.99).Seconds()/p(idle, 0.99).Seconds(), "push-p99-compacting/idle")
-	}
+	b.ReportMetric(p(busy, 0.5).Seconds()/p(idle, 0.5).Seconds(), "push-p50-compacting/idle")
+	b.ReportMetric(p(busy, 0.99).Seconds()/p(idle, 0.99).Seconds(), "push-p99-compacting/idle")
 }
 
 // ghostNoAutoCompact is ghost() with background compaction switched off,
