@@ -153,6 +153,16 @@ func BenchmarkManyPushes(b *testing.B) {
 	b.Logf("compaction: %v, %d objects", cdur.Round(time.Millisecond), cres.Objects)
 	res["compaction-s"] = cdur.Seconds()
 	measure("after")
+	// A stricter reference: http-backend's repository fully repacked
+	// (`git gc`), as if gc.auto had just run; small pushes stay below
+	// receive.unpackLimit and land as loose objects until gc.auto's 6700.
+	gittest.Git(b, env, hbRepo, "gc", "-q")
+	{
+		dir := filepath.Join(work, "clone-gc-http-backend")
+		rm := func() { os.RemoveAll(dir) }
+		res["gc/clone-s/http-backend"] = median(reps, rm, func() { gittest.Git(b, env, "", "clone", "-q", "--bare", hb.cloneURL, dir) }).Seconds()
+		rm()
+	}
 
 	// Push latency, ghost only: GHOST_BENCH_LATENCY_PUSHES (default 50)
 	// pushes while compactions run back to back (each folds the layers
@@ -208,6 +218,11 @@ func BenchmarkManyPushes(b *testing.B) {
 		b.ReportMetric(res["after/"+m+"/ghost"], m+"-after")
 	}
 	b.Logf("%-22s %12.0f %12.0f %12s %12.0f %12.0f", "packs", res["before/packs/ghost"], res["before/packs/http-backend"], "", res["after/packs/ghost"], res["after/packs/http-backend"])
+	gcd := res["gc/clone-s/http-backend"]
+	b.Logf("http-backend after a full git gc: clone %.3f s; ghost after compaction / that: warm %.2f, cold %.2f",
+		gcd, res["after/clone-warm-s/ghost"]/gcd, res["after/clone-cold-s/ghost"]/gcd)
+	b.ReportMetric(res["after/clone-warm-s/ghost"]/gcd, "clone-warm-after-vs-gcd-ratio")
+	b.ReportMetric(res["after/clone-cold-s/ghost"]/gcd, "clone-cold-after-vs-gcd-ratio")
 	p := func(ds []time.Duration, q float64) time.Duration {
 		s := slices.Clone(ds)
 		slices.Sort(s)
