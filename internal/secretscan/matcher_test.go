@@ -16,7 +16,7 @@ import (
 func goroot(tb testing.TB) string {
 	out, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
-		tb.Skipf("go env GOROOT: %v", err)
+		tb.Skipf("this test reads the Go toolchain's sources, and `go env GOROOT` failed: %v", err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -56,9 +56,10 @@ func matches(m Matcher, content []byte) []string {
 // text in which "key", "token", "secret" and "api" are everywhere.
 func realContent(t *testing.T, n int) [][]byte {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(goroot(t), "src", "crypto", "*", "*.go"))
+	pattern := filepath.Join(goroot(t), "src", "crypto", "*", "*.go")
+	files, _ := filepath.Glob(pattern)
 	if len(files) == 0 {
-		t.Skip("GOROOT sources not available")
+		t.Skipf("this test reads the Go toolchain's sources, and nothing matches %s", pattern)
 	}
 	var out [][]byte
 	for _, f := range files[:min(n, len(files))] {
