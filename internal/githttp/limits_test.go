@@ -384,8 +384,11 @@ func TestSteadyTransfersOutlastTheIdleTimeout(t *testing.T) {
 	// longer than the idle timeout: server time does not count.
 	dir := t.TempDir()
 	gitPath := filepath.Join(dir, "git")
-	os.WriteFile(gitPath, []byte("#!/bin/sh\nif [ \"$1\" = upload-pack ] && [ \"$3\" != --advertise-refs ]; then sleep 1; fi\nexec git \"$@\"\n"), 0o755)
-	e, _ := limitEnv(t, gitPath, func(o *githttp.Options) { o.IOTimeout = 300 * time.Millisecond })
+	// The deadline is 1 s, not less, so the gaps below keep a wide margin
+	// on a busy machine; the thinking (2 s) and the push (about 1.5 s) last
+	// longer than it.
+	os.WriteFile(gitPath, []byte("#!/bin/sh\nif [ \"$1\" = upload-pack ] && [ \"$3\" != --advertise-refs ]; then sleep 2; fi\nexec git \"$@\"\n"), 0o755)
+	e, _ := limitEnv(t, gitPath, func(o *githttp.Options) { o.IOTimeout = time.Second })
 	src := e.seed()
 	base := gitOut(t, src, "rev-parse", "HEAD")
 	big := make([]byte, 128<<10)
@@ -394,7 +397,7 @@ func TestSteadyTransfersOutlastTheIdleTimeout(t *testing.T) {
 	body := pkt(base+" "+next+" refs/heads/main\x00report-status\n") + "0000" + string(packOf(t, src, next, "^"+base))
 
 	// A push body sent in small pieces, over far longer than the timeout.
-	req, _ := http.NewRequest("POST", e.url+"/alice/pub/git-receive-pack", &slowReader{b: []byte(body), chunk: len(body)/20 + 1, pause: 50 * time.Millisecond})
+	req, _ := http.NewRequest("POST", e.url+"/alice/pub/git-receive-pack", &slowReader{b: []byte(body), chunk: len(body)/20 + 1, pause: 75 * time.Millisecond})
 	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
 	req.SetBasicAuth("x", "rw")
 	resp, err := http.DefaultClient.Do(req)

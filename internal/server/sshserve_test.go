@@ -26,7 +26,7 @@ func TestSSHServerIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(ctx, server.Options{Store: objects, CacheDir: filepath.Join(t.TempDir(), "cache"), IOTimeout: 300 * time.Millisecond})
+	s, err := server.New(ctx, server.Options{Store: objects, CacheDir: filepath.Join(t.TempDir(), "cache"), IOTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,9 @@ func waitClosed(t *testing.T, c *ssh.Client, limit time.Duration) {
 // TestIdleTimeoutStalledClient: a command waiting on a client that sends
 // nothing is cut off after IdleTimeout.
 func TestIdleTimeoutStalledClient(t *testing.T) {
-	f := newFixture(t, Options{IdleTimeout: 300 * time.Millisecond})
+	// A second, not less: the command must start before the connection's
+	// own idle deadline, also on a busy machine.
+	f := newFixture(t, Options{IdleTimeout: time.Second})
 	c := f.mustDial(t, ssh.PublicKeys(f.alice))
 	sess, err := c.NewSession()
 	if err != nil {
@@ -59,8 +61,10 @@ func TestIdleTimeoutNoCommand(t *testing.T) {
 // TestIdleTimeoutServerThinking: time the service spends working, with no
 // read or write of the session in progress, does not count.
 func TestIdleTimeoutServerThinking(t *testing.T) {
-	f := newFixture(t, Options{IdleTimeout: 200 * time.Millisecond})
-	f.git.think = time.Second
+	// Generous against a busy machine: the command must start within the
+	// deadline; the thinking lasts twice as long.
+	f := newFixture(t, Options{IdleTimeout: time.Second})
+	f.git.think = 2 * time.Second
 	c := f.mustDial(t, ssh.PublicKeys(f.alice))
 	r := runCmd(t, c, "git-upload-pack '/alice/x.git'", nil, "")
 	if r.exit != 0 || r.stdout != "git-upload-pack alice/x for alice\n" {
@@ -71,7 +75,9 @@ func TestIdleTimeoutServerThinking(t *testing.T) {
 // TestIdleTimeoutSteadyTransfer: a transfer that lasts longer than the
 // idle timeout but keeps moving is not cut off.
 func TestIdleTimeoutSteadyTransfer(t *testing.T) {
-	f := newFixture(t, Options{IdleTimeout: 300 * time.Millisecond})
+	// Gaps of 150 ms against a 1 s deadline: a wide margin on a busy
+	// machine, and 1.8 s in all, longer than the deadline.
+	f := newFixture(t, Options{IdleTimeout: time.Second})
 	c := f.mustDial(t, ssh.PublicKeys(f.alice))
 	sess, err := c.NewSession()
 	if err != nil {
@@ -87,11 +93,11 @@ func TestIdleTimeoutSteadyTransfer(t *testing.T) {
 	if err := sess.Start("git-upload-pack '/alice/x.git'"); err != nil {
 		t.Fatal(err)
 	}
-	for range 12 { // 1.2 s in all
+	for range 12 { // 1.8 s in all
 		if _, err := io.WriteString(stdin, "x"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
 	}
 	stdin.Close()
 	if err := sess.Wait(); err != nil {
