@@ -49,6 +49,27 @@ func (a *admin) wrote() { fmt.Fprintf(a.env.Stderr, "wrote to %s\n", a.cfg.Locat
 
 func (a *admin) read() { fmt.Fprintf(a.env.Stderr, "read from %s\n", a.cfg.Location()) }
 
+// runE makes a command's RunE from fn: it opens the metadata store, runs
+// fn on it and, when fn succeeds, says on stderr which store the command
+// wrote to (writes) or read from.
+func (a *admin) runE(writes bool, fn func(ctx context.Context, s *meta.Store, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		s, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if err := fn(cmd.Context(), s, args); err != nil {
+			return err
+		}
+		if writes {
+			a.wrote()
+		} else {
+			a.read()
+		}
+		return nil
+	}
+}
+
 // splitRepo parses "owner/name".
 func splitRepo(s string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(s, "/")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ghost-scm/ghost/internal/meta"
 )
 
 // newKeyCmd returns "ghost key" and its subcommands: the SSH public keys
@@ -80,12 +83,8 @@ func newKeyListCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		keys, err := s.ListSSHKeys(cmd.Context(), args[0])
+	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
+		keys, err := s.ListSSHKeys(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -97,9 +96,8 @@ func newKeyListCmd(env *Env) *cobra.Command {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		a.read()
 		return nil
-	}
+	})
 	return cmd
 }
 
@@ -110,17 +108,12 @@ func newKeyRemoveCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(2),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.RemoveSSHKey(cmd.Context(), args[0], args[1]); err != nil {
+	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
+		if err := s.RemoveSSHKey(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "removed ssh key %s of %s\n", args[1], args[0])
-		a.wrote()
 		return nil
-	}
+	})
 	return cmd
 }

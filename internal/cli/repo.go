@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ghost-scm/ghost/internal/meta"
 )
 
 // newRepoCmd returns "ghost repo" and its subcommands.
@@ -68,12 +71,8 @@ func newRepoListCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		rs, err := s.ListRepos(cmd.Context(), args[0])
+	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
+		rs, err := s.ListRepos(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -85,9 +84,8 @@ func newRepoListCmd(env *Env) *cobra.Command {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		a.read()
 		return nil
-	}
+	})
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -31,23 +32,18 @@ func newTenantCreateCmd(env *Env) *cobra.Command {
 	}
 	a := newAdmin(env, cmd)
 	cmd.Flags().BoolVar(&org, "org", false, "create an organization instead of a user")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
+	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
 		kind := meta.KindUser
 		if org {
 			kind = meta.KindOrg
 		}
-		t, err := s.CreateTenant(cmd.Context(), args[0], kind)
+		t, err := s.CreateTenant(ctx, args[0], kind)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "created %s %s\n", t.Kind, t.Name)
-		a.wrote()
 		return nil
-	}
+	})
 	return cmd
 }
 
@@ -58,12 +54,8 @@ func newTenantListCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(0),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		ts, err := s.ListTenants(cmd.Context())
+	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
+		ts, err := s.ListTenants(ctx)
 		if err != nil {
 			return err
 		}
@@ -75,9 +67,8 @@ func newTenantListCmd(env *Env) *cobra.Command {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		a.read()
 		return nil
-	}
+	})
 	return cmd
 }
 
@@ -88,18 +79,13 @@ func newTenantAddMemberCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(2),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.AddMember(cmd.Context(), args[0], args[1]); err != nil {
+	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
+		if err := s.AddMember(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "%s is a member of %s\n", args[1], args[0])
-		a.wrote()
 		return nil
-	}
+	})
 	return cmd
 }
 
@@ -110,18 +96,13 @@ func newTenantRemoveMemberCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(2),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.RemoveMember(cmd.Context(), args[0], args[1]); err != nil {
+	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
+		if err := s.RemoveMember(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "%s is no longer a member of %s\n", args[1], args[0])
-		a.wrote()
 		return nil
-	}
+	})
 	return cmd
 }
 
@@ -134,20 +115,15 @@ func newTenantDeleteCmd(env *Env) *cobra.Command {
 	}
 	a := newAdmin(env, cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "also delete the tenant's repositories (otherwise a tenant that owns any is refused)")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.DeleteTenant(cmd.Context(), args[0], force); err != nil {
+	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
+		if err := s.DeleteTenant(ctx, args[0], force); err != nil {
 			if errors.Is(err, meta.ErrNotEmpty) {
 				return fmt.Errorf("%w\nrerun with --force to delete its repositories too", err)
 			}
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "deleted tenant %s\n", args[0])
-		a.wrote()
 		return nil
-	}
+	})
 	return cmd
 }

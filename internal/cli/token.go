@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -60,12 +61,8 @@ func newTokenListCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(1),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		toks, err := s.ListTokens(cmd.Context(), args[0])
+	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
+		toks, err := s.ListTokens(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -77,9 +74,8 @@ func newTokenListCmd(env *Env) *cobra.Command {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		a.read()
 		return nil
-	}
+	})
 	return cmd
 }
 
@@ -90,17 +86,12 @@ func newTokenRevokeCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(2),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.RevokeToken(cmd.Context(), args[0], args[1]); err != nil {
+	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
+		if err := s.RevokeToken(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "revoked token %s of %s\n", args[1], args[0])
-		a.wrote()
 		return nil
-	}
+	})
 	return cmd
 }
