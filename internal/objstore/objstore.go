@@ -49,6 +49,16 @@ var ErrPreconditionFailed = errors.New("precondition failed")
 // they know, and a misconfigured or unusual server may surprise them.
 var ErrOutcomeUnknown = errors.New("write outcome unknown: it may have applied")
 
+// ErrUnavailable reports that the store did not answer, or answered with
+// a server error (no answer at all, a timeout, a reset connection, a 5xx):
+// the request may succeed if it is sent again later. It says nothing
+// about the object, so a read that fails with it must never be taken for
+// "not found", and a write that fails with it also wraps
+// ErrOutcomeUnknown. Callers that retry in the background (scan workers)
+// tell a passing outage from a failure that retrying cannot cure with it,
+// and request paths answer 503 rather than 500.
+var ErrUnavailable = errors.New("object store unavailable")
+
 // ErrInvalidKey reports a key that no backend may store: empty, absolute,
 // containing "." or ".." segments, empty segments, or control bytes.
 var ErrInvalidKey = errors.New("invalid object key")
@@ -61,7 +71,7 @@ var ErrInvalidKey = errors.New("invalid object key")
 //
 //   - callers branch on what happened with errors.Is and the sentinels
 //     (ErrNotFound, ErrPreconditionFailed, ErrOutcomeUnknown,
-//     ErrInvalidKey), which Err wraps when they apply; their meaning is
+//     ErrUnavailable, ErrInvalidKey), which Err wraps when they apply; their meaning is
 //     the contract of docs/adr/0006-write-outcomes.md, whatever the
 //     backend;
 //   - logs get the operation and the key from errors.As, in the same

@@ -70,10 +70,12 @@ func (o Op) Conditional() bool { return o == OpPutIfMatch || o == OpPutIfAbsent 
 // on its way and an answer lost on its way back do on a real network; a
 // correct caller handles both without knowing which it got. Refused is a
 // store that answered "no" (a 4xx, say): nothing changed and the caller is
-// told so. Reads (Get, GetRange, List) change nothing, so all three are a
-// plain injected error for them ("applied" means only that the wrapped
-// store served the read, whose answer is discarded); ambiguity is a
-// property of writes.
+// told so. Reads (Get, GetRange, List) change nothing, so for them Lost
+// and LandedThenError are an unavailable store (objstore.ErrUnavailable:
+// "applied" means only that the wrapped store served the read, whose
+// answer is discarded) and Refused a plain injected error; ambiguity is a
+// property of writes, which also wrap objstore.ErrUnavailable when Lost
+// or LandedThenError.
 type Outcome int
 
 const (
@@ -187,10 +189,14 @@ func (s *Store) decide(op Op, key, etag string) (Fault, error) {
 	err := f.Err
 	switch {
 	case err != nil:
-	case f.Outcome == Refused || op == OpGet || op == OpGetRange || op == OpList:
+	case f.Outcome == Refused:
 		err = fmt.Errorf("%w: call %d: %s", ErrInjected, c.N, f.Outcome)
+	case op == OpGet || op == OpGetRange || op == OpList:
+		// A read whose request or answer was lost: the store was
+		// unavailable, as a backend reports a timeout or a 5xx.
+		err = fmt.Errorf("%w: call %d: %s: %w", ErrInjected, c.N, f.Outcome, objstore.ErrUnavailable)
 	default:
-		err = fmt.Errorf("%w: call %d: %s: %w", ErrInjected, c.N, f.Outcome, objstore.ErrOutcomeUnknown)
+		err = fmt.Errorf("%w: call %d: %s: %w: %w", ErrInjected, c.N, f.Outcome, objstore.ErrOutcomeUnknown, objstore.ErrUnavailable)
 	}
 	return f, &objstore.Error{Op: methods[op], Key: key, Err: err}
 }

@@ -572,10 +572,24 @@ func mapError(err error, kind opKind) error {
 		// than the ones above is a refusal, so it certainly did not.
 		sentinel = objstore.ErrOutcomeUnknown
 	}
+	if sentinel == nil && (status == 0 || status >= 500) && !isCanceled(err) {
+		// No answer or a server error on a read, list, delete or copy:
+		// the store is (for now) unavailable. It says nothing about the
+		// object, so it is never "not found".
+		sentinel = objstore.ErrUnavailable
+	} else if errors.Is(sentinel, objstore.ErrOutcomeUnknown) && !isCanceled(err) {
+		return fmt.Errorf("%w: %w: %w", sentinel, objstore.ErrUnavailable, err)
+	}
 	if sentinel != nil {
 		return fmt.Errorf("%w: %w", sentinel, err)
 	}
 	return err
+}
+
+// isCanceled reports an error caused by the caller's own context: the
+// store did not fail, the caller stopped waiting.
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled)
 }
 
 // isInvalidRange reports S3's 416 answer to a range starting at or past the

@@ -436,23 +436,28 @@ func TestErrorMapping(t *testing.T) {
 		name string
 		op   func() error
 		rep  reply
-		want error // nil: must be neither sentinel
+		want error  // nil: must be neither sentinel
+		key  string // the key the error names; "" means key
 	}{
-		{"if-match 412", ifMatch, reply{412, "PreconditionFailed"}, objstore.ErrPreconditionFailed},
-		{"if-match 409 conflict", ifMatch, reply{409, "ConditionalRequestConflict"}, objstore.ErrPreconditionFailed},
-		{"if-match 404 on missing key", ifMatch, reply{404, "NoSuchKey"}, objstore.ErrPreconditionFailed},
-		{"if-none-match 412", ifAbsent, reply{412, "PreconditionFailed"}, objstore.ErrPreconditionFailed},
-		{"if-none-match 409 conflict", ifAbsent, reply{409, "ConditionalRequestConflict"}, objstore.ErrPreconditionFailed},
-		{"if-match 404 missing bucket", ifMatch, reply{404, "NoSuchBucket"}, nil},
-		{"if-match 403", ifMatch, reply{403, "AccessDenied"}, nil},
-		{"if-match 500", ifMatch, reply{500, "InternalError"}, objstore.ErrOutcomeUnknown},
-		{"if-none-match 503", ifAbsent, reply{503, "SlowDown"}, objstore.ErrOutcomeUnknown},
-		{"unconditional put 409", plainPut, reply{409, "OperationAborted"}, nil},
-		{"get 404 NoSuchKey", get, reply{404, "NoSuchKey"}, objstore.ErrNotFound},
-		{"get 404 NoSuchBucket", get, reply{404, "NoSuchBucket"}, nil},
-		{"head 404", head, reply{404, ""}, objstore.ErrNotFound},
-		{"copy 404 NoSuchKey", copyObj, reply{404, "NoSuchKey"}, objstore.ErrNotFound},
-		{"get 403", get, reply{403, "AccessDenied"}, nil},
+		{name: "if-match 412", op: ifMatch, rep: reply{412, "PreconditionFailed"}, want: objstore.ErrPreconditionFailed},
+		{name: "if-match 409 conflict", op: ifMatch, rep: reply{409, "ConditionalRequestConflict"}, want: objstore.ErrPreconditionFailed},
+		{name: "if-match 404 on missing key", op: ifMatch, rep: reply{404, "NoSuchKey"}, want: objstore.ErrPreconditionFailed},
+		{name: "if-none-match 412", op: ifAbsent, rep: reply{412, "PreconditionFailed"}, want: objstore.ErrPreconditionFailed},
+		{name: "if-none-match 409 conflict", op: ifAbsent, rep: reply{409, "ConditionalRequestConflict"}, want: objstore.ErrPreconditionFailed},
+		{name: "if-match 404 missing bucket", op: ifMatch, rep: reply{404, "NoSuchBucket"}, want: nil},
+		{name: "if-match 403", op: ifMatch, rep: reply{403, "AccessDenied"}, want: nil},
+		{name: "if-match 500", op: ifMatch, rep: reply{500, "InternalError"}, want: objstore.ErrOutcomeUnknown},
+		{name: "if-none-match 503", op: ifAbsent, rep: reply{503, "SlowDown"}, want: objstore.ErrOutcomeUnknown},
+		{name: "unconditional put 409", op: plainPut, rep: reply{409, "OperationAborted"}, want: nil},
+		{name: "get 404 NoSuchKey", op: get, rep: reply{404, "NoSuchKey"}, want: objstore.ErrNotFound},
+		{name: "get 404 NoSuchBucket", op: get, rep: reply{404, "NoSuchBucket"}, want: nil},
+		{name: "head 404", op: head, rep: reply{404, ""}, want: objstore.ErrNotFound},
+		{name: "copy 404 NoSuchKey", op: copyObj, rep: reply{404, "NoSuchKey"}, want: objstore.ErrNotFound},
+		{name: "get 403", op: get, rep: reply{403, "AccessDenied"}, want: nil},
+		{name: "get 503", op: get, rep: reply{503, "SlowDown"}, want: objstore.ErrUnavailable},
+		{name: "head 500", op: head, rep: reply{500, ""}, want: objstore.ErrUnavailable},
+		{name: "copy 500", op: copyObj, rep: reply{500, "InternalError"}, want: objstore.ErrUnavailable, key: "repos/s/index"},
+		{name: "if-match 500 is unavailable too", op: ifMatch, rep: reply{500, "InternalError"}, want: objstore.ErrUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mu.Lock()
@@ -465,11 +470,15 @@ func TestErrorMapping(t *testing.T) {
 			if c.want != nil && !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
-			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutcomeUnknown)) {
-				t.Fatalf("err = %v, want none of ErrPreconditionFailed, ErrNotFound, ErrOutcomeUnknown", err)
+			if c.want == nil && (errors.Is(err, objstore.ErrPreconditionFailed) || errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutcomeUnknown) || errors.Is(err, objstore.ErrUnavailable)) {
+				t.Fatalf("err = %v, want none of ErrPreconditionFailed, ErrNotFound, ErrOutcomeUnknown, ErrUnavailable", err)
+			}
+			wantKey := c.key
+			if wantKey == "" {
+				wantKey = key
 			}
 			var oe *objstore.Error
-			if !errors.As(err, &oe) || oe.Key != key {
+			if !errors.As(err, &oe) || oe.Key != wantKey {
 				t.Errorf("err %q is not an *objstore.Error naming the key", err)
 			}
 		})
