@@ -56,6 +56,17 @@ var (
 	// RunConfig.MaxRetries; the shard has been parked.
 	ErrRetriesExhausted = errors.New("coord: retries exhausted, shard parked")
 
+	// ErrUnavailable reports a backend that could not be reached or did
+	// not answer in time. It is transient: a mutation may or may not have
+	// applied, and retrying it with the same op id is safe. Backends wrap
+	// it, so a consumer tells a passing outage from a refusal without
+	// knowing which backend it has.
+	ErrUnavailable = errors.New("coord: backend unavailable")
+	// ErrContention reports a mutation that lost to concurrent writers on
+	// every attempt. It is transient: nothing applied, and retrying with
+	// the same op id is safe.
+	ErrContention = errors.New("coord: too much contention")
+
 	// ErrCursorRegression reports a checkpoint that moves the cursor back.
 	ErrCursorRegression = errors.New("coord: cursor moves backwards")
 	// ErrCursorOutOfRange reports a cursor key outside the shard's range.

@@ -36,11 +36,11 @@ var (
 	// ErrContention reports a mutation that lost its transaction's compare
 	// on every attempt. It is transient: nothing was written, and the caller
 	// may retry with the same op id.
-	ErrContention = errors.New("etcdcoord: too much contention, retries exhausted")
+	ErrContention = fmt.Errorf("etcdcoord: too much contention, retries exhausted: %w", coord.ErrContention)
 	// ErrUnavailable wraps an error from etcd itself (unreachable, no
 	// leader, timeout). It is transient, but a mutation may or may not have
 	// been applied: retry it with the same op id, which is idempotent.
-	ErrUnavailable = errors.New("etcdcoord: etcd unavailable")
+	ErrUnavailable = fmt.Errorf("etcdcoord: etcd unavailable: %w", coord.ErrUnavailable)
 	// ErrCounterUnderflow reports a removal that would take a shard counter
 	// below zero: the counter no longer matches the records. Nothing was
 	// written; RepairCounters recounts.
