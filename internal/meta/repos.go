@@ -40,6 +40,12 @@ func (s *Store) readRepo(ctx context.Context, owner, name string) (repoRecord, s
 	if errors.Is(err, objstore.ErrNotFound) || err == nil && rec.Deleted {
 		return repoRecord{}, "", fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
 	}
+	var oe *objstore.Error
+	if errors.As(err, &oe) {
+		// The store failed to answer: the name may well exist. Say so
+		// (503), rather than 500 or, worse, "not found".
+		return repoRecord{}, "", unavailable(fmt.Errorf("repository %s/%s: %w", owner, name, err))
+	}
 	if err != nil {
 		return repoRecord{}, "", err
 	}

@@ -448,7 +448,7 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 		return githttp.Access{}, githttp.ErrNotFound
 	}
 	if err != nil {
-		return githttp.Access{}, fmt.Errorf("resolve %s/%s: %w", owner, name, err)
+		return githttp.Access{}, gitAuthError("resolve "+owner+"/"+name, err)
 	}
 	read, err := a.m.CanRead(ctx, p, r)
 	if err != nil {
