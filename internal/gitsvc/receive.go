@@ -18,6 +18,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -263,8 +264,19 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 		case errors.Is(err, wal.ErrRepoDeleted):
 			e = &Error{Kind: NotFound, Msg: "repository not found", Err: err}
 			s.opts.Metrics.pushResult("rejected")
-		default:
+		case errors.Is(err, wal.ErrOutcomeUnknown), errors.As(err, new(*wal.CorruptError)):
+			// The only failures after which the push may have landed
+			// (docs/design.md §4.3): the index write's outcome could not
+			// be learned, or the index could not be read to learn it.
 			e = &Error{Kind: Internal, Msg: "internal error: the push may or may not have been applied; fetch to check", Err: err}
+			s.opts.Metrics.pushResult("error")
+		case errors.Is(err, objstore.ErrUnavailable):
+			e = &Error{Kind: Busy, Msg: "storage is temporarily unavailable; nothing was changed, retry the push", Err: err, RetryAfter: 1}
+			s.opts.Metrics.pushResult("error")
+		default:
+			// Everything else failed before the commit point or was a
+			// definite refusal of the index write: nothing landed.
+			e = &Error{Kind: Internal, Msg: "internal error: the push was not applied; nothing was changed", Err: err}
 			s.opts.Metrics.pushResult("error")
 		}
 		s.logger.Warn("push failed", append(logAttrs, "err", err)...)
