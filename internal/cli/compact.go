@@ -14,6 +14,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -64,7 +65,9 @@ func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID s
 		return err
 	}
 	defer cache.Close()
-	c := compact.New(log, cache, compact.Options{Progress: func(msg string) { fmt.Fprintln(out, msg) }})
+	// Serve scans every push, so a compaction by hand keeps what scans
+	// have not read yet, as serve's own do (docs/adr/0033-scan-coverage.md).
+	c := compact.New(log, cache, compact.Options{Progress: func(msg string) { fmt.Fprintln(out, msg) }, Coverage: scanner.NewCoverage(objects)})
 	res, err := c.Compact(ctx, repoID)
 	switch {
 	case errors.Is(err, compact.ErrNothingToCompact), errors.Is(err, wal.ErrAlreadyCompacted):

@@ -49,6 +49,24 @@ type Options struct {
 	Progress func(msg string)
 	// Logger receives notices; nil discards them.
 	Logger *slog.Logger
+	// Coverage, when set, is secret scanning's claim on the log: a
+	// compaction keeps every object of the layers above its watermark and
+	// preserves their object lists before folding them, so no pending
+	// scan becomes impossible and no unscanned object is dropped
+	// (docs/adr/0033-scan-coverage.md). Nil folds without regard to scans.
+	Coverage Coverage
+}
+
+// Coverage is what compaction needs from secret scanning
+// (scanner.Coverage implements it).
+type Coverage interface {
+	// ScannedThrough returns the seq through which every push of repo
+	// has been scanned.
+	ScannedThrough(ctx context.Context, repo string) (uint64, error)
+	// PreserveLayer stores the object list (git pack index, size bytes;
+	// nil for a layer without objects) of the layer at seq, which is
+	// about to be folded unscanned.
+	PreserveLayer(ctx context.Context, repo string, seq uint64, layer wal.Layer, idx io.Reader, size int64) error
 }
 
 // Compactor writes checkpoints for repositories of one log. It is safe for
@@ -128,8 +146,15 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 	}
 	c.progress("built seq %d in a scratch repository", x.Seq)
 
-	// 3. One pack of everything the refs reach, plus recent strays.
-	base, n, err := c.pack(ctx, dir, x, packs)
+	// 3. One pack of everything the refs reach, plus recent strays and
+	// every object of the pushes not scanned yet.
+	scanned := x.Seq
+	if c.opts.Coverage != nil {
+		if scanned, err = c.opts.Coverage.ScannedThrough(ctx, repo); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+	}
+	base, n, err := c.pack(ctx, dir, x, packs, scanned)
 	if err != nil {
 		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 	}
@@ -138,6 +163,9 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 	}
 	c.progress("packed %d objects, %d bytes", n, size)
+	if err := c.preserve(ctx, repo, dir, x, packs, scanned); err != nil {
+		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+	}
 
 	// 4. Store it and CAS the index.
 	pf, err := os.Open(base + ".pack")
@@ -167,24 +195,27 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 // pack writes the checkpoint pack into dir and returns its path without
 // extension and its object count. The objects are those `git rev-list
 // --objects --all` names (everything the refs at the seq reach, with the
-// path names git's delta search sorts by), and every object of the layers
+// path names git's delta search sorts by), every object of the layers
 // younger than KeepRecent (and of the previous checkpoint, while the
-// newest layer it folded is). pack-objects reuses the deltas the layers
-// already hold and searches for new ones, as `git repack -a` does.
-func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs map[ulid.ULID]string) (string, int, error) {
+// newest layer it folded is), and every object of the layers above
+// scanned (and of the previous checkpoint, while it folded any such
+// layer). pack-objects reuses the deltas the layers already hold and
+// searches for new ones, as `git repack -a` does.
+func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs map[ulid.ULID]string, scanned uint64) (string, int, error) {
 	var recent []string
-	if c.opts.KeepRecent > 0 {
-		cutoff := c.opts.Now().Add(-c.opts.KeepRecent)
-		// The previous checkpoint kept the strays of the layers it folded
-		// that were recent then; while any of them still is, keep all of
-		// its objects, or a quick second compaction would drop them.
-		if ck := x.Checkpoint; ck != nil && packs[ulid.ULID{}] != "" && !time.UnixMilli(ck.Newest).Before(cutoff) {
-			recent = append(recent, packs[ulid.ULID{}])
-		}
-		for _, l := range x.Layers {
-			if p := packs[l.ULID]; p != "" && !ulid.Time(l.ULID.Time()).Before(cutoff) {
-				recent = append(recent, p)
-			}
+	cutoff := c.opts.Now().Add(-c.opts.KeepRecent)
+	keepAll := func(newest time.Time, seq uint64) bool {
+		return c.opts.KeepRecent > 0 && !newest.Before(cutoff) || seq > scanned
+	}
+	// The previous checkpoint kept the strays of the layers it folded
+	// that were recent or unscanned then; while any of them still is,
+	// keep all of its objects, or this compaction would drop them.
+	if ck := x.Checkpoint; ck != nil && packs[ulid.ULID{}] != "" && keepAll(time.UnixMilli(ck.Newest), ck.Seq) {
+		recent = append(recent, packs[ulid.ULID{}])
+	}
+	for i, l := range x.Layers {
+		if p := packs[l.ULID]; p != "" && keepAll(ulid.Time(l.ULID.Time()), x.CompactedThroughSeq+uint64(i)+1) {
+			recent = append(recent, p)
 		}
 	}
 	list := filepath.Join(filepath.Dir(dir), "objects.list")
@@ -245,6 +276,43 @@ func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs ma
 	}
 	n := int(hdr[8])<<24 | int(hdr[9])<<16 | int(hdr[10])<<8 | int(hdr[11])
 	return base, n, nil
+}
+
+// preserve stores, for every layer above scanned that this compaction
+// folds, its pack's index from the scratch repository, so that the push
+// run of its seq can list its objects once the index no longer lists the
+// layer (docs/adr/0033-scan-coverage.md). It runs before the index write:
+// a compaction that could not preserve a list folds nothing.
+func (c *Compactor) preserve(ctx context.Context, repo, dir string, x *wal.Index, packs map[ulid.ULID]string, scanned uint64) error {
+	if c.opts.Coverage == nil {
+		return nil
+	}
+	for i, l := range x.Layers {
+		seq := x.CompactedThroughSeq + uint64(i) + 1
+		if seq <= scanned {
+			continue
+		}
+		if err := c.preserveOne(ctx, repo, dir, seq, l, packs[l.ULID]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Compactor) preserveOne(ctx context.Context, repo, dir string, seq uint64, l wal.Layer, pack string) error {
+	if pack == "" {
+		return c.opts.Coverage.PreserveLayer(ctx, repo, seq, l, nil, 0)
+	}
+	f, err := os.Open(filepath.Join(dir, "objects", "pack", "pack-"+pack+".idx"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return c.opts.Coverage.PreserveLayer(ctx, repo, seq, l, f, st.Size())
 }
 
 func hashFile(path string) ([32]byte, int64, error) {

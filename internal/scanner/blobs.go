@@ -44,8 +44,9 @@ func inShard(bs []blob, start, end, after []byte, hasAfter bool) []blob {
 }
 
 // batchCheck runs git cat-file --batch-check over ids (all objects when
-// ids is nil) and returns the blobs among them.
-func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
+// ids is nil) and returns the blobs among them, and how many of ids the
+// repository lacks.
+func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
 	if ids == nil {
@@ -59,17 +60,22 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start git cat-file: %w", err)
+		return nil, 0, fmt.Errorf("start git cat-file: %w", err)
 	}
 	var bs []blob
+	missing := 0
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[1] == "missing" {
+			missing++
+			continue
+		}
 		if len(f) != 3 || f[0] != "blob" {
-			continue // other types, and "<id> missing"
+			continue // other types
 		}
 		k, err := hex.DecodeString(f[1])
 		if err != nil {
@@ -80,9 +86,12 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
 	}
 	io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(stderr.String()))
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		return nil, 0, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return bs, nil
+	return bs, missing, nil
 }
 
 // layerObjects lists the object ids of one layer's pack from its stored
@@ -101,34 +110,87 @@ func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Laye
 		return nil, false, err
 	}
 	defer rc.Close()
+	ids, err = showIndex(ctx, rc)
+	return ids, err == nil, err
+}
+
+// showIndex lists the object ids of a git pack index (git show-index).
+func showIndex(ctx context.Context, idx io.Reader) ([]string, error) {
 	cmd := exec.CommandContext(ctx, "git", "show-index")
-	cmd.Stdin = rc
+	cmd.Stdin = idx
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, false, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(stderr.String()))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
+	var ids []string
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
 		if len(f) >= 2 {
 			ids = append(ids, f[1])
 		}
 	}
-	return ids, true, nil
+	return ids, nil
 }
 
+// preservedObjects lists the object ids of a preserved object list
+// (Coverage.PreserveLayer).
+func (c *Coverage) preservedObjects(ctx context.Context, p preserved) ([]string, error) {
+	if p.size == 0 {
+		return nil, nil
+	}
+	rc, _, err := c.store.Get(ctx, p.key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return showIndex(ctx, rc)
+}
+
+// errSuperseded reports a push run whose layer was folded by a
+// compaction that preserved no object list for it: a catch-up full run
+// covers it (docs/adr/0033-scan-coverage.md).
+var errSuperseded = errors.New("the push's layer was folded without a preserved object list")
+
 // listBlobs returns the blobs the shard [start, end) of run spec has left
-// after the cursor, in id order.
+// after the cursor, in id order. A push run reads its layer's object
+// list: from the log while the index lists the layer, from the list a
+// compaction preserved once it is folded, and none when the watermark is
+// already past it (a full run covered it). It fails with errSuperseded
+// when the layer is folded and nothing preserved its list.
 func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec Spec, start, end, after []byte, hasAfter bool) ([]blob, error) {
 	var ids []string // nil: all objects
 	if spec.Kind == KindPush {
-		x := snap.Index
-		i := int(spec.Seq) - int(x.CompactedThroughSeq) - 1
-		if i < 0 || i >= len(x.Layers) {
-			return nil, fmt.Errorf("%w: seq %d is not a layer of the log (compacted through %d, head %d)", ErrInvalid, spec.Seq, x.CompactedThroughSeq, x.Seq)
+		wm, err := w.s.Watermark(ctx, spec.RepoID)
+		if err != nil {
+			return nil, err
 		}
-		objs, ok, err := layerObjects(ctx, w.s.opts.Log, spec.RepoID, x.Layers[i])
+		if spec.Seq <= wm {
+			return nil, nil
+		}
+		x := snap.Index
+		var objs []string
+		ok := true
+		if spec.Seq > x.CompactedThroughSeq {
+			i := int(spec.Seq - x.CompactedThroughSeq - 1)
+			if i >= len(x.Layers) {
+				return nil, fmt.Errorf("%w: seq %d is past the log's head %d", ErrInvalid, spec.Seq, x.Seq)
+			}
+			objs, ok, err = layerObjects(ctx, w.s.opts.Log, spec.RepoID, x.Layers[i])
+		} else {
+			var p preserved
+			p, ok, err = w.s.preservedAt(ctx, spec.RepoID, spec.Seq)
+			if err == nil && !ok {
+				return nil, errSuperseded
+			}
+			if err == nil {
+				objs, err = w.s.preservedObjects(ctx, p)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -139,9 +201,15 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			ids = objs
 		}
 	}
-	bs, err := batchCheck(ctx, snap.Dir, ids)
+	bs, missing, err := batchCheck(ctx, snap.Dir, ids)
 	if err != nil {
 		return nil, err
+	}
+	if missing > 0 {
+		// Compaction keeps every object of an unscanned push, so a
+		// missing one is a hole in what the scan would cover: say so
+		// rather than report the push clean.
+		return nil, fmt.Errorf("%d of the push's %d objects are missing from the repository at seq %d", missing, len(ids), snap.Index.Seq)
 	}
 	return inShard(bs, start, end, after, hasAfter), nil
 }

@@ -20,10 +20,12 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/cli"
+	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver/etcdtest"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -87,6 +89,10 @@ type fixtureOpts struct {
 	// scan turns on the server's own scanning (push runs from its commit
 	// hook) with these options.
 	scan *scanner.Options
+	// store, when set, wraps the object store (a faultstore, say).
+	store func(objstore.Store) objstore.Store
+	// compaction tunes the server's background compactions.
+	compaction compact.TriggerOptions
 }
 
 // newFixture runs a ghost server (scanning off: tests start runs
@@ -104,13 +110,16 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, b: b, ns: ns, clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, tok: map[string]string{}}
-	so := server.Options{Store: memstore.New(), CacheDir: t.TempDir()}
+	so := server.Options{Store: memstore.New(), CacheDir: t.TempDir(), Compaction: o.compaction}
 	if o.dataDir != "" {
 		st, err := fsstore.Open(filepath.Join(o.dataDir, "objects"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		so.Store = st
+	}
+	if o.store != nil {
+		so.Store = o.store(so.Store)
 	}
 	if o.scan != nil {
 		so.Scan = *o.scan

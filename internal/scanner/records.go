@@ -50,6 +50,13 @@ type Run struct {
 	// Done is set once the coord run is Done and the run's follow-ups
 	// (watermark, active marker) are written.
 	Done bool `json:"done,omitempty"`
+	// SupersededBy is set on a push run whose layer was folded by a
+	// compaction that preserved no object list for it (one that ran
+	// before docs/adr/0033-scan-coverage.md, or a fork's copied
+	// history): the full run at that seq covers it instead. Such a run
+	// is done once its shard is, but the watermark passes it only when
+	// the full run is done.
+	SupersededBy uint64 `json:"superseded_by,omitempty"`
 }
 
 // Final is what a finished run scanned.

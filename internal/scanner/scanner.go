@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -27,8 +29,11 @@ const (
 	// heartbeat.
 	DefaultLeaseDuration = 30 * time.Second
 	// DefaultMaxRetries is how many re-acquisitions a shard gets before
-	// coord parks it (a shard that crashes its workers).
-	DefaultMaxRetries = 5
+	// coord parks it: none, because a shard is acquired again whenever
+	// its worker was killed, lost its lease or met an outage, and none of
+	// those may park it (docs/adr/0033-scan-coverage.md). A failure that
+	// repeats on the same input parks it instead (WorkerOptions.MaxFailures).
+	DefaultMaxRetries = 0
 	// DefaultStartTimeout bounds the coordinator calls of Start.
 	DefaultStartTimeout = 10 * time.Second
 )
@@ -52,7 +57,9 @@ type Options struct {
 	InitialShards int
 	// LeaseDuration of shard leases; 0 means DefaultLeaseDuration.
 	LeaseDuration time.Duration
-	// MaxRetries before coord parks a shard; 0 means DefaultMaxRetries.
+	// MaxRetries, when positive, makes coord park a shard acquired more
+	// than 1 + MaxRetries times, whatever the reason; 0 means
+	// DefaultMaxRetries (no such cap).
 	MaxRetries uint32
 	// StartTimeout bounds the coordinator calls of Start; when etcd does
 	// not answer in time the run is left queued for the workers. 0 means
@@ -61,14 +68,19 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Metrics, when set, receives the scan-lag and run-state figures
+	// (NewMetrics).
+	Metrics *Metrics
 }
 
 // Scanner starts runs, reports their progress, and reconciles the runs
 // the log says should exist with those that do. It is safe for
 // concurrent use.
 type Scanner struct {
+	*Coverage
 	opts    Options
 	recs    records
+	backoff backoff
 	rules   *secretscan.Config
 	logger  *slog.Logger
 	now     func() time.Time
@@ -80,7 +92,7 @@ func New(opts Options) (*Scanner, error) {
 	if opts.Store == nil || opts.Log == nil || opts.Alerts == nil || opts.Coord == nil {
 		return nil, errors.New("scanner: Store, Log, Alerts and Coord are required")
 	}
-	s := &Scanner{opts: opts, recs: records{opts.Store}, rules: opts.Rules, logger: opts.Logger, now: opts.Now, nshards: opts.InitialShards}
+	s := &Scanner{Coverage: NewCoverage(opts.Store), opts: opts, recs: records{opts.Store}, rules: opts.Rules, logger: opts.Logger, now: opts.Now, nshards: opts.InitialShards}
 	if s.rules == nil {
 		cfg, err := secretscan.DefaultConfig()
 		if err != nil {
@@ -109,6 +121,7 @@ func New(opts Options) (*Scanner, error) {
 	if s.opts.MaxRetries == 0 {
 		s.opts.MaxRetries = DefaultMaxRetries
 	}
+	s.backoff.now = s.now
 	return s, nil
 }
 
@@ -122,8 +135,12 @@ func (s *Scanner) backend() (coord.Backend, error) {
 	return b, nil
 }
 
+// runConfig is the coord configuration of new runs. Cursors may repeat
+// their key so that a worker can record a failed attempt in the token
+// without moving the cursor (docs/adr/0033-scan-coverage.md); the blob
+// ids a worker checkpoints still only move forward.
 func (s *Scanner) runConfig() coord.RunConfig {
-	return coord.RunConfig{LeaseDuration: s.opts.LeaseDuration, Cursor: coord.CursorStrictlyIncreasing, MaxRetries: s.opts.MaxRetries}
+	return coord.RunConfig{LeaseDuration: s.opts.LeaseDuration, Cursor: coord.CursorNonDecreasing, MaxRetries: s.opts.MaxRetries}
 }
 
 // manifest returns the root shards of a run: one shard over the whole id
@@ -216,11 +233,25 @@ func (s *Scanner) ensureCoord(ctx context.Context, r *Run) error {
 	return nil
 }
 
-// token is a shard's cursor token: what the shard has scanned so far.
+// token is a shard's cursor token: what the shard has scanned so far,
+// and the failures of attempts at the cursor's current position.
 type token struct {
 	Blobs    int64 `json:"b"`
 	Bytes    int64 `json:"y"`
 	Findings int64 `json:"f"`
+	// Fail counts the attempts that failed, for a reason a retry cannot
+	// be expected to cure, at the cursor position At (hex of the cursor
+	// key; "" before the first checkpoint). It is reset when the cursor
+	// moves.
+	Fail *failure `json:"x,omitempty"`
+}
+
+// failure is a token's record of failed attempts at one position.
+type failure struct {
+	At    string `json:"at"`
+	N     int    `json:"n"`
+	Input string `json:"in,omitempty"`
+	Err   string `json:"err,omitempty"`
 }
 
 func parseToken(b []byte) token {
@@ -292,10 +323,16 @@ func (s *Scanner) finish(ctx context.Context, r *Run) error {
 	}); err != nil {
 		return err
 	}
-	if spec.Kind == KindPush {
-		if err := s.advanceWatermark(ctx, spec.Tenant, spec.RepoID); err != nil {
+	if spec.Kind == KindFull {
+		// Every object of the repository at a seq at or above this one
+		// was scanned, and compaction keeps every object of the pushes
+		// above the watermark: every push through this seq is covered.
+		if err := s.advanceTo(ctx, spec.Tenant, spec.RepoID, spec.Seq); err != nil {
 			return err
 		}
+	}
+	if err := s.advanceWatermark(ctx, spec.Tenant, spec.RepoID); err != nil {
+		return err
 	}
 	return s.opts.Store.Delete(ctx, activeKey(spec))
 }
@@ -305,16 +342,13 @@ const maxReconcile = 1000
 
 // Watermark returns the repository's "scanned through seq".
 func (s *Scanner) Watermark(ctx context.Context, repoID string) (uint64, error) {
-	var w Watermark
-	_, err := s.recs.get(ctx, watermarkKey(repoID), &w)
-	if errors.Is(err, objstore.ErrNotFound) {
-		return 0, nil
-	}
-	return w.Seq, err
+	return s.ScannedThrough(ctx, repoID)
 }
 
 // advanceWatermark moves the watermark over every push run after it that
-// is done, contiguously.
+// is done, contiguously, and drops the preserved object lists it passed.
+// A run superseded by a full run holds it back until that run is done
+// (which moves it past the superseded seqs itself).
 func (s *Scanner) advanceWatermark(ctx context.Context, tenant, repoID string) error {
 	w, err := s.Watermark(ctx, repoID)
 	if err != nil {
@@ -330,33 +364,43 @@ func (s *Scanner) advanceWatermark(ctx context.Context, tenant, repoID string) e
 		if err != nil {
 			return err
 		}
-		if !r.Done {
+		if !r.Done || r.SupersededBy != 0 {
 			break
 		}
 		next++
 	}
-	if next == w {
-		return nil
+	if err := s.advanceTo(ctx, tenant, repoID, next); err != nil {
+		return err
 	}
+	return s.dropPreservedThrough(ctx, repoID, next)
+}
+
+// advanceTo raises the watermark to seq (never lowers it).
+func (s *Scanner) advanceTo(ctx context.Context, tenant, repoID string, seq uint64) error {
 	return update(ctx, s.recs, watermarkKey(repoID), func(cur *Watermark) *Watermark {
-		if cur != nil && cur.Seq >= next {
+		if cur != nil && cur.Seq >= seq || cur == nil && seq == 0 {
 			return nil
 		}
-		return &Watermark{V: recordVersion, Tenant: tenant, RepoID: repoID, Seq: next}
+		return &Watermark{V: recordVersion, Tenant: tenant, RepoID: repoID, Seq: seq}
 	})
 }
 
-// Reconcile starts the push runs of the repository's seqs after its
-// watermark that have no run: pushes whose run was never started, e.g.
-// because the node stopped right after the commit. Runs that exist but
-// have no coord run yet (etcd was down) are left to the workers, which
-// create them from their marker. It returns how many runs it started.
+// Reconcile closes the gaps after the repository's watermark: it starts
+// the push runs of the seqs after it that have no run (pushes whose run
+// was never started: the node stopped right after the commit, or etcd and
+// the push hook's bounded start both failed), and, when some of those
+// seqs were folded by a compaction that preserved no object list for
+// them, one catch-up full run at the checkpoint's seq
+// (docs/adr/0033-scan-coverage.md). Runs that exist but have no coord run
+// yet (etcd was down) are left to the workers, which create them from
+// their marker. It returns how many runs it started.
 func (s *Scanner) Reconcile(ctx context.Context, tenant, repoID string) (int, error) {
 	x, err := s.opts.Log.Head(ctx, repoID)
 	if err != nil {
 		return 0, err
 	}
 	if x.Deleted {
+		s.opts.Metrics.forget(tenant, repoID)
 		return 0, nil
 	}
 	if err := s.advanceWatermark(ctx, tenant, repoID); err != nil {
@@ -366,11 +410,20 @@ func (s *Scanner) Reconcile(ctx context.Context, tenant, repoID string) (int, er
 	if err != nil {
 		return 0, err
 	}
-	started := 0
-	for seq := w + 1; seq <= x.Seq && seq <= w+maxReconcile; seq++ {
-		if seq <= x.CompactedThroughSeq {
-			continue // folded into a checkpoint: no layer to scan on its own
+	var pres map[uint64]preserved
+	if w < x.CompactedThroughSeq {
+		ps, err := s.preservedAfter(ctx, repoID, w, maxReconcile)
+		if err != nil {
+			return 0, err
 		}
+		pres = make(map[uint64]preserved, len(ps))
+		for _, p := range ps {
+			pres[p.seq] = p
+		}
+	}
+	s.opts.Metrics.observeLag(tenant, repoID, s.lag(ctx, repoID, x, w, pres))
+	started, catchUp := 0, false
+	for seq := w + 1; seq <= x.Seq && seq <= w+maxReconcile; seq++ {
 		spec := Spec{Tenant: tenant, RepoID: repoID, Kind: KindPush, Seq: seq}
 		var r Run
 		_, err := s.recs.get(ctx, runKey(spec), &r)
@@ -386,12 +439,94 @@ func (s *Scanner) Reconcile(ctx context.Context, tenant, repoID string) (int, er
 		if !errors.Is(err, objstore.ErrNotFound) {
 			return started, err
 		}
+		if _, ok := pres[seq]; seq <= x.CompactedThroughSeq && !ok {
+			catchUp = true // folded, and nothing says what it held
+			continue
+		}
 		if _, err := s.Start(ctx, spec); err != nil {
 			return started, err
 		}
 		started++
 	}
+	if catchUp {
+		_, created, err := s.startCatchUp(ctx, tenant, repoID, x.CompactedThroughSeq)
+		if err != nil {
+			return started, err
+		}
+		if created {
+			started++
+		}
+	}
 	return started, nil
+}
+
+// startCatchUp starts (idempotently) the full run at seq that covers the
+// pushes through seq whose layers were folded without a preserved object
+// list. It reports whether the run is new.
+func (s *Scanner) startCatchUp(ctx context.Context, tenant, repoID string, seq uint64) (Run, bool, error) {
+	spec := Spec{Tenant: tenant, RepoID: repoID, Kind: KindFull, Seq: seq}
+	prev, err := s.Get(ctx, spec)
+	existed := err == nil
+	if existed && prev.Done {
+		// Done before full runs moved the watermark: it covers the
+		// gap all the same.
+		return prev, false, s.advanceTo(ctx, tenant, repoID, seq)
+	}
+	r, err := s.Start(ctx, spec)
+	if err == nil && !existed {
+		s.logger.Info("scan catch-up: pushes folded without an object list are covered by a full run", "run", spec.String())
+	}
+	return r, !existed, err
+}
+
+// Lag is how far a repository's scans trail its pushes.
+type Lag struct {
+	// Head is the repository's newest seq, Watermark the seq through
+	// which every push is scanned; Seqs is the difference.
+	Head, Watermark, Seqs uint64
+	// Oldest is when the oldest unscanned push landed (zero when none is
+	// unscanned, or when its time is not known).
+	Oldest time.Time
+}
+
+// Lag returns the repository's scan lag.
+func (s *Scanner) Lag(ctx context.Context, repoID string) (Lag, error) {
+	x, err := s.opts.Log.Head(ctx, repoID)
+	if err != nil {
+		return Lag{}, err
+	}
+	w, err := s.Watermark(ctx, repoID)
+	if err != nil {
+		return Lag{}, err
+	}
+	return s.lag(ctx, repoID, x, w, nil), nil
+}
+
+// lag computes Lag from an index and a watermark; pres, when not nil,
+// holds the preserved object lists after the watermark.
+func (s *Scanner) lag(ctx context.Context, repoID string, x *wal.Index, w uint64, pres map[uint64]preserved) Lag {
+	l := Lag{Head: x.Seq, Watermark: w}
+	if x.Deleted || w >= x.Seq {
+		return l
+	}
+	l.Seqs = x.Seq - w
+	next := w + 1
+	switch {
+	case next > x.CompactedThroughSeq:
+		l.Oldest = ulid.Time(x.Layers[next-x.CompactedThroughSeq-1].ULID.Time())
+	default:
+		p, ok := pres[next]
+		if !ok && pres == nil {
+			var err error
+			if p, ok, err = s.preservedAt(ctx, repoID, next); err != nil {
+				ok = false
+			}
+		}
+		if ok {
+			l.Oldest = ulid.Time(p.id.Time())
+		}
+	}
+	return l
 }
 
 // RepoRef names a repository for ReconcileAll.
@@ -409,7 +544,50 @@ func (s *Scanner) ReconcileAll(ctx context.Context, repos []RepoRef) (int, error
 			errs = append(errs, fmt.Errorf("%s/%s: %w", r.Tenant, r.RepoID, err))
 		}
 	}
+	if s.opts.Metrics != nil {
+		if err := s.observeRuns(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return n, errors.Join(errs...)
+}
+
+// observeRuns counts the runs not yet done by state, for the metrics.
+func (s *Scanner) observeRuns(ctx context.Context) error {
+	specs, err := s.Active(ctx)
+	if err != nil {
+		return err
+	}
+	counts := map[[2]string]int{}
+	parked := 0
+	b := s.opts.Coord()
+	for _, sp := range specs {
+		state := "queued"
+		switch {
+		case b == nil:
+			state = "unknown"
+		default:
+			cctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+			p, err := b.Progress(cctx, s.coordNow(), TenantID(sp.Tenant), sp.RunID())
+			cancel()
+			switch {
+			case errors.Is(err, coord.ErrNotFound):
+			case err != nil:
+				state = "unknown"
+			case p.State == coord.RunInitializing:
+			case p.State == coord.RunActive && p.Parked > 0:
+				state = "parked"
+				parked += p.Parked
+			case p.State == coord.RunActive:
+				state = "active"
+			default:
+				state = "finishing" // coord run ended; its follow-ups are pending
+			}
+		}
+		counts[[2]string{string(sp.Kind), state}]++
+	}
+	s.opts.Metrics.observeRuns(counts, parked)
+	return nil
 }
 
 // Active returns the runs workers should look at, push runs first.

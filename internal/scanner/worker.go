@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
@@ -49,9 +50,19 @@ type WorkerOptions struct {
 	MinSplitBlobs int
 	// Idle is how long Run waits when there is nothing to claim.
 	Idle time.Duration
-	// MaxFailures parks a shard that failed this many attempts, with the
-	// last error as its reason. Default 3.
+	// MaxFailures parks a shard whose attempts failed this many times at
+	// the same position for a reason a retry cannot be expected to cure
+	// (not an outage, a lost lease or a killed worker), with the input
+	// and the last error as its reason. Default 3.
 	MaxFailures int
+	// RetryDelay is the first pause before a worker retries, itself, an
+	// attempt that failed transiently; it doubles for each of the
+	// TransientRetries retries. Default 1 s.
+	RetryDelay time.Duration
+	// TransientRetries is how many times a worker retries a transient
+	// failure while it holds the shard's lease, before it leaves the
+	// shard to its lease and the run to its backoff. Default 3.
+	TransientRetries int
 	// EngineWorkers is the scan engine's parallelism; 0 means NumCPU.
 	EngineWorkers int
 
@@ -98,6 +109,12 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = time.Second
+	}
+	if o.TransientRetries == 0 {
+		o.TransientRetries = 3
+	}
 	id := o.ID
 	for id == 0 {
 		id = coord.WorkerID(rand.Uint64() >> 1)
@@ -118,7 +135,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		switch {
 		case errors.Is(err, ErrNoCoordinator):
-			// serve opens etcd in the background: wait for it quietly.
+			// serve opens etcd in the background, or it is down: wait
+			// for it quietly.
+		case err != nil && transient(err):
+			w.logger.Info("scan worker step failed; retrying", "err", err)
 		case err != nil:
 			w.logger.Warn("scan worker step failed", "err", err)
 		}
@@ -179,7 +199,10 @@ func (w *Worker) order(specs []Spec) []Spec {
 
 func randomOp() coord.OpID { return coord.OpID(rand.Uint64()>>1 | 1) }
 
-// claim leases a shard of some active run.
+// claim leases a shard of some active run. Runs in backoff here (an
+// attempt at them failed) are skipped, so a failing run costs no other
+// run its turn; a run with nothing to claim is offered to finish at most
+// once per finishEvery; an unavailable coordination store ends the pass.
 func (w *Worker) claim(ctx context.Context) (Spec, coord.Lease, bool, error) {
 	b, err := w.s.backend()
 	if err != nil {
@@ -190,8 +213,12 @@ func (w *Worker) claim(ctx context.Context) (Spec, coord.Lease, bool, error) {
 		return Spec{}, coord.Lease{}, false, err
 	}
 	for _, spec := range w.order(specs) {
+		id := spec.RunID()
+		if w.s.backoff.waiting(id) {
+			continue
+		}
 		for try := 0; try < 2; try++ {
-			req := coord.ClaimRequest{Tenant: TenantID(spec.Tenant), Run: spec.RunID(), Worker: w.id, Op: randomOp()}
+			req := coord.ClaimRequest{Tenant: TenantID(spec.Tenant), Run: id, Worker: w.id, Op: randomOp()}
 			lease, err := b.ClaimNext(ctx, w.s.coordNow(), req)
 			if err == nil {
 				return spec, lease, true, nil
@@ -201,16 +228,14 @@ func (w *Worker) claim(ctx context.Context) (Spec, coord.Lease, bool, error) {
 			}
 			retry := false
 			switch {
-			case errors.Is(err, coord.ErrNoShardAvailable):
-				if r, gerr := w.s.Get(ctx, spec); gerr == nil {
+			case errors.Is(err, coord.ErrNoShardAvailable), errors.Is(err, coord.ErrRunTerminal):
+				// Every shard is leased, parked or done. Finishing is
+				// normally the last shard's worker's job; this catches a
+				// worker that died between its last shard and the end.
+				if w.s.backoff.finishDue(id) {
+					r := runOf(spec)
 					if ferr := w.s.finish(ctx, &r); ferr != nil {
 						w.logger.Debug("finishing a run failed", "run", spec.String(), "err", ferr)
-					}
-				}
-			case errors.Is(err, coord.ErrRunTerminal):
-				if r, gerr := w.s.Get(ctx, spec); gerr == nil {
-					if ferr := w.s.finish(ctx, &r); ferr != nil {
-						w.logger.Warn("finishing a run failed", "run", spec.String(), "err", ferr)
 					}
 				}
 			case errors.Is(err, coord.ErrNotFound), errors.Is(err, coord.ErrRunNotActive):
@@ -227,8 +252,12 @@ func (w *Worker) claim(ctx context.Context) (Spec, coord.Lease, bool, error) {
 				if eerr := w.s.ensureCoord(ctx, &r); eerr == nil {
 					retry = true
 				}
+			case transient(err):
+				// etcd is down: every other claim would wait for it too.
+				return Spec{}, coord.Lease{}, false, fmt.Errorf("%w: claim: %w", ErrNoCoordinator, err)
 			default:
 				w.logger.Warn("claim failed", "run", spec.String(), "err", err)
+				w.s.backoff.fail(id)
 			}
 			if !retry {
 				break
@@ -236,6 +265,12 @@ func (w *Worker) claim(ctx context.Context) (Spec, coord.Lease, bool, error) {
 		}
 	}
 	return Spec{}, coord.Lease{}, false, nil
+}
+
+// runOf is the descriptor of spec as far as finishing it needs: its
+// identity and coord run id.
+func runOf(spec Spec) Run {
+	return Run{Tenant: spec.Tenant, RepoID: spec.RepoID, Kind: spec.Kind, Seq: spec.Seq, ID: uint64(spec.RunID())}
 }
 
 // engine returns the scan engine of tenant: the rules, keyed with the
@@ -265,8 +300,13 @@ func (w *Worker) engine(ctx context.Context, tenant string) (*secretscan.Engine,
 var errLeaseLost = errors.New("scanner: shard lease lost")
 
 // process scans the leased shard from its cursor, checkpointing after
-// every batch, splitting and yielding as the slice time passes, and
-// completes it.
+// every batch, splitting and yielding as the slice time passes, completes
+// it and finishes the run when it was the last. A failed attempt is
+// judged by its cause (docs/adr/0033-scan-coverage.md): a transient one
+// (an outage, a lost lease) is retried here while the lease lasts, then
+// left to the lease and to this process's backoff, and never counts; any
+// other is recorded in the shard's token at the cursor's position, and
+// the shard is parked once MaxFailures attempts failed there.
 func (w *Worker) process(ctx context.Context, spec Spec, lease coord.Lease) error {
 	b, err := w.s.backend()
 	if err != nil {
@@ -281,30 +321,98 @@ func (w *Worker) process(ctx context.Context, spec Spec, lease coord.Lease) erro
 	}()
 	defer func() { cancel(nil); <-hbDone }()
 
-	err = w.scanShard(ctx, b, spec, lease)
-	if err == nil {
-		return nil
+	for attempt := 0; ; attempt++ {
+		err = w.scanShard(ctx, b, spec, lease)
+		if err == nil {
+			w.s.backoff.ok(lease.Run)
+			r, gerr := w.s.Get(ctx, spec)
+			if gerr != nil {
+				return gerr
+			}
+			// The shard is done whatever happens next: a failure to
+			// finish the run is left to the next claim pass.
+			return w.s.finish(ctx, &r)
+		}
+		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errLeaseLost) {
+			w.s.opts.Metrics.failure(true)
+			return fmt.Errorf("%v shard %v: %w", spec, lease.Shard, cause)
+		}
+		if ctx.Err() != nil {
+			return err // stopping: the lease expires, a successor resumes
+		}
+		if transient(err) {
+			w.s.opts.Metrics.failure(true)
+			if attempt < w.o.TransientRetries {
+				d := w.o.RetryDelay << attempt
+				w.logger.Info("scan attempt failed transiently; retrying", "run", spec.String(), "shard", lease.Shard, "in", d, "err", err)
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return err
+				case <-t.C:
+				}
+				continue
+			}
+			d := w.s.backoff.fail(lease.Run)
+			w.logger.Warn("scan attempt failed transiently; leaving the shard to its lease", "run", spec.String(), "shard", lease.Shard, "backoff", d, "err", err)
+			return err
+		}
+		w.s.opts.Metrics.failure(false)
+		w.failed(ctx, b, spec, lease, err)
+		w.s.backoff.fail(lease.Run)
+		return err
 	}
-	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errLeaseLost) {
-		return fmt.Errorf("%v shard %v: %w", spec, lease.Shard, cause)
-	}
-	if ctx.Err() != nil {
-		return err // stopping: the lease expires, a successor resumes
-	}
+}
+
+// failed records an attempt that failed for a reason a retry may not
+// cure in the shard's token, at the cursor's current position, and parks
+// the shard once MaxFailures attempts failed at that position. When the
+// record cannot be written (etcd is down, or the run is older than
+// CursorNonDecreasing), the attempt is not counted.
+func (w *Worker) failed(ctx context.Context, b coord.Backend, spec Spec, lease coord.Lease, err error) {
 	sh, gerr := b.GetShard(ctx, lease.Tenant, lease.Run, lease.Shard)
-	if gerr == nil && int(sh.Attempts) >= w.o.MaxFailures {
-		reason := fmt.Sprintf("failed %d attempts; last: %v", sh.Attempts, err)
-		if len(reason) > 512 {
-			reason = reason[:512]
-		}
-		if _, perr := b.Park(ctx, w.s.coordNow(), coord.ParkRequest{Lease: lease, Op: op(u64(uint64(lease.Run)), u64(uint64(lease.Shard)), u64(lease.Fence), "park"), Reason: reason}); perr != nil {
-			w.logger.Warn("parking a failing shard failed", "run", spec.String(), "shard", lease.Shard, "err", perr)
-		} else {
-			w.logger.Warn("shard parked", "run", spec.String(), "shard", lease.Shard, "reason", reason)
-		}
+	if gerr != nil {
+		w.logger.Warn("scan attempt failed; its failure could not be recorded", "run", spec.String(), "shard", lease.Shard, "err", err, "record_err", gerr)
+		return
 	}
-	// Otherwise the lease runs out and another attempt claims the shard.
-	return err
+	tk := parseToken(sh.Cursor.Token)
+	at := hex.EncodeToString(sh.Cursor.Key)
+	if tk.Fail == nil || tk.Fail.At != at {
+		tk.Fail = &failure{At: at}
+	}
+	tk.Fail.N++
+	tk.Fail.Input = clip(inputOf(err, "the shard"), 200)
+	tk.Fail.Err = clip(err.Error(), 300)
+	tb, _ := json.Marshal(tk)
+	n := tk.Fail.N
+	if _, cerr := b.Checkpoint(ctx, w.s.coordNow(), coord.CheckpointRequest{Lease: lease, Op: op(u64(uint64(lease.Run)), u64(uint64(lease.Shard)), u64(lease.Fence), "failed", at, u64(uint64(n))),
+		Cursor: coord.Cursor{HasKey: sh.Cursor.HasKey, Key: sh.Cursor.Key, Token: tb}}); cerr != nil {
+		w.logger.Warn("scan attempt failed; its failure could not be recorded", "run", spec.String(), "shard", lease.Shard, "err", err, "record_err", cerr)
+		return
+	}
+	if n < w.o.MaxFailures {
+		w.logger.Warn("scan attempt failed", "run", spec.String(), "shard", lease.Shard, "failures_here", n, "input", tk.Fail.Input, "err", err)
+		return
+	}
+	reason := clip(fmt.Sprintf("failed %d times on %s; last: %v", n, tk.Fail.Input, err), 512)
+	if _, perr := b.Park(ctx, w.s.coordNow(), coord.ParkRequest{Lease: lease, Op: op(u64(uint64(lease.Run)), u64(uint64(lease.Shard)), u64(lease.Fence), "park"), Reason: reason}); perr != nil {
+		w.logger.Warn("parking a failing shard failed", "run", spec.String(), "shard", lease.Shard, "err", perr)
+		return
+	}
+	w.s.opts.Metrics.parkedOne()
+	w.logger.Warn("shard parked", "run", spec.String(), "shard", lease.Shard, "reason", reason)
+}
+
+// clip cuts s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // heartbeat renews the lease every third of its duration until ctx ends;
@@ -336,6 +444,8 @@ func (w *Worker) heartbeat(ctx context.Context, b coord.Backend, lease coord.Lea
 	}
 }
 
+// scanShard scans the leased shard from its cursor and completes it.
+// Its errors name the input they failed on (*inputError).
 func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, lease coord.Lease) error {
 	sh, err := b.GetShard(ctx, lease.Tenant, lease.Run, lease.Shard)
 	if err != nil {
@@ -343,14 +453,20 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 	}
 	snap, err := w.o.Cache.Materialize(ctx, spec.RepoID)
 	if err != nil {
-		return fmt.Errorf("materialize %s: %w", spec.RepoID, err)
+		return &inputError{"the repository " + spec.RepoID, fmt.Errorf("materialize: %w", err)}
 	}
 	if snap.Index.Seq < spec.Seq {
-		return fmt.Errorf("cache of %s is at seq %d, before the run's %d", spec.RepoID, snap.Index.Seq, spec.Seq)
+		return &inputError{"the repository " + spec.RepoID, fmt.Errorf("cache of %s is at seq %d, before the run's %d", spec.RepoID, snap.Index.Seq, spec.Seq)}
 	}
 	blobs, err := w.listBlobs(ctx, snap, spec, sh.Start, sh.End, sh.Cursor.Key, sh.Cursor.HasKey)
+	if errors.Is(err, errSuperseded) {
+		if err := w.supersede(ctx, spec, snap.Index.CompactedThroughSeq); err != nil {
+			return err
+		}
+		blobs, err = nil, nil
+	}
 	if err != nil {
-		return err
+		return &inputError{fmt.Sprintf("the blob listing of %v at seq %d", spec, snap.Index.Seq), err}
 	}
 	eng, err := w.engine(ctx, spec.Tenant)
 	if err != nil {
@@ -373,20 +489,22 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		for _, bl := range blobs[i:j] {
 			ids = append(ids, bl.id)
 		}
+		input := fmt.Sprintf("%d blobs %s..%s", len(ids), ids[0], ids[len(ids)-1])
 		scan, err := eng.ScanObjects(ctx, repo, ids, nil)
 		if err != nil {
-			return err
+			return &inputError{input, err}
 		}
 		fs, err := scan.Attribute(ctx, repo, nil)
 		if err != nil {
-			return err
+			return &inputError{input, err}
 		}
 		if err := w.s.opts.Alerts.Record(ctx, spec.Tenant, spec.RepoID, convert(fs), ref); err != nil {
-			return fmt.Errorf("record alerts: %w", err)
+			return &inputError{input, fmt.Errorf("record alerts: %w", err)}
 		}
 		tk.Blobs += int64(len(ids))
 		tk.Bytes += size
 		tk.Findings += int64(len(fs))
+		tk.Fail = nil // the cursor moves on: failures before count no more
 		last := blobs[j-1]
 		tb, _ := json.Marshal(tk)
 		if _, err := b.Checkpoint(ctx, w.s.coordNow(), coord.CheckpointRequest{Lease: lease, Op: shardOp("checkpoint", last.id), Cursor: coord.Cursor{HasKey: true, Key: last.key, Token: tb}}); err != nil {
@@ -408,11 +526,27 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 	if w.o.OnComplete != nil {
 		w.o.OnComplete(spec, done)
 	}
-	r, err := w.s.Get(ctx, spec)
-	if err != nil {
+	return nil
+}
+
+// supersede hands a push run whose layer was folded without a preserved
+// object list to the catch-up full run at the checkpoint's seq, which
+// covers every object the repository still holds through that seq. The
+// push run then completes without scanning; the watermark passes it when
+// the full run is done (docs/adr/0033-scan-coverage.md).
+func (w *Worker) supersede(ctx context.Context, spec Spec, checkpoint uint64) error {
+	if _, _, err := w.s.startCatchUp(ctx, spec.Tenant, spec.RepoID, checkpoint); err != nil {
 		return err
 	}
-	return w.s.finish(ctx, &r)
+	w.s.opts.Metrics.superseded()
+	w.logger.Info("push run superseded by a catch-up full run", "run", spec.String(), "full_seq", checkpoint)
+	return update(ctx, w.s.recs, runKey(spec), func(cur *Run) *Run {
+		if cur == nil || cur.SupersededBy != 0 {
+			return nil
+		}
+		cur.SupersededBy = checkpoint
+		return cur
+	})
 }
 
 // endSlice ends a slice of a shard with blobs[i:] left to scan, and

@@ -190,7 +190,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			done(repo, res, err)
 		}
 	}
-	s.compact = compact.NewTrigger(compact.New(s.log, cache, compact.Options{Logger: opts.Logger}), copts)
+	cops := compact.Options{Logger: opts.Logger}
+	if opts.Scan.Coord != nil || opts.Coordination != nil {
+		// Scanning is on: compaction must not fold away what it has not
+		// read yet (docs/adr/0033-scan-coverage.md).
+		cops.Coverage = scanner.NewCoverage(opts.Store)
+	}
+	s.compact = compact.NewTrigger(compact.New(s.log, cache, cops), copts)
 	s.alerts = alerts.New(opts.Store)
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
@@ -209,6 +215,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		so.Store, so.Log, so.Alerts = opts.Store, s.log, s.alerts
 		if so.Logger == nil {
 			so.Logger = opts.Logger
+		}
+		if so.Metrics == nil {
+			so.Metrics = scanner.NewMetrics(opts.Registry)
 		}
 		sc, err := scanner.New(so)
 		if err != nil {

@@ -1,0 +1,113 @@
+package scanner
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the scanner's Prometheus figures: how far scans trail
+// pushes, what the runs are doing, and why attempts fail
+// (docs/adr/0033-scan-coverage.md). A nil *Metrics records nothing.
+type Metrics struct {
+	lag     *prometheus.GaugeVec
+	oldest  *prometheus.GaugeVec
+	runs    *prometheus.GaugeVec
+	parked  prometheus.Gauge
+	fails   *prometheus.CounterVec
+	parks   prometheus.Counter
+	catchUp prometheus.Counter
+}
+
+// NewMetrics registers the scanner's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ghost_scan_lag_seqs",
+			Help: "Pushes not yet scanned: the repository's newest seq minus its scan watermark, set by each reconcile pass. Only repositories with a lag have a series.",
+		}, []string{"tenant", "repo_id"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ghost_scan_oldest_unscanned_push_timestamp_seconds",
+			Help: "When the oldest push not yet scanned landed (Unix seconds); time() minus it is its age. Only repositories with a lag have a series.",
+		}, []string{"tenant", "repo_id"}),
+		runs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ghost_scan_runs",
+			Help: "Scan runs not yet done, by kind and state (queued: no coord run yet; active; parked: some shard parked; finishing: the coord run ended and its follow-ups are pending; unknown: the coordination store did not answer), as of the last reconcile pass.",
+		}, []string{"kind", "state"}),
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ghost_scan_parked_shards",
+			Help: "Shards parked after a failure that repeated on the same input, as of the last reconcile pass; `ghost repo scans` names them and `ghost coord unpark` resumes one.",
+		}),
+		fails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_scan_attempt_failures_total",
+			Help: "Failed attempts at a shard by this node's workers, by cause: transient (storage, coordination store, lease) or input (counts toward parking).",
+		}, []string{"cause"}),
+		parks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_scan_shards_parked_total",
+			Help: "Shards this node's workers parked.",
+		}),
+		catchUp: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_scan_superseded_runs_total",
+			Help: "Push runs this node's workers found folded without a preserved object list and handed to a catch-up full run.",
+		}),
+	}
+	reg.MustRegister(m.lag, m.oldest, m.runs, m.parked, m.fails, m.parks, m.catchUp)
+	return m
+}
+
+func (m *Metrics) observeLag(tenant, repoID string, l Lag) {
+	if m == nil {
+		return
+	}
+	if l.Seqs == 0 {
+		m.forget(tenant, repoID)
+		return
+	}
+	m.lag.WithLabelValues(tenant, repoID).Set(float64(l.Seqs))
+	if !l.Oldest.IsZero() {
+		m.oldest.WithLabelValues(tenant, repoID).Set(float64(l.Oldest.UnixMilli()) / 1000)
+	} else {
+		m.oldest.DeleteLabelValues(tenant, repoID)
+	}
+}
+
+func (m *Metrics) forget(tenant, repoID string) {
+	if m == nil {
+		return
+	}
+	m.lag.DeleteLabelValues(tenant, repoID)
+	m.oldest.DeleteLabelValues(tenant, repoID)
+}
+
+func (m *Metrics) failure(transient bool) {
+	if m == nil {
+		return
+	}
+	cause := "input"
+	if transient {
+		cause = "transient"
+	}
+	m.fails.WithLabelValues(cause).Inc()
+}
+
+func (m *Metrics) parkedOne() {
+	if m != nil {
+		m.parks.Inc()
+	}
+}
+
+func (m *Metrics) superseded() {
+	if m != nil {
+		m.catchUp.Inc()
+	}
+}
+
+// observeRuns replaces the run-state figures with counts.
+func (m *Metrics) observeRuns(counts map[[2]string]int, parked int) {
+	if m == nil {
+		return
+	}
+	m.runs.Reset()
+	for k, n := range counts {
+		m.runs.WithLabelValues(k[0], k[1]).Set(float64(n))
+	}
+	m.parked.Set(float64(parked))
+}
