@@ -29,6 +29,14 @@ func (h *handler) routeScans() {
 
 var errNoScans = fmt.Errorf("secret scanning over the coordinator is not enabled on this server: %w", errors.ErrUnsupported)
 
+// lagJSON is a repository's scan lag on the wire.
+type lagJSON struct {
+	Head                uint64     `json:"head_seq"`
+	ScannedThrough      uint64     `json:"scanned_through_seq"`
+	Pending             uint64     `json:"pending_pushes"`
+	OldestPendingPushAt *time.Time `json:"oldest_pending_push_at,omitempty"`
+}
+
 // ScanJSON is a run on the wire.
 type scanJSON struct {
 	ID           string                `json:"id"` // <seq>-<kind>
@@ -105,9 +113,20 @@ func (h *handler) listScans(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	if err != nil {
 		return 0, nil, scanError(err)
 	}
+	lag, err := h.scans.Lag(r.Context(), repo.ID)
+	if err != nil {
+		return 0, nil, scanError(err)
+	}
 	out := struct {
 		Scans []scanJSON `json:"scans"`
-	}{Scans: make([]scanJSON, 0, len(sts))}
+		// Lag says how far scans trail pushes
+		// (docs/adr/0033-scan-coverage.md).
+		Lag lagJSON `json:"lag"`
+	}{Scans: make([]scanJSON, 0, len(sts)), Lag: lagJSON{Head: lag.Head, ScannedThrough: lag.Watermark, Pending: lag.Seqs}}
+	if !lag.Oldest.IsZero() {
+		t := lag.Oldest.UTC()
+		out.Lag.OldestPendingPushAt = &t
+	}
 	for _, st := range sts {
 		if st.Tenant != repo.Owner {
 			continue // a record that is not this owner's is never shown

@@ -364,9 +364,30 @@ func newRepoScansCmd(env *Env) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if format == "table" {
+			lag, err := s.sc.Lag(ctx, repo.ID)
+			if err != nil {
+				return err
+			}
+			writeLag(env.Stdout, lag, time.Now())
+		}
 		return writeScans(env.Stdout, format, sts)
 	}
 	return cmd
+}
+
+// writeLag says how far the repository's scans trail its pushes
+// (docs/adr/0033-scan-coverage.md).
+func writeLag(w io.Writer, l scanner.Lag, now time.Time) {
+	if l.Seqs == 0 {
+		fmt.Fprintf(w, "every push scanned (through seq %d)\n", l.Watermark)
+		return
+	}
+	fmt.Fprintf(w, "%d push(es) not scanned yet: scanned through seq %d of %d", l.Seqs, l.Watermark, l.Head)
+	if !l.Oldest.IsZero() {
+		fmt.Fprintf(w, ", the oldest pushed %s ago", now.Sub(l.Oldest).Round(time.Second))
+	}
+	fmt.Fprintln(w)
 }
 
 func writeScans(w io.Writer, format string, sts []scanner.Status) error {

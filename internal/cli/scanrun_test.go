@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -61,7 +62,7 @@ func TestRepoScanWithWorker(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("worker exit %d: %s", code, werr.String())
 	}
-	if out := run("repo", "scans", "alice/app"); !strings.Contains(out, "0-full") || !strings.Contains(out, " done  ") || !strings.Contains(out, "1/1 ") && !strings.Contains(out, "16/16") {
+	if out := run("repo", "scans", "alice/app"); !strings.Contains(out, "every push scanned (through seq 0)") || !strings.Contains(out, "0-full") || !strings.Contains(out, " done  ") || !strings.Contains(out, "1/1 ") && !strings.Contains(out, "16/16") {
 		t.Fatalf("repo scans: %q", out)
 	}
 }
@@ -83,5 +84,20 @@ func TestWriteScansTable(t *testing.T) {
 	want := []string{"7-full", "42", "active", "3/16", "100", "2048", "5", "10B/s", "-", "0x3:", "boom"}
 	if len(head) != 10 || !slices.Equal(row, want) {
 		t.Fatalf("header %v\nrow %v\nwant %v", head, row, want)
+	}
+}
+
+// TestWriteLag: the lag line says how many pushes wait and since when.
+func TestWriteLag(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	writeLag(&b, scanner.Lag{Head: 70, Watermark: 9, Seqs: 61, Oldest: now.Add(-90 * time.Second)}, now)
+	writeLag(&b, scanner.Lag{Head: 5, Watermark: 4, Seqs: 1}, now)
+	writeLag(&b, scanner.Lag{Head: 5, Watermark: 5}, now)
+	want := "61 push(es) not scanned yet: scanned through seq 9 of 70, the oldest pushed 1m30s ago\n" +
+		"1 push(es) not scanned yet: scanned through seq 4 of 5\n" +
+		"every push scanned (through seq 5)\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

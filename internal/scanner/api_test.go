@@ -60,6 +60,9 @@ func TestServerPushRunsAndScanAPI(t *testing.T) {
 			t.Fatalf("scan %v", m)
 		}
 	}
+	if lag, _ := body["lag"].(map[string]any); lag["head_seq"] != 7.0 || lag["scanned_through_seq"] != 7.0 || lag["pending_pushes"] != 0.0 {
+		t.Fatalf("scan lag %v, want every push of 7 scanned", body["lag"])
+	}
 	code, body = f.api(t, "GET", "/api/repos/alice/demo/alerts", "alice")
 	if as, _ := body["alerts"].([]any); code != 200 || len(as) != len(want) {
 		t.Fatalf("alerts: %d %v", code, body)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -649,31 +651,72 @@ type Status struct {
 }
 
 // Runs lists the repository's runs, newest first, at most limit (0: 100).
+// It reads only what it returns: descriptors are keyed by seq, so it
+// lists windows of seqs below the log's head, newest window first,
+// growing the window while runs are sparse, and reads the descriptors of
+// the page alone.
 func (s *Scanner) Runs(ctx context.Context, repoID string, limit int) ([]Status, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	var runs []Run
-	err := objstore.Walk(ctx, s.opts.Store, runsPrefix(repoID), func(o objstore.Info) error {
-		var r Run
-		if _, err := s.recs.get(ctx, o.Key, &r); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) {
-				return nil
-			}
-			return err
-		}
-		runs = append(runs, r)
-		return nil
-	})
-	if err != nil {
+	limit = min(limit, maxReconcile)
+	x, err := s.opts.Log.Head(ctx, repoID)
+	if err != nil && !errors.Is(err, wal.ErrRepoDeleted) {
 		return nil, err
 	}
-	slices.Reverse(runs)
-	if len(runs) > limit {
-		runs = runs[:limit]
+	top := uint64(0)
+	if x != nil {
+		top = x.Seq
 	}
-	out := make([]Status, 0, len(runs))
-	for _, r := range runs {
+	var keys []string // newest first
+	window := uint64(2 * limit)
+	for probes := 0; len(keys) < limit && probes < 40; probes++ {
+		from := uint64(0)
+		if top > window {
+			from = top - window
+		}
+		start := ""
+		if from > 0 {
+			start = fmt.Sprintf("%s%020d~", runsPrefix(repoID), from) // past every key of seq from
+		}
+		var batch []string
+		for len(batch) < 4*int(window)+8 {
+			page, err := s.opts.Store.List(ctx, runsPrefix(repoID), start, 1000)
+			if err != nil {
+				return nil, err
+			}
+			done := len(page) == 0
+			for _, o := range page {
+				if seq, ok := runKeySeq(repoID, o.Key); ok && seq > top {
+					done = true
+					break
+				}
+				batch = append(batch, o.Key)
+				start = o.Key
+			}
+			if done || len(page) < 1000 {
+				break
+			}
+		}
+		slices.Reverse(batch)
+		keys = append(keys, batch...)
+		if from == 0 {
+			break
+		}
+		top, window = from, 2*window
+	}
+	if len(keys) > limit {
+		keys = keys[:limit]
+	}
+	out := make([]Status, 0, len(keys))
+	for _, k := range keys {
+		var r Run
+		if _, err := s.recs.get(ctx, k, &r); err != nil {
+			if errors.Is(err, objstore.ErrNotFound) {
+				continue
+			}
+			return nil, err
+		}
 		st, err := s.Status(ctx, r)
 		if err != nil {
 			return nil, err
@@ -681,6 +724,16 @@ func (s *Scanner) Runs(ctx context.Context, repoID string, limit int) ([]Status,
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// runKeySeq is the seq a run key names.
+func runKeySeq(repoID, key string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(key, runsPrefix(repoID))
+	if !ok || len(rest) < 20 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(rest[:20], 10, 64)
+	return seq, err == nil
 }
 
 // Status returns the progress of r.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
 func urlSegment(s string) string { return url.PathEscape(s) }
@@ -700,5 +701,17 @@ func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err})
 		return
 	}
-	h.show(w, r, v, http.StatusOK, "scans", page{Title: "Scan runs · " + rv.FullName(), Repo: rv, Tab: "scans", Data: runs})
+	lag, err := h.opts.Scans.Lag(r.Context(), rv.ID)
+	if err != nil {
+		h.fail(w, r, v, &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err})
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "scans", page{Title: "Scan runs · " + rv.FullName(), Repo: rv, Tab: "scans", Data: scansPage{Runs: runs, Lag: lag}})
+}
+
+// scansPage is what the scan-runs page shows: how far scans trail the
+// pushes (docs/adr/0033-scan-coverage.md), then the newest runs.
+type scansPage struct {
+	Runs []scanner.Status
+	Lag  scanner.Lag
 }

@@ -19,7 +19,15 @@ import (
 type fakeScans struct {
 	repoID string
 	runs   []scanner.Status
+	lag    scanner.Lag
 	err    error
+}
+
+func (f *fakeScans) Lag(ctx context.Context, repoID string) (scanner.Lag, error) {
+	if f.err != nil {
+		return scanner.Lag{}, f.err
+	}
+	return f.lag, nil
 }
 
 func (f *fakeScans) Runs(ctx context.Context, repoID string, limit int) ([]scanner.Status, error) {
@@ -39,7 +47,7 @@ func TestScanRuns(t *testing.T) {
 		State: "active", ShardsTotal: 8, ShardsDone: 3, ShardsLeased: 2, Blobs: 1200, Bytes: 5 << 20,
 		Findings: 4, Covered: 0.375, Rate: 2 << 20, ETA: 90 * time.Second,
 		Parked: []scanner.ParkedShard{{Shard: "s1", Reason: "<boom>"}},
-	}}}
+	}}, lag: scanner.Lag{Head: 9, Watermark: 6, Seqs: 3, Oldest: time.Now().Add(-2 * time.Hour)}}
 	h, err := web.New(context.Background(), web.Options{Store: f.store, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache, Scans: scans})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +76,8 @@ func TestScanRuns(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("scans page: %d", code)
 	}
-	for _, want := range []string{"full at seq 7", "active", "37.5%", "shards 3/8 done, 2 running", "about 1m30s left", "1200 blobs, 5.0 MiB", "1 shard(s) parked", `href="/alice/priv/-/scans"`} {
+	for _, want := range []string{"full at seq 7", "active", "37.5%", "shards 3/8 done, 2 running", "about 1m30s left", "1200 blobs, 5.0 MiB", "1 shard(s) parked", `href="/alice/priv/-/scans"`,
+		"3 push(es) not scanned yet: scanned through seq 6 of 9; the oldest waiting was pushed 2 hours ago"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("scans page lacks %q", want)
 		}
@@ -79,7 +88,8 @@ func TestScanRuns(t *testing.T) {
 	if code, _ := get("/alice/nope/-/scans", true); code != 404 {
 		t.Errorf("missing repository: %d", code)
 	}
-	if code, body := get("/alice/pub/-/scans", false); code != 200 || !strings.Contains(body, "No scan runs.") {
+	scans.lag = scanner.Lag{Head: 9, Watermark: 9}
+	if code, body := get("/alice/pub/-/scans", false); code != 200 || !strings.Contains(body, "No scan runs.") || !strings.Contains(body, "Every push is scanned (through seq 9)") {
 		t.Errorf("no runs: %d", code)
 	}
 	scans.err = errors.New("etcd down")

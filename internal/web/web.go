@@ -67,9 +67,11 @@ type Alerts interface {
 }
 
 // Scans lists a repository's secret-scanning runs with their progress,
-// newest first (scanner.Scanner does).
+// newest first, and says how far scans trail pushes (scanner.Scanner
+// does).
 type Scans interface {
 	Runs(ctx context.Context, repoID string, limit int) ([]scanner.Status, error)
+	Lag(ctx context.Context, repoID string) (scanner.Lag, error)
 }
 
 // Options configure the UI. Store, Auth, Repos, Authz and Cache are
