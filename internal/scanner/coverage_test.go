@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/ghost-scm/ghost/internal/compact"
@@ -232,6 +233,21 @@ func TestAlertsAfterEtcdOutageAndCompaction(t *testing.T) {
 		t.Fatalf("index %+v (%v): the secret's layer is not folded", x, err)
 	}
 
+	// The reconcile pass sees the lag; etcd being down, the runs' state
+	// is unknown.
+	if _, err := s.ReconcileAll(context.Background(), []scanner.RepoRef{{Tenant: "alice", RepoID: repo.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(t, f.srv.Registry(), "ghost_scan_lag_seqs"); got < 61 {
+		t.Fatalf("ghost_scan_lag_seqs = %v during the outage, want the 61 pushes made during it", got)
+	}
+	if got := gauge(t, f.srv.Registry(), "ghost_scan_runs"); got < 61 {
+		t.Fatalf("ghost_scan_runs = %v during the outage, want the 61 waiting runs", got)
+	}
+	if got := gauge(t, f.srv.Registry(), "ghost_scan_oldest_unscanned_push_timestamp_seconds"); got <= 0 {
+		t.Fatalf("no time for the oldest unscanned push: %v", got)
+	}
+
 	e2, err := etcdserver.Start(context.Background(), etcdserver.Options{Dir: etcdDir, ClientAddr: addr, UnsafeNoFsync: true, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -254,4 +270,43 @@ func TestAlertsAfterEtcdOutageAndCompaction(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	for {
+		wm, err := s.Watermark(context.Background(), repo.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wm == x.Seq {
+			t.Logf("every push was scanned %v after etcd came back", time.Since(back).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watermark %d of %d two minutes after etcd came back", wm, x.Seq)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := s.ReconcileAll(context.Background(), []scanner.RepoRef{{Tenant: "alice", RepoID: repo.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(t, f.srv.Registry(), "ghost_scan_lag_seqs"); got != 0 {
+		t.Fatalf("ghost_scan_lag_seqs = %v after the scans, want no series", got)
+	}
+}
+
+// gauge sums the samples of the named metric in reg (0 when it has none).
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }
