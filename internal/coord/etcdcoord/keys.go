@@ -28,6 +28,7 @@ import (
 //	<ns>/markers/tenants/<tenant>       the tenant's counter exists (empty value)
 //	<ns>/markers/global                 the global counter exists (empty value)
 //	<ns>/locks/gc                       held by the node running GC (see TryGC)
+//	<ns>/leaders/<name>/<lease>         an election (see Lead)
 //
 // Nothing but the counters lives under <ns>/tenants/, so the advisory global
 // cap can sum them with one range read.
