@@ -38,6 +38,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		sshURL    string
 		scanN     int
 		scanEvery time.Duration
+		scanSweep int
 		scanShard int
 	)
 	cmd := &cobra.Command{
@@ -62,6 +63,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
 	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers, "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
 	config.DurationVar(f, &scanEvery, "scan-reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", defaultScanReconcile, "how often to start the push scans missing after each repository's scan watermark; 0 disables")
+	config.IntVar(f, &scanSweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at, one node at a time; 0 disables the sweep")
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -69,8 +71,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		if err := limits.Err(); err != nil {
 			return usageErrorf("%v", err)
 		}
-		if scanN < 0 || scanEvery < 0 || scanShard < 1 || scanShard > 1<<16 {
-			return usageErrorf("--scan-workers and --scan-reconcile-interval must not be negative, --scan-shards must be 1 to 65536")
+		if scanN < 0 || scanEvery < 0 || scanSweep < 0 || scanShard < 1 || scanShard > 1<<16 {
+			return usageErrorf("--scan-workers, --scan-reconcile-interval and --scan-sweep-rate must not be negative, --scan-shards must be 1 to 65536")
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
@@ -152,7 +154,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
 		coordStore.start(ctx)
 		defer coordStore.Close()
-		stopScans := startServeScanning(ctx, logger, srv, scanN, scanEvery)
+		stopScans := startServeScanning(ctx, logger, srv, scanN, scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)})
 		defer stopScans()
 		return serveAll(ctx, srv, ln, sshSrv, sshLn)
 	}

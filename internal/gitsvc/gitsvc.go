@@ -117,6 +117,12 @@ type Options struct {
 	// waits for the coordinator; so does compaction
 	// (docs/adr/0050-compaction.md).
 	OnCommit func(req Request, res wal.Result)
+	// BeforeCommit, when set, is called once a push is validated, just
+	// before its commit point; an error refuses the push with nothing
+	// changed. The server records there what must survive the pushing
+	// node's death right after the commit (the repository's pending-scan
+	// mark, docs/adr/0033-scan-coverage.md).
+	BeforeCommit func(ctx context.Context, req Request) error
 	// StageMinBytes is the smallest pack that is uploaded to the store
 	// while it is indexed, when Commits is a Stager (default
 	// DefaultStageMinBytes; negative: never). Smaller packs are uploaded

@@ -617,6 +617,11 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		p.PackIndex, p.PackIndexSize = idx, ist.Size()
 	}
 	t := time.Now()
+	if s.opts.BeforeCommit != nil {
+		if err := s.opts.BeforeCommit(ctx, r); err != nil {
+			return nil, res, fmt.Errorf("before the commit point: %w", err)
+		}
+	}
 	res, err = s.commit(ctx, r.Repo, p, stg, spool, req.packOffset, size, packHash, steps)
 	steps.commit = time.Since(t)
 	s.opts.Metrics.observeAttempts(res.Attempts)

@@ -306,3 +306,36 @@ func (s *Store) SetVisibility(ctx context.Context, owner, name string, public bo
 	}
 	return fmt.Errorf("set visibility of %s/%s: record kept changing", owner, name)
 }
+
+// ReposPage returns up to limit live repositories of every owner, in key
+// order, after the repository whose key is after ("" from the start), and
+// the cursor of the next page ("" when this was the last). It reads one
+// LIST page and the records on it; a background sweep pages through an
+// installation with it at its own pace.
+func (s *Store) ReposPage(ctx context.Context, after string, limit int) ([]Repo, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	page, err := s.objects.List(ctx, reposPrefix, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list repositories: %w", err)
+	}
+	out := make([]Repo, 0, len(page))
+	for _, o := range page {
+		var rec repoRecord
+		if _, err := s.getRecord(ctx, o.Key, &rec); err != nil {
+			if errors.Is(err, objstore.ErrNotFound) {
+				continue
+			}
+			return nil, "", err
+		}
+		if !rec.Deleted {
+			out = append(out, rec.repo())
+		}
+	}
+	next := ""
+	if len(page) == limit {
+		next = page[len(page)-1].Key
+	}
+	return out, next, nil
+}

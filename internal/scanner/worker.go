@@ -48,8 +48,13 @@ type WorkerOptions struct {
 	// MinSplitBlobs: a shard with fewer blobs left than twice this is
 	// not split. Default 64.
 	MinSplitBlobs int
-	// Idle is how long Run waits when there is nothing to claim.
+	// Idle is how long Run waits when there is nothing to claim and the
+	// coordination store cannot wake it. Default 1 s.
 	Idle time.Duration
+	// SafetyPoll is how long Run waits when there is nothing to claim
+	// and the coordination store wakes it on new work. Default
+	// DefaultSafetyPoll.
+	SafetyPoll time.Duration
 	// MaxFailures parks a shard whose attempts failed this many times at
 	// the same position for a reason a retry cannot be expected to cure
 	// (not an outage, a lost lease or a killed worker), with the input
@@ -109,6 +114,9 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
+	if o.SafetyPoll <= 0 {
+		o.SafetyPoll = DefaultSafetyPoll
+	}
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = time.Second
 	}
@@ -125,10 +133,12 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 // ID returns the worker's coord id.
 func (w *Worker) ID() coord.WorkerID { return w.id }
 
-// Run claims and scans shards until ctx ends, waiting Idle between polls
-// when there is nothing to do.
+// Run claims and scans shards until ctx ends. With nothing to do it
+// waits: for the coordination store to say that a shard became claimable
+// (at most SafetyPoll), or, when the store cannot, Idle.
 func (w *Worker) Run(ctx context.Context) error {
 	for {
+		watching := w.s.watch(ctx) // before the step: what comes during it wakes the next wait
 		did, err := w.Step(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -143,14 +153,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.logger.Warn("scan worker step failed", "err", err)
 		}
 		if did && err == nil {
+			w.s.gate.signal() // there may be more: let another worker look
 			continue
 		}
-		t := time.NewTimer(w.o.Idle)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		wait := w.o.Idle
+		if err == nil && watching {
+			wait = w.o.SafetyPoll
+		}
+		w.s.gate.wait(ctx, wait)
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

@@ -251,6 +251,18 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	// background compaction (docs/adr/0050-compaction.md), and the
 	// push's scan run when scanning is on.
 	scan := onCommit
+	if s.scanner != nil {
+		// The pending mark goes before the commit point: a node that dies
+		// right after the commit leaves it for the reconciler
+		// (docs/adr/0033-scan-coverage.md).
+		cov := s.scanner.Coverage
+		svc.BeforeCommit = func(ctx context.Context, req gitsvc.Request) error {
+			if req.Tenant == "" {
+				return nil
+			}
+			return cov.MarkPending(ctx, req.Tenant, req.Repo)
+		}
+	}
 	svc.OnCommit = func(req gitsvc.Request, res wal.Result) {
 		s.compact.AfterCommit(req.Repo, res)
 		if scan != nil {

@@ -18,7 +18,8 @@ import (
 // acquisitions, which rewrite the same index entries, do not signal. The
 // channel also receives a value whenever the watch had to be
 // re-established (etcd was unreachable), since events may have been
-// missed meanwhile. Signals are coalesced: a consumer that was busy
+// missed meanwhile, and once when the watch is first established.
+// Signals are coalesced: a consumer that was busy
 // finds at most one waiting. A shard whose lease ran out is claimable
 // too but writes nothing, so consumers still poll, rarely.
 //
@@ -39,13 +40,18 @@ func (b *Backend) WatchClaimable(ctx context.Context) <-chan struct{} {
 		wait := 100 * time.Millisecond
 		for ctx.Err() == nil {
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			wch := b.c.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterDelete())
+			wch := b.c.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify())
 			healthy := false
 			for resp := range wch {
 				if resp.Err() != nil {
 					break
 				}
 				healthy = true
+				if resp.Created {
+					// What happened before the watch existed is unseen:
+					// have the consumer look once.
+					signal()
+				}
 				for _, ev := range resp.Events {
 					if e, err := decodeOpen(string(ev.Kv.Key), ev.Kv.Value); err == nil && e.state == coord.ShardActive && e.deadline == 0 {
 						signal()

@@ -20,7 +20,7 @@ func received(ch <-chan struct{}, within time.Duration) bool {
 	}
 }
 
-// TestWatchClaimableSignals: registering a run's shards wakes a watcher;
+// TestWatchClaimableSignals: the watch signals once established; registering a run's shards wakes a watcher;
 // acquiring and renewing a lease, which rewrite the same index entries,
 // do not; a split that makes a residual claimable does.
 func TestWatchClaimableSignals(t *testing.T) {
@@ -28,9 +28,8 @@ func TestWatchClaimableSignals(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch := b.WatchClaimable(ctx)
-	time.Sleep(200 * time.Millisecond) // let the watch start
-	for len(ch) > 0 {
-		<-ch
+	if !received(ch, 5*time.Second) {
+		t.Fatal("no signal when the watch was established")
 	}
 	tenant := coord.TenantID{4}
 	mustRun(t, b, tenant, 1, 1)
