@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
@@ -105,8 +107,19 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		// The server holds the handle on the coordination store; the store
 		// opens after the listener is up, and git never waits for it.
-		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
+		// One registry for the node: the server's metrics and the count of
+		// requests to etcd (issue 22: every request is counted).
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		etcdRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_etcd_requests_total",
+			Help: "Requests this node sent to the coordination store, by gRPC method (streams count once, when opened).",
+		}, []string{"method"})
+		reg.MustRegister(etcdRequests)
+		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep,
+			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() }})
 		srv, err := server.New(ctx, server.Options{
+			Registry:             reg,
 			Store:                store,
 			CacheDir:             cfg.Cache(),
 			Logger:               logger,

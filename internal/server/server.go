@@ -33,6 +33,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/countstore"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
@@ -154,6 +155,25 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			opts.Logger.Info("removed stale object-store temporaries", "count", n)
 		}
 	}
+	// Every object-store request is counted (issue 22).
+	storeRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_objstore_requests_total",
+		Help: "Requests this node sent to the object store, by operation (get, get_range, put, put_if_match, put_if_absent, delete, list, copy) and result (ok, not_found, precondition_failed, error).",
+	}, []string{"op", "result"})
+	opts.Registry.MustRegister(storeRequests)
+	opts.Store = countstore.New(opts.Store, func(op string, err error) {
+		result := "ok"
+		switch {
+		case err == nil:
+		case errors.Is(err, objstore.ErrNotFound):
+			result = "not_found"
+		case errors.Is(err, objstore.ErrPreconditionFailed):
+			result = "precondition_failed"
+		default:
+			result = "error"
+		}
+		storeRequests.WithLabelValues(op, result).Inc()
+	})
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
