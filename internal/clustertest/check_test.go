@@ -1,0 +1,754 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/ghost-scm/ghost/internal/gittest"
+	"github.com/ghost-scm/ghost/internal/objstore"
+)
+
+// report gathers every check's figures and findings.
+type report struct {
+	cfg     config
+	repro   string
+	faults  []fault
+	rec     *recorder
+	load    time.Duration // load start to healed
+	runtime time.Duration
+
+	failures []string // one line per failed check; details are in sections
+	sections []string
+}
+
+func (r *report) fail(format string, args ...any) {
+	r.failures = append(r.failures, fmt.Sprintf(format, args...))
+}
+
+func (r *report) section(title string, lines ...string) {
+	r.sections = append(r.sections, "== "+title+"\n"+strings.Join(lines, "\n"))
+}
+
+func (r *report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster fault test %q, seed %d, runtime %v (load and healing %v)\n", r.cfg.Name, r.cfg.Seed, r.runtime.Round(time.Second), r.load.Round(time.Second))
+	fmt.Fprintf(&b, "reproduce: %s\n", r.repro)
+	for _, s := range r.sections {
+		b.WriteString(s)
+		b.WriteString("\n")
+	}
+	if len(r.failures) == 0 {
+		b.WriteString("== result: every check passed\n")
+	} else {
+		fmt.Fprintf(&b, "== result: %d checks failed\n", len(r.failures))
+		for _, f := range r.failures {
+			b.WriteString("  FAIL " + f + "\n")
+		}
+	}
+	return b.String()
+}
+
+// graph is a repository's refs and commit graph, read from a clone.
+type graph struct {
+	refs    map[string]string   // every ref to its id
+	parents map[string][]string // commit to parents
+	objects map[string]bool     // every object the refs reach
+}
+
+func readGraph(ctx context.Context, env []string, dir string) (*graph, error) {
+	g := &graph{refs: map[string]string{}, parents: map[string][]string{}, objects: map[string]bool{}}
+	out, err := runGit(ctx, env, dir, "for-each-ref", "--format=%(refname) %(objectname)")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if ref, id, ok := strings.Cut(line, " "); ok {
+			g.refs[ref] = id
+		}
+	}
+	if out, err = runGit(ctx, env, dir, "log", "--all", "--format=%H %P"); err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			g.parents[f[0]] = f[1:]
+		}
+	}
+	if out, err = runGit(ctx, env, dir, "rev-list", "--objects", "--all"); err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if id, _, _ := strings.Cut(line, " "); id != "" {
+			g.objects[id] = true
+		}
+	}
+	return g, nil
+}
+
+// firstParents is the first-parent line from tip down: a ref's history is
+// a chain exactly when every acknowledged tip lies on it.
+func (g *graph) firstParents(tip string) map[string]bool {
+	line := map[string]bool{}
+	for id := tip; id != "" && !line[id]; {
+		line[id] = true
+		ps := g.parents[id]
+		if len(ps) == 0 {
+			break
+		}
+		id = ps[0]
+	}
+	return line
+}
+
+// finals holds node 0's view of each repository after healing.
+type finals map[string]*graph // repo name to graph
+
+// checkGitData clones every repository from every node and from a fresh
+// node with an empty cache, and checks that the clones agree, pass fsck,
+// and hold every acknowledged push on a chain.
+func checkGitData(ctx context.Context, t *testing.T, c *cluster, r *report) finals {
+	fresh := c.addNode(t, "fresh")
+	defer fresh.shutdown(20 * time.Second)
+	env := gittest.Env(filepath.Join(c.dir, "checks"))
+	final := finals{}
+	var lines []string
+	identical, fsckClean := true, true
+	for _, repo := range c.repos {
+		var first *graph
+		for n := range c.nodeURLs {
+			name := c.nodes[n].name
+			dir := filepath.Join(c.dir, "checks", strings.ReplaceAll(repo.Name, "/", "-")+"-"+name+".git")
+			var err error
+			for attempt := range 3 {
+				os.RemoveAll(dir)
+				if _, err = runGit(ctx, env, filepath.Dir(dir), "clone", "-q", "--mirror", c.remote(n, repo.Name), dir); err == nil {
+					break
+				}
+				time.Sleep(time.Duration(attempt+1) * 2 * time.Second)
+			}
+			if err != nil {
+				r.fail("clone of %s from %s after healing: %v", repo.Name, name, err)
+				identical = false
+				continue
+			}
+			if out, err := runGit(ctx, env, dir, "fsck", "--full", "--strict", "--no-dangling"); err != nil {
+				r.fail("fsck of %s cloned from %s: %v", repo.Name, name, err)
+				fsckClean = false
+			} else if strings.TrimSpace(out) != "" {
+				lines = append(lines, fmt.Sprintf("  fsck of %s from %s says: %s", repo.Name, name, strings.TrimSpace(out)))
+			}
+			g, err := readGraph(ctx, env, dir)
+			if err != nil {
+				r.fail("reading the clone of %s from %s: %v", repo.Name, name, err)
+				continue
+			}
+			if first == nil {
+				first = g
+				final[repo.Name] = g
+				lines = append(lines, fmt.Sprintf("  %s: %d refs, %d commits, %d objects", repo.Name, len(g.refs), len(g.parents), len(g.objects)))
+				continue
+			}
+			if diff := refDiff(first.refs, g.refs); diff != "" {
+				r.fail("the clone of %s from %s differs from node0's: %s", repo.Name, name, diff)
+				identical = false
+			}
+		}
+	}
+	lines = append(lines, fmt.Sprintf("  clones from %d nodes (one fresh, empty cache) identical: %v; fsck --full --strict clean: %v", len(c.nodeURLs), identical, fsckClean))
+
+	// Every acknowledged push present, each ref's acknowledged history a
+	// chain: from the last acknowledged force push on (or from the start)
+	// every acknowledged tip lies on the final tip's first-parent line.
+	acked, forced := r.rec.acked, 0
+	byRef := map[string][]pushRecord{}
+	for _, p := range acked {
+		byRef[p.Repo+" "+p.Ref] = append(byRef[p.Repo+" "+p.Ref], p)
+		if p.Forced {
+			forced++
+		}
+	}
+	var missing []string
+	checked := 0
+	for key, ps := range byRef {
+		repo, ref, _ := strings.Cut(key, " ")
+		g := final[repo]
+		if g == nil {
+			continue
+		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i].End.Before(ps[j].End) })
+		from := 0
+		for i, p := range ps {
+			if p.Forced {
+				from = i
+			}
+		}
+		tip, ok := g.refs[ref]
+		if !ok {
+			missing = append(missing, fmt.Sprintf("  %s %s: the ref is gone; %d pushes to it were acknowledged, the last %s", repo, ref, len(ps), ps[len(ps)-1].New))
+			continue
+		}
+		line := g.firstParents(tip)
+		for _, p := range ps[from:] {
+			checked++
+			if !line[p.New] {
+				where := "not in the repository"
+				if g.objects[p.New] {
+					where = "present but off the ref's first-parent line"
+				}
+				missing = append(missing, fmt.Sprintf("  %s %s: acknowledged %s (client %d, attempt %d via node%d, at +%v) %s; final tip %s",
+					repo, ref, p.New, p.Client, p.Attempts, p.Node, p.End.Sub(r.rec.acked[0].End).Round(time.Millisecond), where, tip))
+			}
+		}
+	}
+	lines = append(lines, fmt.Sprintf("  acknowledged pushes: %d (%d forced); checked on their ref's chain: %d; missing or off the chain: %d", len(acked), forced, checked, len(missing)))
+	lines = append(lines, missing...)
+	if len(missing) > 0 {
+		r.fail("%d acknowledged pushes missing or off their ref's chain (see the git data section)", len(missing))
+	}
+	r.section("git data after healing", lines...)
+	return final
+}
+
+func refDiff(a, b map[string]string) string {
+	var d []string
+	for ref, id := range a {
+		if b[ref] != id {
+			d = append(d, fmt.Sprintf("%s %s vs %s", ref, short(id), short(b[ref])))
+		}
+	}
+	for ref, id := range b {
+		if _, ok := a[ref]; !ok {
+			d = append(d, fmt.Sprintf("%s absent vs %s", ref, short(id)))
+		}
+	}
+	sort.Strings(d)
+	return strings.Join(d, "; ")
+}
+
+func short(id string) string {
+	if id == "" {
+		return "absent"
+	}
+	return id[:min(len(id), 12)]
+}
+
+// checkClones checks the clones made during the faults: a clone that
+// started after a push was acknowledged holds that push. On a client's
+// own branch only its last acknowledged tip is required, and not while a
+// force push that began later might have replaced it.
+func checkClones(r *report) {
+	var ok, failed int
+	var stale []string
+	causes := map[string]int{}
+	for _, cl := range r.rec.clones {
+		if cl.Err != "" {
+			failed++
+			causes[shortCause(cl.Err)]++
+			continue
+		}
+		ok++
+		last := map[string]pushRecord{}
+		for _, p := range r.rec.acked {
+			if p.Repo != cl.Repo || !p.End.Before(cl.Start) {
+				continue
+			}
+			if p.Ref == "refs/heads/main" {
+				if !cl.Reach[p.Ref][p.New] {
+					stale = append(stale, fmt.Sprintf("  clone of %s from node%d at %s lacks %s %s, acknowledged %v before it began",
+						cl.Repo, cl.Node, cl.Start.Format("15:04:05.000"), p.Ref, short(p.New), cl.Start.Sub(p.End).Round(time.Millisecond)))
+				}
+				continue
+			}
+			if l, seen := last[p.Ref]; !seen || p.End.After(l.End) {
+				last[p.Ref] = p
+			}
+		}
+	next:
+		for ref, p := range last {
+			for _, f := range r.rec.forced {
+				if f.Repo == cl.Repo && f.Ref == ref && f.Start.After(p.End) && f.Start.Before(cl.Start) {
+					continue next
+				}
+			}
+			if !cl.Reach[ref][p.New] {
+				stale = append(stale, fmt.Sprintf("  clone of %s from node%d at %s lacks %s %s, acknowledged %v before it began",
+					cl.Repo, cl.Node, cl.Start.Format("15:04:05.000"), ref, short(p.New), cl.Start.Sub(p.End).Round(time.Millisecond)))
+			}
+		}
+	}
+	lines := []string{fmt.Sprintf("  clones during the faults: %d complete, %d failed; complete clones missing an earlier acknowledged push: %d", ok, failed, len(stale))}
+	for cause, n := range causes {
+		lines = append(lines, fmt.Sprintf("    failed clones, %d: %s", n, cause))
+	}
+	r.section("clones during the faults", append(lines, stale...)...)
+	if len(stale) > 0 {
+		r.fail("%d clones made during the faults missed a push acknowledged before they began", len(stale))
+	}
+}
+
+// alertJSON is the part of the API's alert the check reads.
+type alertJSON struct {
+	ID        string `json:"id"`
+	RuleID    string `json:"rule_id"`
+	State     string `json:"state"`
+	Locations []struct {
+		BlobID string `json:"blob_id"`
+		Path   string `json:"path"`
+		Commit string `json:"commit"`
+		Seq    uint64 `json:"seq"`
+	} `json:"locations"`
+}
+
+// listAlerts reads every alert of a repository through a node's API.
+func (c *cluster) listAlerts(ctx context.Context, node int, repo string) ([]alertJSON, error) {
+	var all []alertJSON
+	for page := ""; ; {
+		var p struct {
+			Alerts   []alertJSON `json:"alerts"`
+			NextPage string      `json:"next_page"`
+		}
+		path := "/api/repos/" + repo + "/alerts?per_page=100"
+		if page != "" {
+			path += "&page=" + url.QueryEscape(page)
+		}
+		if err := c.api(ctx, node, path, &p); err != nil {
+			return nil, err
+		}
+		all = append(all, p.Alerts...)
+		if page = p.NextPage; page == "" {
+			return all, nil
+		}
+	}
+}
+
+// checkAlerts waits until every planted secret in an acknowledged push
+// has an alert, at most cfg.AlertWait after healing, and then checks
+// that each has exactly one.
+func checkAlerts(ctx context.Context, t *testing.T, c *cluster, clients []*client, r *report, healed time.Time) {
+	ackedObjs := map[string]bool{}
+	for _, cl := range clients {
+		set, err := cl.ackedObjects(ctx)
+		if err != nil {
+			r.fail("listing what client %d's acknowledged pushes reach: %v", cl.id, err)
+			return
+		}
+		for id := range set {
+			ackedObjs[id] = true
+		}
+	}
+	final := map[string]map[string]bool{}
+	env := gittest.Env(filepath.Join(c.dir, "checks"))
+	for _, repo := range c.repos {
+		dir := filepath.Join(c.dir, "checks", strings.ReplaceAll(repo.Name, "/", "-")+"-node0.git")
+		if g, err := readGraph(ctx, env, dir); err == nil {
+			final[repo.Name] = g.objects
+		}
+	}
+	var want, unacked []planted // in acknowledged pushes; landed without one
+	for _, s := range r.rec.secrets {
+		switch {
+		case ackedObjs[s.Blob]:
+			want = append(want, s)
+		case final[s.Repo][s.Blob]:
+			unacked = append(unacked, s)
+		}
+	}
+
+	// Poll until every wanted secret has an alert or time is up.
+	byBlob := map[string][]alertJSON{}
+	var all int
+	deadline := healed.Add(r.cfg.AlertWait)
+	var pollErr error
+	for poll := 0; ; poll++ {
+		byBlob, all, pollErr = map[string][]alertJSON{}, 0, nil
+		for _, repo := range c.repos {
+			as, err := c.listAlerts(ctx, poll%3, repo.Name)
+			if err != nil {
+				pollErr = err
+				continue
+			}
+			all += len(as)
+			for _, a := range as {
+				seen := map[string]bool{}
+				for _, l := range a.Locations {
+					if !seen[l.BlobID] {
+						seen[l.BlobID] = true
+						byBlob[l.BlobID] = append(byBlob[l.BlobID], a)
+					}
+				}
+			}
+		}
+		complete := pollErr == nil
+		for _, s := range want {
+			if len(byBlob[s.Blob]) == 0 {
+				complete = false
+				break
+			}
+		}
+		if complete || time.Now().After(deadline) {
+			break
+		}
+		sleepCtx(ctx, 5*time.Second)
+	}
+	waited := time.Since(healed)
+
+	var alerted, dup int
+	var missing []planted
+	var dupLines []string
+	for _, s := range want {
+		switch n := len(byBlob[s.Blob]); {
+		case n == 0:
+			missing = append(missing, s)
+		case n == 1:
+			alerted++
+		default:
+			alerted++
+			dup++
+			var ids []string
+			for _, a := range byBlob[s.Blob] {
+				ids = append(ids, short(a.ID)+" "+a.RuleID)
+			}
+			dupLines = append(dupLines, fmt.Sprintf("  %s %s (%s…): %d alerts: %s", s.Repo, s.Path, s.Secret[:8], n, strings.Join(ids, ", ")))
+		}
+	}
+	plantedBlobs := map[string]bool{}
+	for _, s := range r.rec.secrets {
+		plantedBlobs[s.Blob] = true
+	}
+	unexpected := 0
+	for blob := range byBlob {
+		if !plantedBlobs[blob] {
+			unexpected++
+		}
+	}
+	unackedAlerted := 0
+	for _, s := range unacked {
+		if len(byBlob[s.Blob]) > 0 {
+			unackedAlerted++
+		}
+	}
+
+	lines := []string{
+		fmt.Sprintf("  planted %d secrets; in acknowledged pushes %d; alerted %d; missing %d; with more than one alert %d", len(r.rec.secrets), len(want), alerted, len(missing), dup),
+		fmt.Sprintf("  waited %v after healing (bound %v); %d alerts in all; alerts on blobs no client planted: %d", waited.Round(time.Second), r.cfg.AlertWait, all, unexpected),
+		fmt.Sprintf("  landed without an acknowledged push (in the final refs): %d, of which alerted %d (not part of the check)", len(unacked), unackedAlerted),
+	}
+	if pollErr != nil {
+		lines = append(lines, "  the last poll failed: "+pollErr.Error())
+		r.fail("listing alerts after healing: %v", pollErr)
+	}
+	lines = append(lines, dupLines...)
+	if len(missing) > 0 {
+		lines = append(lines, missingDetail(ctx, c, missing)...)
+		r.fail("%d of %d planted secrets in acknowledged pushes have no alert %v after healing", len(missing), len(want), waited.Round(time.Second))
+	}
+	if dup > 0 {
+		r.fail("%d planted secrets have more than one alert", dup)
+	}
+	if unexpected > 0 {
+		r.fail("%d alerts name blobs that hold no planted secret", unexpected)
+	}
+	r.section("secrets and alerts", lines...)
+}
+
+// missingDetail describes the secrets without an alert (repository, the
+// seq of the push that carried them when the nodes' logs say, the
+// secret's first characters) and the scan runs of their repositories.
+func missingDetail(ctx context.Context, c *cluster, missing []planted) []string {
+	seqs := c.pushSeqs(ctx)
+	byRepo := map[string][]planted{}
+	for _, s := range missing {
+		byRepo[s.Repo] = append(byRepo[s.Repo], s)
+	}
+	var lines []string
+	for _, repo := range c.repos {
+		ms := byRepo[repo.Name]
+		if len(ms) == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  missing in %s (%s): %d", repo.Name, repo.ID, len(ms)))
+		for _, s := range ms {
+			seq := "seq ?"
+			if n, ok := seqs[repo.ID][s.Commit]; ok {
+				seq = fmt.Sprintf("seq %d", n)
+			}
+			lines = append(lines, fmt.Sprintf("    %s  %s…  %s  commit %s  client %d", seq, s.Secret[:8], s.Path, short(s.Commit), s.Client))
+		}
+		lines = append(lines, c.scanState(ctx, repo)...)
+	}
+	return lines
+}
+
+// pushSeqs maps, per repository id, the new ids of committed pushes to
+// their seq: the nodes log each commit's seq and entry, and the entry's
+// header in the bucket holds its ref transitions.
+func (c *cluster) pushSeqs(ctx context.Context) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for _, p := range c.nodes {
+		f, err := os.Open(p.logPath)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var l struct {
+				Msg   string `json:"msg"`
+				Repo  string `json:"repo"`
+				Seq   uint64 `json:"seq"`
+				Entry string `json:"entry"`
+			}
+			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Msg != "push committed" {
+				continue
+			}
+			id, err := ulid.Parse(l.Entry)
+			if err != nil {
+				continue
+			}
+			h, err := c.log.ReadEntryHeader(ctx, l.Repo, id)
+			if err != nil {
+				continue
+			}
+			if out[l.Repo] == nil {
+				out[l.Repo] = map[string]uint64{}
+			}
+			for _, tr := range h.Transitions {
+				out[l.Repo][tr.New] = l.Seq
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// scanState summarises a repository's scan runs, its watermark and its
+// log's head, as the API and the bucket show them.
+func (c *cluster) scanState(ctx context.Context, repo repoInfo) []string {
+	var lines []string
+	if x, err := c.log.Head(ctx, repo.ID); err == nil {
+		lines = append(lines, fmt.Sprintf("    log: seq %d, compacted through %d, %d layers", x.Seq, x.CompactedThroughSeq, len(x.Layers)))
+	}
+	wm := "absent"
+	if rc, _, err := c.store.Get(ctx, "scans/"+repo.ID+"/watermark"); err == nil {
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		var w struct {
+			Seq uint64 `json:"seq"`
+		}
+		if json.Unmarshal(b, &w) == nil {
+			wm = fmt.Sprint(w.Seq)
+		}
+	} else if !errors.Is(err, objstore.ErrNotFound) {
+		wm = err.Error()
+	}
+	lines = append(lines, "    scan watermark: "+wm)
+	var scans struct {
+		Scans []struct {
+			Kind   string `json:"kind"`
+			Seq    uint64 `json:"seq"`
+			State  string `json:"state"`
+			Parked []struct {
+				Shard  string `json:"shard"`
+				Reason string `json:"reason"`
+			} `json:"parked_shards"`
+		} `json:"scans"`
+	}
+	if err := c.api(ctx, 0, "/api/repos/"+repo.Name+"/scans?per_page=100000", &scans); err != nil {
+		return append(lines, "    scans: "+err.Error())
+	}
+	states := map[string][]uint64{}
+	reasons := map[string]int{}
+	for _, s := range scans.Scans {
+		k := s.Kind + " " + s.State
+		states[k] = append(states[k], s.Seq)
+		for _, p := range s.Parked {
+			reasons[p.Reason]++
+		}
+	}
+	keys := make([]string, 0, len(states))
+	for k := range states {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		seqs := states[k]
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		lines = append(lines, fmt.Sprintf("    runs %s: %d (seqs %s)", k, len(seqs), seqRanges(seqs)))
+	}
+	rs := make([]string, 0, len(reasons))
+	for reason := range reasons {
+		rs = append(rs, reason)
+	}
+	sort.Strings(rs)
+	for _, reason := range rs {
+		lines = append(lines, fmt.Sprintf("    parked shards, %d: %s", reasons[reason], reason))
+	}
+	return lines
+}
+
+// seqRanges writes sorted seqs as ranges: 1-4,7,9-10.
+func seqRanges(seqs []uint64) string {
+	var parts []string
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, fmt.Sprint(seqs[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", seqs[i], seqs[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// checkCounters recounts the coordination store's shard counters from its
+// records; after healing there must be nothing to fix.
+func checkCounters(ctx context.Context, c *cluster, r *report) {
+	out, err := c.ghost(ctx, "coord", "repair-counters", "--etcd-endpoints", strings.Join(c.etcdURLs, ","), "--data-dir", filepath.Join(c.dir, "checks", "admin"))
+	lines := []string{"  ghost coord repair-counters:"}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		lines = append(lines, "    "+l)
+	}
+	switch {
+	case err != nil:
+		r.fail("ghost coord repair-counters: %v", err)
+	case strings.Contains(out, "fixed "), !strings.Contains(out, "are correct"):
+		r.fail("the shard counters were wrong; repair-counters fixed them (see the counters section)")
+	}
+	r.section("coordination counters", lines...)
+}
+
+// checkGC runs "ghost gc --dry-run" and checks that nothing it would
+// delete is referenced by its log's index, and that no live repository's
+// log would be tombstoned as an orphan.
+func checkGC(ctx context.Context, c *cluster, r *report) {
+	out, err := c.ghost(ctx, append([]string{"gc", "--dry-run", "--data-dir", filepath.Join(c.dir, "checks", "admin")}, c.storeFlags()...)...)
+	if err != nil {
+		r.fail("ghost gc --dry-run: %v", err)
+	}
+	referenced := map[string]bool{}
+	live := map[string]bool{}
+	for _, repo := range c.repos {
+		live[repo.ID] = true
+		x, err := c.log.Head(ctx, repo.ID)
+		if err != nil {
+			r.fail("reading the index of %s: %v", repo.Name, err)
+			continue
+		}
+		for _, k := range x.ReferencedKeys(repo.ID) {
+			referenced[k] = true
+		}
+	}
+	var bad []string
+	would := 0
+	summary := ""
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "would delete ") && strings.Contains(l, " bytes ("):
+			would++
+			key := strings.Fields(strings.TrimPrefix(l, "would delete "))[0]
+			if referenced[key] {
+				bad = append(bad, "  referenced: "+l)
+			}
+		case strings.HasPrefix(l, "would tombstone orphan log "):
+			id := strings.Fields(strings.TrimPrefix(l, "would tombstone orphan log "))[0]
+			if live[id] {
+				bad = append(bad, "  a live repository's log: "+l)
+			}
+		case strings.HasPrefix(l, "would delete "):
+			summary = l
+		}
+	}
+	lines := []string{fmt.Sprintf("  ghost gc --dry-run: %s", summary), fmt.Sprintf("  objects it would delete: %d; of them referenced: %d", would, len(bad))}
+	r.section("garbage collection (dry run)", append(lines, bad...)...)
+	if len(bad) > 0 {
+		r.fail("ghost gc --dry-run would delete %d referenced objects or live logs", len(bad))
+	}
+}
+
+// checkProcesses reports processes that exited by themselves and panics
+// or races in any process's log.
+func checkProcesses(c *cluster, r *report) {
+	var lines []string
+	for _, p := range c.procs() {
+		for _, u := range p.unexpectedExits() {
+			lines = append(lines, fmt.Sprintf("  %s: %s", p.name, u))
+			r.fail("%s %s", p.name, u)
+		}
+		b, err := os.ReadFile(p.logPath)
+		if err != nil {
+			continue
+		}
+		for _, marker := range []string{"panic:", "DATA RACE", "fatal error:"} {
+			if n := strings.Count(string(b), marker); n > 0 {
+				lines = append(lines, fmt.Sprintf("  %s: %d × %q in its log", p.name, n, marker))
+				r.fail("%s logged %q %d times", p.name, marker, n)
+			}
+		}
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "  no process exited by itself; no panic in any log")
+	}
+	r.section("processes", lines...)
+}
+
+// summarizeLoad reports what the clients and the fault schedule did.
+func summarizeLoad(r *report) {
+	rec := r.rec
+	forced, mainAcks := 0, 0
+	for _, p := range rec.acked {
+		if p.Forced {
+			forced++
+		}
+		if p.Ref == "refs/heads/main" {
+			mainAcks++
+		}
+	}
+	lines := []string{
+		fmt.Sprintf("  pushes acknowledged %d (to main %d, forced %d); reported failed %d; failed attempts retried %d; non-fast-forward rejections on main %d",
+			len(rec.acked), mainAcks, forced, len(rec.failed), rec.failedAttempts, rec.mainRejected),
+	}
+	causes := make([]string, 0, len(rec.attemptErrs))
+	for k := range rec.attemptErrs {
+		causes = append(causes, k)
+	}
+	sort.Slice(causes, func(i, j int) bool { return rec.attemptErrs[causes[i]] > rec.attemptErrs[causes[j]] })
+	for _, k := range causes {
+		lines = append(lines, fmt.Sprintf("    failed attempts, %d: %s", rec.attemptErrs[k], k))
+	}
+	for _, p := range rec.failed {
+		lines = append(lines, fmt.Sprintf("    reported failed: client %d %s %s %s: %s", p.Client, p.Repo, p.Ref, short(p.New), p.Err))
+	}
+	for _, a := range rec.anomalies {
+		lines = append(lines, "    client anomaly: "+a)
+		r.fail("client anomaly: %s", a)
+	}
+	r.section("load", lines...)
+
+	lines = []string{"  " + faultCounts(r.faults)}
+	for _, f := range r.faults {
+		l := "    " + f.String()
+		if f.Err != "" {
+			l += "  RESTART FAILED: " + f.Err
+			r.fail("fault %s: %s", f, f.Err)
+		}
+		lines = append(lines, l)
+	}
+	r.section("faults", lines...)
+}
