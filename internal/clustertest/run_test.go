@@ -93,11 +93,12 @@ func TestCluster(t *testing.T) {
 
 	r := &report{cfg: cfg, repro: repro, faults: ran, rec: rec, load: healed.Sub(loadStart)}
 	summarizeLoad(r)
-	checkGitData(ctx, t, c, r)
+	final := checkGitData(ctx, t, c, r)
 	checkClones(r)
-	checkAlerts(ctx, t, c, clients, r, healed)
+	checkAlerts(ctx, c, clients, r, final, healed)
 	checkCounters(ctx, c, r)
 	checkGC(ctx, c, r)
+	summarizeLogs(c, r)
 	checkProcesses(c, r)
 	r.runtime = time.Since(began)
 
