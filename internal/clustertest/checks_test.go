@@ -98,7 +98,9 @@ func TestStaleClones(t *testing.T) {
 }
 
 func TestTallyAlerts(t *testing.T) {
-	s := func(blob string) planted { return planted{Repo: "a/r", Blob: blob, Secret: "ghp_" + blob + "xxxxxx", Path: blob + ".txt"} }
+	s := func(blob string) planted {
+		return planted{Repo: "a/r", Blob: blob, Secret: "ghp_" + blob + "xxxxxx", Path: blob + ".txt"}
+	}
 	want := []planted{s("b1"), s("b2"), s("b3")}
 	all := append(want, s("b4")) // b4 never landed
 	byBlob := map[string][]alertJSON{
