@@ -256,6 +256,45 @@ func short(id string) string {
 	return id[:min(len(id), 12)]
 }
 
+// checkFailedPushes looks for pushes reported failed that committed
+// anyway (their new id is a transition of an entry the nodes logged as
+// committed). After an ambiguous failure (a 500, a reset connection)
+// that is allowed; after only definite ones (refused connections, 4xx,
+// 503 "nothing was changed") it is a lie to the client.
+func checkFailedPushes(c *cluster, r *report, seqs pushSeqs) {
+	ids := map[string]string{}
+	for _, repo := range c.repos {
+		ids[repo.Name] = repo.ID
+	}
+	landed, lied := landedFailures(r.rec.failed, ids, seqs)
+	lines := []string{fmt.Sprintf("  pushes reported failed %d; of them committed anyway %d (after only definite failures: %d)", len(r.rec.failed), len(landed), len(lied))}
+	lines = append(lines, landed...)
+	r.section("pushes reported failed", lines...)
+	if len(lied) > 0 {
+		r.fail("%d pushes were told they certainly failed, yet committed: %s", len(lied), strings.Join(lied, "; "))
+	}
+}
+
+// landedFailures lists failed pushes that committed, and among them those
+// that saw no ambiguous failure.
+func landedFailures(failed []pushRecord, ids map[string]string, seqs pushSeqs) (landed, lied []string) {
+	for _, p := range failed {
+		if p.New == "" {
+			continue
+		}
+		seq, ok := seqs[ids[p.Repo]][p.New]
+		if !ok {
+			continue
+		}
+		l := fmt.Sprintf("    %s %s %s committed at seq %d; client %d was told: %s", p.Repo, p.Ref, short(p.New), seq, p.Client, p.Err)
+		landed = append(landed, l)
+		if !p.Ambiguous {
+			lied = append(lied, l)
+		}
+	}
+	return landed, lied
+}
+
 // checkClones checks the clones made during the faults: a clone that
 // started after a push was acknowledged holds that push. On a client's
 // own branch only its last acknowledged tip is required, and not while a
@@ -363,7 +402,7 @@ func (c *cluster) listAlerts(ctx context.Context, node int, repo string) ([]aler
 // checkAlerts waits until every planted secret in an acknowledged push
 // has an alert, at most cfg.AlertWait after healing, and then checks
 // that each has exactly one.
-func checkAlerts(ctx context.Context, c *cluster, clients []*client, r *report, final finals, healed time.Time) {
+func checkAlerts(ctx context.Context, c *cluster, clients []*client, r *report, final finals, seqs pushSeqs, healed time.Time) {
 	ackedObjs := map[string]bool{}
 	for _, cl := range clients {
 		set, err := cl.ackedObjects(ctx)
@@ -431,10 +470,20 @@ func checkAlerts(ctx context.Context, c *cluster, clients []*client, r *report, 
 			unackedAlerted++
 		}
 	}
+	dropped, droppedAlerted := 0, 0 // acknowledged, then force-pushed away
+	for _, s := range want {
+		if g := final[s.Repo]; g != nil && !g.objects[s.Blob] {
+			dropped++
+			if len(byBlob[s.Blob]) > 0 {
+				droppedAlerted++
+			}
+		}
+	}
 
 	lines := []string{
 		fmt.Sprintf("  planted %d secrets; in acknowledged pushes %d; alerted %d; missing %d; with more than one alert %d", len(r.rec.secrets), len(want), alerted, len(missing), dup),
 		fmt.Sprintf("  waited %v after healing (bound %v); %d alerts in all; alerts on blobs no client planted: %d", waited.Round(time.Second), r.cfg.AlertWait, all, unexpected),
+		fmt.Sprintf("  of those in acknowledged pushes, force-pushed away since: %d, of which alerted %d", dropped, droppedAlerted),
 		fmt.Sprintf("  landed without an acknowledged push (in the final refs): %d, of which alerted %d (not part of the check)", len(unacked), unackedAlerted),
 	}
 	if pollErr != nil {
@@ -443,7 +492,7 @@ func checkAlerts(ctx context.Context, c *cluster, clients []*client, r *report, 
 	}
 	lines = append(lines, dupLines...)
 	if len(missing) > 0 {
-		lines = append(lines, missingDetail(ctx, c, missing)...)
+		lines = append(lines, missingDetail(ctx, c, missing, seqs)...)
 		r.fail("%d of %d planted secrets in acknowledged pushes have no alert %v after healing", len(missing), len(want), waited.Round(time.Second))
 	}
 	if dup > 0 {
@@ -499,8 +548,7 @@ func tallyAlerts(want, planted []planted, byBlob map[string][]alertJSON) alertTa
 // missingDetail describes the secrets without an alert (repository, the
 // seq of the push that carried them when the nodes' logs say, the
 // secret's first characters) and the scan runs of their repositories.
-func missingDetail(ctx context.Context, c *cluster, missing []planted) []string {
-	seqs := c.pushSeqs(ctx)
+func missingDetail(ctx context.Context, c *cluster, missing []planted, seqs pushSeqs) []string {
 	byRepo := map[string][]planted{}
 	for _, s := range missing {
 		byRepo[s.Repo] = append(byRepo[s.Repo], s)
@@ -525,10 +573,15 @@ func missingDetail(ctx context.Context, c *cluster, missing []planted) []string 
 }
 
 // pushSeqs maps, per repository id, the new ids of committed pushes to
-// their seq: the nodes log each commit's seq and entry, and the entry's
-// header in the bucket holds its ref transitions.
-func (c *cluster) pushSeqs(ctx context.Context) map[string]map[string]uint64 {
-	out := map[string]map[string]uint64{}
+// their seq.
+type pushSeqs map[string]map[string]uint64
+
+// pushSeqs reads which pushes committed at which seq: the nodes log each
+// commit's seq and entry, and the entry's header in the bucket holds its
+// ref transitions. A node killed between a commit and its log line
+// leaves that commit out.
+func (c *cluster) pushSeqs(ctx context.Context) pushSeqs {
+	out := pushSeqs{}
 	for _, p := range c.nodes {
 		f, err := os.Open(p.logPath)
 		if err != nil {

@@ -190,3 +190,23 @@ func TestBlobID(t *testing.T) {
 		t.Fatalf("blobID %s, git says %s", got, want)
 	}
 }
+
+func TestLandedFailures(t *testing.T) {
+	seqs := pushSeqs{"R1": {"n1": 4, "n2": 5}}
+	ids := map[string]string{"a/r": "R1"}
+	failed := []pushRecord{
+		{Repo: "a/r", Ref: "refs/heads/c0", New: "n1", Ambiguous: true, Err: "HTTP 500"},
+		{Repo: "a/r", Ref: "refs/heads/c1", New: "n2", Err: "HTTP 503"},
+		{Repo: "a/r", Ref: "refs/heads/c2", New: "n3", Err: "HTTP 503"}, // did not commit
+		{Repo: "a/r", Ref: "refs/heads/main", Err: "gave up"},           // no id
+	}
+	landed, lied := landedFailures(failed, ids, seqs)
+	if len(landed) != 2 || len(lied) != 1 || !strings.Contains(lied[0], "c1 n2 committed at seq 5") {
+		t.Fatalf("landed %q, lied %q", landed, lied)
+	}
+	for cause, want := range map[string]bool{"connection refused": true, "HTTP 404": true, "HTTP 503": true, "HTTP 500": false, "stalled": false, "killed (timeout)": false} {
+		if definiteCause(cause) != want {
+			t.Errorf("definiteCause(%q) = %v", cause, !want)
+		}
+	}
+}

@@ -41,6 +41,10 @@ type pushRecord struct {
 	Attempts int
 	Node     int    // the node of the last attempt
 	Err      string // why it was reported failed
+	// Ambiguous is set when an attempt failed in a way that leaves its
+	// outcome unknown (a 500, a reset connection, a timeout), so the push
+	// may have landed even if it is reported failed.
+	Ambiguous bool
 }
 
 // planted is a fake secret committed by a client.
@@ -60,7 +64,7 @@ type cloneRecord struct {
 	Start time.Time
 	Err   string
 	// Reach maps each ref of the clone to the commits it reaches.
-	Reach map[string]map[string]bool
+	Reach map[string]map[string]bool `json:"-"`
 }
 
 // recorder collects what every client saw.
@@ -396,6 +400,9 @@ func (cl *client) push(ctx context.Context, ref, id string, force bool) (pushRec
 			return rec, pushRejected
 		}
 		cause := shortCause(out)
+		if !definiteCause(cause) {
+			rec.Ambiguous = true
+		}
 		cl.rec.add(func(r *recorder) { r.failedAttempts++; r.attemptErrs[cause]++ })
 		if time.Now().Sub(rec.Start) > pushGiveUp || ctx.Err() != nil {
 			rec.Err = fmt.Sprintf("%d attempts: %v", rec.Attempts, err)
@@ -583,6 +590,13 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// definiteCause reports whether a failed attempt certainly changed
+// nothing: the connection was refused, or the server answered 4xx or 503
+// (busy, contention: "nothing was changed").
+func definiteCause(cause string) bool {
+	return cause == "connection refused" || strings.HasPrefix(cause, "HTTP 4") || cause == "HTTP 503"
 }
 
 // shortCause condenses a failed git invocation's output into a label for

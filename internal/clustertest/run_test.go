@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -28,7 +29,8 @@ import (
 // schedule and its clients' choices and content (process timing still
 // varies). GHOST_CLUSTER_LOAD, _CLIENTS, _REPOS, _FAULTS, _COMPACT_LAYERS
 // and _ALERT_WAIT override the preset; GHOST_CLUSTER_DIR=<dir> keeps the
-// processes' logs, data and the report in dir.
+// processes' logs, data, the report (report.txt) and every push, secret,
+// clone and fault the run recorded (records.json) in dir.
 func TestCluster(t *testing.T) {
 	cfg, ok, err := loadConfig()
 	if !ok {
@@ -95,13 +97,27 @@ func TestCluster(t *testing.T) {
 	summarizeLoad(r)
 	final := checkGitData(ctx, t, c, r)
 	checkClones(r)
-	checkAlerts(ctx, c, clients, r, final, healed)
+	seqs := c.pushSeqs(ctx)
+	checkFailedPushes(c, r, seqs)
+	checkAlerts(ctx, c, clients, r, final, seqs, healed)
 	checkCounters(ctx, c, r)
 	checkGC(ctx, c, r)
 	summarizeLogs(c, r)
 	checkProcesses(c, r)
 	r.runtime = time.Since(began)
 
+	records, err := json.MarshalIndent(struct {
+		Acked, Failed []pushRecord
+		Secrets       []planted
+		Clones        []cloneRecord
+		Faults        []fault
+	}{rec.acked, rec.failed, rec.secrets, rec.clones, ran}, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "records.json"), records, 0o644)
+	}
+	if err != nil {
+		t.Error(err)
+	}
 	text := r.String()
 	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(text), 0o644); err != nil {
 		t.Error(err)
