@@ -68,7 +68,9 @@ type graph struct {
 	objects map[string]bool     // every object the refs reach
 }
 
-func readGraph(ctx context.Context, env []string, dir string) (*graph, error) {
+// readGraph reads the refs and the commit graph of the repository in
+// dir, and with objects every object the refs reach.
+func readGraph(ctx context.Context, env []string, dir string, objects bool) (*graph, error) {
 	g := &graph{refs: map[string]string{}, parents: map[string][]string{}, objects: map[string]bool{}}
 	out, err := runGit(ctx, env, dir, "for-each-ref", "--format=%(refname) %(objectname)")
 	if err != nil {
@@ -87,6 +89,9 @@ func readGraph(ctx context.Context, env []string, dir string) (*graph, error) {
 			g.parents[f[0]] = f[1:]
 		}
 	}
+	if !objects {
+		return g, nil
+	}
 	if out, err = runGit(ctx, env, dir, "rev-list", "--objects", "--all"); err != nil {
 		return nil, err
 	}
@@ -96,6 +101,20 @@ func readGraph(ctx context.Context, env []string, dir string) (*graph, error) {
 		}
 	}
 	return g, nil
+}
+
+// reach is every commit tip reaches.
+func (g *graph) reach(tip string) map[string]bool {
+	seen := map[string]bool{}
+	for stack := []string{tip}; len(stack) > 0; {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !seen[id] {
+			seen[id] = true
+			stack = append(stack, g.parents[id]...)
+		}
+	}
+	return seen
 }
 
 // firstParents is the first-parent line from tip down: a ref's history is
@@ -150,7 +169,7 @@ func checkGitData(ctx context.Context, t *testing.T, c *cluster, r *report) fina
 			} else if strings.TrimSpace(out) != "" {
 				lines = append(lines, fmt.Sprintf("  fsck of %s from %s says: %s", repo.Name, name, strings.TrimSpace(out)))
 			}
-			g, err := readGraph(ctx, env, dir)
+			g, err := readGraph(ctx, env, dir, true)
 			if err != nil {
 				r.fail("reading the clone of %s from %s: %v", repo.Name, name, err)
 				continue
@@ -582,6 +601,39 @@ type pushSeqs map[string]map[string]uint64
 // leaves that commit out.
 func (c *cluster) pushSeqs(ctx context.Context) pushSeqs {
 	out := pushSeqs{}
+	c.nodeLogs(func(l nodeLogLine) {
+		if l.Msg != "push committed" {
+			return
+		}
+		id, err := ulid.Parse(l.Entry)
+		if err != nil {
+			return
+		}
+		h, err := c.log.ReadEntryHeader(ctx, l.Repo, id)
+		if err != nil {
+			return
+		}
+		if out[l.Repo] == nil {
+			out[l.Repo] = map[string]uint64{}
+		}
+		for _, tr := range h.Transitions {
+			out[l.Repo][tr.New] = l.Seq
+		}
+	})
+	return out
+}
+
+// nodeLogLine is the part of a node's JSON log line the checks read.
+type nodeLogLine struct {
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+	Repo  string `json:"repo"`
+	Seq   uint64 `json:"seq"`
+	Entry string `json:"entry"`
+}
+
+// nodeLogs calls fn for every JSON line of every node's log.
+func (c *cluster) nodeLogs(fn func(nodeLogLine)) {
 	for _, p := range c.nodes {
 		f, err := os.Open(p.logPath)
 		if err != nil {
@@ -590,33 +642,13 @@ func (c *cluster) pushSeqs(ctx context.Context) pushSeqs {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			var l struct {
-				Msg   string `json:"msg"`
-				Repo  string `json:"repo"`
-				Seq   uint64 `json:"seq"`
-				Entry string `json:"entry"`
-			}
-			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Msg != "push committed" {
-				continue
-			}
-			id, err := ulid.Parse(l.Entry)
-			if err != nil {
-				continue
-			}
-			h, err := c.log.ReadEntryHeader(ctx, l.Repo, id)
-			if err != nil {
-				continue
-			}
-			if out[l.Repo] == nil {
-				out[l.Repo] = map[string]uint64{}
-			}
-			for _, tr := range h.Transitions {
-				out[l.Repo][tr.New] = l.Seq
+			var l nodeLogLine
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				fn(l)
 			}
 		}
 		f.Close()
 	}
-	return out
 }
 
 // scanState summarises a repository's scan runs, its watermark and its
@@ -861,30 +893,14 @@ func summarizeLoad(r *report) {
 // reader of a failure needs first.
 func summarizeLogs(c *cluster, r *report) {
 	counts := map[string]int{}
-	for _, p := range c.nodes {
-		f, err := os.Open(p.logPath)
-		if err != nil {
-			continue
+	c.nodeLogs(func(l nodeLogLine) {
+		switch {
+		case l.Msg == "push committed" || l.Msg == "compacted":
+			counts[l.Msg]++
+		case l.Level == "WARN" || l.Level == "ERROR":
+			counts[strings.ToLower(l.Level)+": "+l.Msg]++
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var l struct {
-				Level string `json:"level"`
-				Msg   string `json:"msg"`
-			}
-			if json.Unmarshal(sc.Bytes(), &l) != nil {
-				continue
-			}
-			switch {
-			case l.Msg == "push committed" || l.Msg == "compacted":
-				counts[l.Msg]++
-			case l.Level == "WARN" || l.Level == "ERROR":
-				counts[strings.ToLower(l.Level)+": "+l.Msg]++
-			}
-		}
-		f.Close()
-	}
+	})
 	lines := []string{fmt.Sprintf("  pushes committed %d; compactions landed %d", counts["push committed"], counts["compacted"])}
 	delete(counts, "push committed")
 	delete(counts, "compacted")

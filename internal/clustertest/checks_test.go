@@ -31,6 +31,12 @@ func testGraph() *graph {
 }
 
 func TestChainProblems(t *testing.T) {
+	if r := testGraph().reach("m3"); len(r) != 5 || !r["s1"] || r["x0"] {
+		t.Fatalf("m3 reaches %v, want m0-m3 and s1", r)
+	}
+	if l := testGraph().firstParents("m3"); len(l) != 4 || l["s1"] {
+		t.Fatalf("m3's first-parent line %v, want m0-m3", l)
+	}
 	final := finals{"a/r": testGraph()}
 	main := func(id string, s int) pushRecord {
 		return pushRecord{Repo: "a/r", Ref: "refs/heads/main", New: id, End: at(s)}

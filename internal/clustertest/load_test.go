@@ -463,8 +463,15 @@ func cloner(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand, unti
 		cctx, cancel := context.WithTimeout(ctx, gitTimeout)
 		_, err := runGit(cctx, env, filepath.Dir(dir), "clone", "-q", "--mirror", c.remote(node, repo), dir)
 		cancel()
+		var g *graph
 		if err == nil {
-			cr.Reach, err = reachability(ctx, env, dir)
+			g, err = readGraph(ctx, env, dir, false)
+		}
+		if err == nil {
+			cr.Reach = map[string]map[string]bool{}
+			for ref, tip := range g.refs {
+				cr.Reach[ref] = g.reach(tip)
+			}
 		}
 		if err != nil {
 			cr.Err = err.Error()
@@ -475,44 +482,6 @@ func cloner(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand, unti
 	}
 }
 
-// reachability maps every branch of a repository to the commits it
-// reaches, from one "git log" of the whole graph.
-func reachability(ctx context.Context, env []string, dir string) (map[string]map[string]bool, error) {
-	refsOut, err := runGit(ctx, env, dir, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/")
-	if err != nil {
-		return nil, err
-	}
-	logOut, err := runGit(ctx, env, dir, "log", "--all", "--format=%H %P")
-	if err != nil {
-		return nil, err
-	}
-	parents := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(logOut), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 0 {
-			parents[f[0]] = f[1:]
-		}
-	}
-	reach := map[string]map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(refsOut), "\n") {
-		ref, tip, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		seen := map[string]bool{}
-		for stack := []string{tip}; len(stack) > 0; {
-			id := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			stack = append(stack, parents[id]...)
-		}
-		reach[ref] = seen
-	}
-	return reach, nil
-}
 
 // seedMain gives every repository a main branch to build on, through
 // node 0, before the load and the faults start.
