@@ -482,7 +482,6 @@ func cloner(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand, unti
 	}
 }
 
-
 // seedMain gives every repository a main branch to build on, through
 // node 0, before the load and the faults start.
 func seedMain(ctx context.Context, c *cluster, rec *recorder) error {
