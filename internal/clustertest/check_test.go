@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -579,6 +580,13 @@ func missingDetail(ctx context.Context, c *cluster, missing []planted, seqs push
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("  missing in %s (%s): %d", repo.Name, repo.ID, len(ms)))
+		seqOf := func(s planted) uint64 {
+			if n, ok := seqs[repo.ID][s.Commit]; ok {
+				return n
+			}
+			return 1 << 63
+		}
+		sort.SliceStable(ms, func(i, j int) bool { return seqOf(ms[i]) < seqOf(ms[j]) })
 		for _, s := range ms {
 			seq := "seq ?"
 			if n, ok := seqs[repo.ID][s.Commit]; ok {
@@ -687,37 +695,31 @@ func (c *cluster) scanState(ctx context.Context, repo repoInfo) []string {
 		return append(lines, "    scans: "+err.Error())
 	}
 	states := map[string][]uint64{}
-	reasons := map[string]int{}
+	reasons := map[string][]uint64{} // by the reason with its numbers masked, the runs' seqs
 	for _, s := range scans.Scans {
 		k := s.Kind + " " + s.State
 		states[k] = append(states[k], s.Seq)
 		for _, p := range s.Parked {
-			reasons[p.Reason]++
+			masked := digits.ReplaceAllString(p.Reason, "N")
+			reasons[masked] = append(reasons[masked], s.Seq)
 		}
 	}
-	keys := make([]string, 0, len(states))
-	for k := range states {
-		keys = append(keys, k)
+	for _, k := range sortedKeys(states) {
+		lines = append(lines, fmt.Sprintf("    runs %s: %d (seqs %s)", k, len(states[k]), seqRanges(states[k])))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		seqs := states[k]
-		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-		lines = append(lines, fmt.Sprintf("    runs %s: %d (seqs %s)", k, len(seqs), seqRanges(seqs)))
-	}
-	rs := make([]string, 0, len(reasons))
-	for reason := range reasons {
-		rs = append(rs, reason)
-	}
-	sort.Strings(rs)
-	for _, reason := range rs {
-		lines = append(lines, fmt.Sprintf("    parked shards, %d: %s", reasons[reason], reason))
+	for _, reason := range sortedKeys(reasons) {
+		lines = append(lines, fmt.Sprintf("    parked shards, %d: %s (runs at seqs %s)", len(reasons[reason]), reason, seqRanges(reasons[reason])))
 	}
 	return lines
 }
 
-// seqRanges writes sorted seqs as ranges: 1-4,7,9-10.
+// digits masks the numbers of parked shards' reasons, which name seqs.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// seqRanges writes seqs as sorted ranges: 1-4,7,9-10.
 func seqRanges(seqs []uint64) string {
+	seqs = append([]uint64(nil), seqs...)
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	var parts []string
 	for i := 0; i < len(seqs); {
 		j := i

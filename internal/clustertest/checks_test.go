@@ -216,3 +216,26 @@ func TestLandedFailures(t *testing.T) {
 		}
 	}
 }
+
+func TestShortCause(t *testing.T) {
+	for out, want := range map[string]string{
+		"error: RPC failed; HTTP 500 curl 22 The requested URL returned error: 500\nsend-pack: unexpected disconnect": "HTTP 500",
+		"fatal: unable to access 'http://127.0.0.1:1/a/b.git/': The requested URL returned error: 503":                "HTTP 503",
+		"error: RPC failed; curl 7 Failed to connect to 127.0.0.1 port 1 after 0 ms: Couldn't connect to server":      "connection refused",
+		"fatal: unable to access 'http://127.0.0.1:1/a/b.git/': Recv failure: Connection reset by peer":               "connection reset",
+		"fatal: unable to access 'http://127.0.0.1:1/a/b.git/': Empty reply from server":                              "empty reply",
+		"fatal: Authentication failed for 'http://127.0.0.1:1/a/b.git/'":                                              "HTTP 401 (git: Authentication failed)",
+		"To http://x\n!\tHEAD:refs/heads/c1\t[remote rejected] (atomic push failure)\nDone":                           "[remote rejected] (atomic push failure)",
+		"": "killed (timeout)",
+	} {
+		if got := shortCause(out); got != want {
+			t.Errorf("shortCause(%q) = %q, want %q", out, got, want)
+		}
+	}
+}
+
+func TestSeqRanges(t *testing.T) {
+	if got := seqRanges([]uint64{9, 1, 2, 3, 4, 7, 10}); got != "1-4,7,9-10" {
+		t.Fatalf("seqRanges = %q", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,16 @@ type cloneRecord struct {
 	Reach map[string]map[string]bool `json:"-"`
 }
 
+// attemptRecord is one failed attempt of a push.
+type attemptRecord struct {
+	Client int
+	Repo   string
+	Node   int
+	At     time.Time
+	Cause  string
+	Output string // git's last lines
+}
+
 // recorder collects what every client saw.
 type recorder struct {
 	mu             sync.Mutex
@@ -75,7 +86,8 @@ type recorder struct {
 	forced         []pushRecord // every force push, acknowledged or not
 	failedAttempts int
 	attemptErrs    map[string]int // failed attempts by a short cause
-	mainRejected   int            // non-fast-forward rejections on main: expected
+	attempts       []attemptRecord
+	mainRejected   int // non-fast-forward rejections on main: expected
 	anomalies      []string
 	secrets        []planted
 	clones         []cloneRecord
@@ -403,7 +415,8 @@ func (cl *client) push(ctx context.Context, ref, id string, force bool) (pushRec
 		if !definiteCause(cause) {
 			rec.Ambiguous = true
 		}
-		cl.rec.add(func(r *recorder) { r.failedAttempts++; r.attemptErrs[cause]++ })
+		ar := attemptRecord{Client: cl.id, Repo: cl.repo, Node: rec.Node, At: rec.End, Cause: cause, Output: lastLines(out, 3)}
+		cl.rec.add(func(r *recorder) { r.failedAttempts++; r.attemptErrs[cause]++; r.attempts = append(r.attempts, ar) })
 		if time.Now().Sub(rec.Start) > pushGiveUp || ctx.Err() != nil {
 			rec.Err = fmt.Sprintf("%d attempts: %v", rec.Attempts, err)
 			cl.rec.add(func(r *recorder) {
@@ -555,6 +568,11 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -570,29 +588,30 @@ func definiteCause(cause string) bool {
 // shortCause condenses a failed git invocation's output into a label for
 // the report's tally of failed attempts.
 func shortCause(out string) string {
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.Contains(line, "[remote rejected]"):
-			if i := strings.Index(line, "("); i >= 0 {
-				return "remote rejected " + line[i:]
-			}
-			return line
-		case strings.Contains(line, "The requested URL returned error:"):
-			return "HTTP " + strings.TrimSpace(line[strings.LastIndex(line, ":")+1:])
-		case strings.Contains(line, "RPC failed"):
-			return strings.TrimPrefix(line, "error: ")
-		case strings.Contains(line, "Failed to connect"), strings.Contains(line, "Connection refused"):
-			return "connection refused"
-		case strings.Contains(line, "Operation too slow"), strings.Contains(line, "timed out"):
-			return "stalled"
-		}
+	switch {
+	case strings.Contains(out, "[remote rejected]"):
+		line := out[strings.Index(out, "[remote rejected]"):]
+		line, _, _ = strings.Cut(line, "\n")
+		return strings.TrimSpace(line)
+	case strings.Contains(out, "Authentication failed"):
+		return "HTTP 401 (git: Authentication failed)"
+	case strings.Contains(out, "Failed to connect"), strings.Contains(out, "Couldn't connect"), strings.Contains(out, "Connection refused"):
+		return "connection refused"
+	case strings.Contains(out, "Connection reset"), strings.Contains(out, "Recv failure"):
+		return "connection reset"
+	case strings.Contains(out, "Empty reply from server"):
+		return "empty reply"
+	case strings.Contains(out, "Operation too slow"), strings.Contains(out, "timed out"):
+		return "stalled"
+	}
+	if m := httpStatus.FindStringSubmatch(out); m != nil {
+		return "HTTP " + m[1]
 	}
 	if s := lastLine(out); s != "" {
-		if len(s) > 80 {
-			s = s[:80]
-		}
-		return s
+		return s[:min(len(s), 80)]
 	}
 	return "killed (timeout)"
 }
+
+// httpStatus finds the status git reports for a failed HTTP request.
+var httpStatus = regexp.MustCompile(`(?:returned error: |HTTP )(\d{3})`)

@@ -107,11 +107,12 @@ func TestCluster(t *testing.T) {
 	r.runtime = time.Since(began)
 
 	records, err := json.MarshalIndent(struct {
-		Acked, Failed []pushRecord
-		Secrets       []planted
-		Clones        []cloneRecord
-		Faults        []fault
-	}{rec.acked, rec.failed, rec.secrets, rec.clones, ran}, "", "  ")
+		Acked, Failed  []pushRecord
+		FailedAttempts []attemptRecord
+		Secrets        []planted
+		Clones         []cloneRecord
+		Faults         []fault
+	}{rec.acked, rec.failed, rec.attempts, rec.secrets, rec.clones, ran}, "", "  ")
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "records.json"), records, 0o644)
 	}
