@@ -445,7 +445,7 @@ func checkAlerts(ctx context.Context, c *cluster, clients []*client, r *report, 
 	}
 
 	// Poll until every wanted secret has an alert or time is up.
-	byBlob := map[string][]alertJSON{}
+	var byBlob map[string][]alertJSON
 	var all int
 	deadline := healed.Add(r.cfg.AlertWait)
 	var pollErr error

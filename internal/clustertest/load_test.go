@@ -417,7 +417,7 @@ func (cl *client) push(ctx context.Context, ref, id string, force bool) (pushRec
 		}
 		ar := attemptRecord{Client: cl.id, Repo: cl.repo, Node: rec.Node, At: rec.End, Cause: cause, Output: lastLines(out, 3)}
 		cl.rec.add(func(r *recorder) { r.failedAttempts++; r.attemptErrs[cause]++; r.attempts = append(r.attempts, ar) })
-		if time.Now().Sub(rec.Start) > pushGiveUp || ctx.Err() != nil {
+		if time.Since(rec.Start) > pushGiveUp || ctx.Err() != nil {
 			rec.Err = fmt.Sprintf("%d attempts: %v", rec.Attempts, err)
 			cl.rec.add(func(r *recorder) {
 				r.failed = append(r.failed, rec)
