@@ -162,6 +162,11 @@ func TestScheduleIsSeeded(t *testing.T) {
 	if len(a) != 65 {
 		t.Fatalf("%d faults, want 65", len(a))
 	}
+	for _, n := range []int{8, 12, 65} {
+		if counts := faultCounts(schedule(rand.New(rand.NewPCG(7, 0)), n, time.Minute, 3, 3)); strings.Count(counts, ",") != 7 {
+			t.Errorf("%d faults do not cover the 8 classes: %s", n, counts)
+		}
+	}
 	valid := map[string]bool{"node0": true, "node1": true, "node2": true, "etcd0": true, "etcd1": true, "etcd2": true, "gateway": true}
 	for i, f := range a {
 		if f.At < 30*time.Second || f.At > 570*time.Second || (i > 0 && f.At < a[i-1].At) {

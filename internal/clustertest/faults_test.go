@@ -27,31 +27,60 @@ func (f fault) String() string {
 	return fmt.Sprintf("+%5.1fs %-4s %-13s for %.1fs", f.At.Seconds(), f.Action, strings.Join(f.Targets, "+"), f.Down.Seconds())
 }
 
+// faultClasses are the kinds of fault: what is hit, and how.
+var faultClasses = func() (cs [][2]string) {
+	for _, target := range []string{"node", "etcd", "etcd-quorum", "gateway"} {
+		for _, action := range []string{"kill", "stop"} {
+			cs = append(cs, [2]string{target, action})
+		}
+	}
+	return cs
+}()
+
 // schedule draws n faults from rng, spread over the middle 90% of the
-// load: one in each of n equal slots, at a random point of it.
+// load: one in each of n equal slots, at a random point of it. When n
+// allows, every class of fault occurs at least once, in a random slot;
+// the other faults hit a node (40%), an etcd member (25%), two members at
+// once (10%) or the gateway (25%), killed or stopped alike.
 func schedule(rng *rand.Rand, n int, load time.Duration, nodes, members int) []fault {
 	lo, hi := load/20, load-load/20
 	slot := (hi - lo) / time.Duration(max(n, 1))
-	var fs []fault
-	for i := range n {
-		f := fault{At: lo + time.Duration(i)*slot + time.Duration(rng.Int64N(int64(slot)))}
+	classes := make([][2]string, n)
+	for i := range classes {
+		if i < len(faultClasses) {
+			classes[i] = faultClasses[i]
+			continue
+		}
+		target := "gateway"
 		switch r := rng.Float64(); {
 		case r < 0.40:
-			f.Targets = []string{fmt.Sprintf("node%d", rng.IntN(nodes))}
+			target = "node"
 		case r < 0.65:
-			f.Targets = []string{fmt.Sprintf("etcd%d", rng.IntN(members))}
+			target = "etcd"
 		case r < 0.75:
+			target = "etcd-quorum"
+		}
+		classes[i] = [2]string{target, []string{"kill", "stop"}[rng.IntN(2)]}
+	}
+	rng.Shuffle(n, func(i, j int) { classes[i], classes[j] = classes[j], classes[i] })
+	var fs []fault
+	for i, cl := range classes {
+		f := fault{At: lo + time.Duration(i)*slot + time.Duration(rng.Int64N(int64(slot))), Action: cl[1]}
+		switch cl[0] {
+		case "node":
+			f.Targets = []string{fmt.Sprintf("node%d", rng.IntN(nodes))}
+		case "etcd":
+			f.Targets = []string{fmt.Sprintf("etcd%d", rng.IntN(members))}
+		case "etcd-quorum":
 			a := rng.IntN(members)
 			b := (a + 1 + rng.IntN(members-1)) % members
 			f.Targets = []string{fmt.Sprintf("etcd%d", a), fmt.Sprintf("etcd%d", b)}
 		default:
 			f.Targets = []string{"gateway"}
 		}
-		if rng.IntN(2) == 0 {
-			f.Action = "kill"
+		if f.Action == "kill" {
 			f.Down = time.Second + time.Duration(rng.Int64N(int64(5*time.Second)))
 		} else {
-			f.Action = "stop"
 			f.Down = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
 		}
 		fs = append(fs, f)

@@ -36,6 +36,7 @@ type pushRecord struct {
 	Repo     string
 	Ref      string
 	New      string
+	Secret   string // the secret the pushed commit planted, if any
 	Forced   bool
 	Start    time.Time // the first attempt began
 	End      time.Time // acknowledged, or given up
@@ -260,13 +261,14 @@ func (cl *client) head(ctx context.Context) (string, error) {
 
 // pushOwn commits on the own branch and pushes it.
 func (cl *client) pushOwn(ctx context.Context) {
-	if _, err := cl.commit(ctx, "own"); err != nil {
+	sec, err := cl.commit(ctx, "own")
+	if err != nil {
 		cl.anomaly("commit: %v", err)
 		return
 	}
 	cl.ownDepth++
 	head, _ := cl.head(ctx)
-	rec, outcome := cl.push(ctx, cl.branch, head, cl.needForce)
+	rec, outcome := cl.push(ctx, cl.branch, head, cl.needForce, sec)
 	switch outcome {
 	case pushAcked:
 		cl.needForce = false
@@ -288,13 +290,14 @@ func (cl *client) forcePush(ctx context.Context) {
 		return
 	}
 	cl.ownDepth--
-	if _, err := cl.commit(ctx, "amend"); err != nil {
+	sec, err := cl.commit(ctx, "amend")
+	if err != nil {
 		cl.anomaly("commit: %v", err)
 		return
 	}
 	cl.ownDepth++
 	head, _ := cl.head(ctx)
-	_, outcome := cl.push(ctx, cl.branch, head, true)
+	_, outcome := cl.push(ctx, cl.branch, head, true, sec)
 	cl.needForce = outcome != pushAcked
 }
 
@@ -324,7 +327,7 @@ func (cl *client) pushMain(ctx context.Context) {
 		if sec != nil {
 			cl.setSecretCommit(sec, head)
 		}
-		_, outcome := cl.push(ctx, "refs/heads/main", head, false)
+		_, outcome := cl.push(ctx, "refs/heads/main", head, false, sec)
 		if outcome != pushRejected {
 			return
 		}
@@ -386,8 +389,11 @@ const (
 
 // push pushes id to ref, retrying failures that are not rejections until
 // pushGiveUp, and records the outcome.
-func (cl *client) push(ctx context.Context, ref, id string, force bool) (pushRecord, pushOutcome) {
+func (cl *client) push(ctx context.Context, ref, id string, force bool, sec *planted) (pushRecord, pushOutcome) {
 	rec := pushRecord{Client: cl.id, Repo: cl.repo, Ref: ref, New: id, Forced: force, Start: time.Now()}
+	if sec != nil {
+		rec.Secret = sec.Secret
+	}
 	args := []string{"push", "--porcelain"}
 	if force {
 		args = append(args, "--force")

@@ -46,7 +46,7 @@ func presetConfig(name string) (config, error) {
 	switch name {
 	case "short":
 		return config{Name: name, Load: 80 * time.Second, Clients: 6, Repos: 3, Faults: 12,
-			CompactLayers: 10, AlertWait: 2 * time.Minute, SecretRate: 0.3}, nil
+			CompactLayers: 5, AlertWait: 2 * time.Minute, SecretRate: 0.3}, nil
 	case "long":
 		return config{Name: name, Load: 10 * time.Minute, Clients: 15, Repos: 3, Faults: 65,
 			CompactLayers: 10, AlertWait: 2 * time.Minute, SecretRate: 0.25}, nil
