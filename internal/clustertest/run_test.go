@@ -18,7 +18,7 @@ import (
 // set:
 //
 //	# the short run .ci/run makes: 80 s of load, 6 clients, 12 faults,
-//	# compaction every 10 layers (about 4 minutes in all)
+//	# compaction every 5 layers (about 4 minutes in all)
 //	GHOST_CLUSTER=short go test -count=1 -timeout 15m -run '^TestCluster$' -v ./internal/clustertest/
 //
 //	# the long run: 10 minutes of load, 15 clients, 65 faults, compaction
