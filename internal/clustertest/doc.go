@@ -20,8 +20,9 @@
 //	GHOST_CLUSTER=short go test -count=1 -timeout 15m -run '^TestCluster$' -v ./internal/clustertest/
 //	GHOST_CLUSTER=long  go test -count=1 -timeout 40m -run '^TestCluster$' -v ./internal/clustertest/
 //
-// GHOST_CLUSTER_SEED=<n> repeats a run's schedule and content (the seed is
-// printed at the start and in the report). It needs git and versitygw
+// GHOST_CLUSTER_SEED=<n> repeats a run's fault schedule and seeds its
+// clients' choices alike (the seed is printed at the start and in the
+// report); what processes do in time still varies from run to run. It needs git and versitygw
 // (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0) on PATH
 // or in $(go env GOPATH)/bin.
 package clustertest

@@ -26,8 +26,8 @@ import (
 //	GHOST_CLUSTER=long go test -count=1 -timeout 40m -run '^TestCluster$' -v ./internal/clustertest/
 //
 // The seed is printed first; GHOST_CLUSTER_SEED=<n> repeats its fault
-// schedule and its clients' choices and content (process timing still
-// varies). GHOST_CLUSTER_LOAD, _CLIENTS, _REPOS, _FAULTS, _COMPACT_LAYERS
+// schedule and seeds its clients' choices and content alike (the
+// processes' timing, and so what the clients meet, still varies). GHOST_CLUSTER_LOAD, _CLIENTS, _REPOS, _FAULTS, _COMPACT_LAYERS
 // and _ALERT_WAIT override the preset; GHOST_CLUSTER_DIR=<dir> keeps the
 // processes' logs, data, the report (report.txt) and every push, secret,
 // clone and fault the run recorded (records.json) in dir.
