@@ -700,7 +700,10 @@ func (c *cluster) scanState(ctx context.Context, repo repoInfo) []string {
 		k := s.Kind + " " + s.State
 		states[k] = append(states[k], s.Seq)
 		for _, p := range s.Parked {
-			masked := digits.ReplaceAllString(p.Reason, "N")
+			masked := digits.ReplaceAllString(strings.Join(strings.Fields(p.Reason), " "), "N")
+			if len(masked) > 240 {
+				masked = masked[:240] + "…"
+			}
 			reasons[masked] = append(reasons[masked], s.Seq)
 		}
 	}
@@ -713,8 +716,9 @@ func (c *cluster) scanState(ctx context.Context, repo repoInfo) []string {
 	return lines
 }
 
-// digits masks the numbers of parked shards' reasons, which name seqs.
-var digits = regexp.MustCompile(`[0-9]+`)
+// digits masks the numbers of parked shards' reasons (seqs, ports), so
+// that reasons differing only in them count as one.
+var digits = regexp.MustCompile(`\b[0-9]+\b`)
 
 // seqRanges writes seqs as sorted ranges: 1-4,7,9-10.
 func seqRanges(seqs []uint64) string {

@@ -244,3 +244,14 @@ func TestSeqRanges(t *testing.T) {
 		t.Fatalf("seqRanges = %q", got)
 	}
 }
+
+func TestMaskedReason(t *testing.T) {
+	a := "failed 3 attempts; last: scanner: invalid argument: seq 10 is not a layer of the log (compacted through 22, head 28)"
+	b := "failed 4 attempts; last: scanner: invalid argument: seq 9 is not a layer of the log (compacted through 35, head 45)"
+	if x, y := digits.ReplaceAllString(a, "N"), digits.ReplaceAllString(b, "N"); x != y {
+		t.Fatalf("%q and %q group apart", x, y)
+	}
+	if got := digits.ReplaceAllString("read index of 01M8SB9G9NJ9M3D295SBE6BPSE at 127.0.0.1:80", "N"); got != "read index of 01M8SB9G9NJ9M3D295SBE6BPSE at N.N.N.N:N" {
+		t.Fatalf("masked %q", got)
+	}
+}
