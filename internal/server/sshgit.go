@@ -39,15 +39,21 @@ func (g sshGit) UploadArchive(context.Context, sshd.Request) error {
 // run authorizes as HTTP does (an anonymous push is unauthenticated, an
 // unreadable repository absent, a read-only one forbidden to push) and
 // serves the session's streams.
+//
+// An anonymous push is refused before the name is even looked up, as
+// HTTP answers it 401 whether or not the repository exists
+// (docs/design.md §7.4): a missing and a private repository must answer
+// alike, or the answer tells anonymous callers which private names exist.
 func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) error {
+	if write && req.Principal == nil {
+		return meta.ErrUnauthenticated
+	}
 	acc, err := g.auth.access(ctx, req.Principal, req.Owner, req.Repo)
 	switch {
 	case errors.Is(err, githttp.ErrNotFound):
 		return meta.ErrNotFound
 	case err != nil:
 		return err // a storage outage wraps meta.ErrUnavailable
-	case write && req.Principal == nil:
-		return meta.ErrUnauthenticated
 	case !acc.Read:
 		return meta.ErrNotFound
 	case write && !acc.Write:
