@@ -106,30 +106,30 @@ type alertEventJSON struct {
 // alertJSON is an alert on the wire. It has no field for the secret: only
 // the reveal endpoint's answer carries it.
 type alertJSON struct {
-	ID                 string              `json:"id"`
-	Repository         string              `json:"repository"`
-	RepoID             string              `json:"repo_id"`
-	RuleID             string              `json:"rule_id"`
-	Description        string              `json:"description,omitempty"`
-	Rules              []string            `json:"rules"`
-	SecretRedacted     string              `json:"secret_redacted"`
-	State              string              `json:"state"`
-	Resolution         string              `json:"resolution,omitempty"`
-	ResolvedBy         string              `json:"resolved_by,omitempty"`
-	ResolvedAt         *time.Time          `json:"resolved_at,omitempty"`
-	ResolutionComment  string              `json:"resolution_comment,omitempty"`
-	CreatedAt          time.Time           `json:"created_at"`
-	UpdatedAt          time.Time           `json:"updated_at"`
-	Locations []alertLocationJSON `json:"locations"`
+	ID                string              `json:"id"`
+	Repository        string              `json:"repository"`
+	RepoID            string              `json:"repo_id"`
+	RuleID            string              `json:"rule_id"`
+	Description       string              `json:"description,omitempty"`
+	Rules             []string            `json:"rules"`
+	SecretRedacted    string              `json:"secret_redacted"`
+	State             string              `json:"state"`
+	Resolution        string              `json:"resolution,omitempty"`
+	ResolvedBy        string              `json:"resolved_by,omitempty"`
+	ResolvedAt        *time.Time          `json:"resolved_at,omitempty"`
+	ResolutionComment string              `json:"resolution_comment,omitempty"`
+	CreatedAt         time.Time           `json:"created_at"`
+	UpdatedAt         time.Time           `json:"updated_at"`
+	Locations         []alertLocationJSON `json:"locations"`
 	// LocationsCount is how many locations the alert holds. A list
 	// carries the first few; an alert's own page carries a page of them,
 	// LocationsNextPage naming the next (?locations_page=).
-	LocationsCount     int                 `json:"locations_count"`
-	LocationsNextPage  int                 `json:"locations_next_page,omitempty"`
-	LocationsTruncated bool                `json:"locations_truncated,omitempty"`
-	Bypasses           []alertBypassJSON   `json:"push_protection_bypasses,omitempty"`
-	History            []alertEventJSON    `json:"history,omitempty"`
-	Revealable         bool                `json:"revealable"`
+	LocationsCount     int               `json:"locations_count"`
+	LocationsNextPage  int               `json:"locations_next_page,omitempty"`
+	LocationsTruncated bool              `json:"locations_truncated,omitempty"`
+	Bypasses           []alertBypassJSON `json:"push_protection_bypasses,omitempty"`
+	History            []alertEventJSON  `json:"history,omitempty"`
+	Revealable         bool              `json:"revealable"`
 }
 
 func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {

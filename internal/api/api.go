@@ -41,8 +41,8 @@ const MaxBodyBytes = 1 << 20
 
 type handler struct {
 	store  *meta.Store
-	alerts *alerts.Store    // nil: the alert endpoints answer 501
-	scans  Scans // nil: the scan endpoints answer 501
+	alerts *alerts.Store // nil: the alert endpoints answer 501
+	scans  Scans         // nil: the scan endpoints answer 501
 	log    *slog.Logger
 	mux    *http.ServeMux
 }

@@ -518,6 +518,11 @@ func (s *Server) run(ctx context.Context, st *connState, res authResult, ch ssh.
 
 const internalError = "internal error"
 
+// ErrRefused reports a git request the service refused in git's own
+// protocol (a fetch of an object no ref reaches): the client has been
+// told in-band, and the error's message repeats it on stderr.
+var ErrRefused = errors.New("refused")
+
 // clientMessage says in plain words what went wrong, for the client's
 // terminal. Like the HTTP answers (docs/design.md §7.4), a repository the
 // principal may not read is "not found", the same as a missing one, and
@@ -525,7 +530,7 @@ const internalError = "internal error"
 // store's own messages): those go to the log.
 func clientMessage(err error) string {
 	switch {
-	case errors.Is(err, ErrBadCommand):
+	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrRefused):
 		return err.Error()
 	case errors.Is(err, meta.ErrNotFound):
 		return "repository not found"

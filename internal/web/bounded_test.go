@@ -207,3 +207,38 @@ func TestQuadraticReadme(t *testing.T) {
 		t.Fatalf("the quadratic README was not shown as plain text (%d bytes of HTML)", len(body))
 	}
 }
+
+// TestUnreachableCommitsAreNotShown: a commit no ref reaches (a deleted
+// branch's, force-pushed history) is 404 on every page, by full id and by
+// the shortest unique prefix, like a missing one; a commit that a ref
+// reaches is shown by id (docs/adr/0091-reachable-objects.md). Before,
+// any object the repository held was shown to anyone, from 4 hex digits.
+func TestUnreachableCommitsAreNotShown(t *testing.T) {
+	f := newFixture(t, fixtureOpts{commits: 3})
+	bare := cacheOf(f).m[f.pub.ID]
+	env := gittest.Env(t.TempDir())
+	blob, err := gittest.Run(env, bare, strings.NewReader("password=hunter2\n"), "hash-object", "-w", "--stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := gittest.Run(env, bare, strings.NewReader("100644 blob "+strings.TrimSpace(blob)+"\tleak.txt\n"), "mktree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := commitTree(t, env, bare, strings.TrimSpace(tree), "force-pushed away\n", f.head)
+	short := strings.TrimSpace(gittest.Git(t, env, bare, "rev-parse", "--short=4", gone))
+	old := strings.TrimSpace(gittest.Git(t, env, bare, "rev-parse", f.head+"~2"))
+	c := f.client()
+	for _, id := range []string{gone, short} {
+		for _, p := range []string{"/-/commit/" + id, "/-/tree/" + id, "/-/blob/" + id + "/leak.txt", "/-/raw/" + id + "/leak.txt", "/-/commits/" + id} {
+			if res, body := c.get("/alice/pub" + p); res.StatusCode != 404 || strings.Contains(body, "hunter2") || strings.Contains(body, "force-pushed") {
+				t.Errorf("GET /alice/pub%s: %d", p, res.StatusCode)
+			}
+		}
+	}
+	for _, p := range []string{"/-/commit/" + old, "/-/commit/" + old[:7], "/-/tree/" + old, "/-/blob/" + old + "/README.md"} {
+		if res, _ := c.get("/alice/pub" + p); res.StatusCode != 200 {
+			t.Errorf("GET /alice/pub%s: %d, want 200", p, res.StatusCode)
+		}
+	}
+}
