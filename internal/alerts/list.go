@@ -32,8 +32,9 @@ const (
 	// read, in a tenant-wide list), for the same reason.
 	defaultMaxListed = 5 * objstore.ListPageSize
 	// defaultMaxReadBytes bounds the bytes of records one List call
-	// reads: a record may be up to 2 MiB (1,000 locations).
-	defaultMaxReadBytes = 16 << 20
+	// reads and decodes: a record may be up to 2 MiB (1,000 locations),
+	// while a page of a hundred ordinary alerts is well under this.
+	defaultMaxReadBytes = 4 << 20
 	// defaultMaxPageBytes bounds a page's alerts as they would be encoded
 	// (their trimmed size): a page that would grow past it ends early, with
 	// a Next token, but always holds one alert.
