@@ -357,6 +357,9 @@ func (f *wantFilter) endSection() error {
 			return err
 		}
 	}
+	if len(f.checked)+len(f.sec.wants) > maxWants {
+		clear(f.checked) // a cache of the rounds of one negotiation, not a record
+	}
 	for _, w := range f.sec.wants {
 		f.checked[w] = true
 	}
