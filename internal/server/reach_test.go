@@ -7,19 +7,16 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/server"
-	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
 // reachFixture is a public repository alice/open whose history lost
@@ -185,36 +182,7 @@ func (f *reachFixture) ssh(t *testing.T) *ssh.Client {
 	if _, err := f.s.Meta().AddSSHKey(ctx, "alice", "test", ssh.MarshalAuthorizedKey(key.PublicKey())); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := f.s.SSHServer(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve = %v", err)
-		}
-	})
-	hk, err := sshd.HostKey(ctx, f.s.Store())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{
-		User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(key)},
-		HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return serveSSH(t, f.s, key)
 }
 
 // sshFetch runs git-upload-pack over c in protocol v0 or v2: it reads the
