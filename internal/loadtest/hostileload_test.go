@@ -393,6 +393,7 @@ func holdUnauthenticated(ctx context.Context, addr string, count func(string)) {
 		return
 	}
 	count("unauth held 1s or more")
+	sleepCtx(ctx, time.Second)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
