@@ -3,10 +3,15 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 )
 
 // TestAlertListsAreBounded replays issue 19's reproduction at a smaller
@@ -99,5 +104,77 @@ func TestAlertListsAreBounded(t *testing.T) {
 	}
 	if r := f.do("GET", "/api/repos/alice/pub/alerts/"+fp+"?locations_page=0", "", ""); r.status != 400 {
 		t.Fatalf("locations_page=0: %d", r.status)
+	}
+}
+
+// countList is a store that counts the keys its LISTs return.
+type countList struct {
+	objstore.Store
+	keys atomic.Int64
+}
+
+func (c *countList) List(ctx context.Context, prefix, after string, limit int) ([]objstore.Info, error) {
+	infos, err := c.Store.List(ctx, prefix, after, limit)
+	c.keys.Add(int64(len(infos)))
+	return infos, err
+}
+
+// TestTenantAlertListIsBounded replays issue 19's reproduction: the
+// tenant-wide list of alerts read every key of the tenant, including the
+// alerts of repositories the caller may not read. Now one request lists a
+// bounded number of keys and hands out a cursor to the rest.
+func TestTenantAlertListIsBounded(t *testing.T) {
+	objects := &countList{Store: memstore.New()}
+	f := newFixtureOn(t, objects, nil)
+	a := alerts.New(objects)
+	srv := httptest.NewServer(NewHandler(f.s, nil, WithAlerts(a))) // 127.0.0.1
+	t.Cleanup(srv.Close)
+	f.srv = srv
+	ctx := context.Background()
+	hidden, err := f.s.CreateRepo(ctx, "alice", "hidden", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // the next log id sorts after
+	shown, err := f.s.CreateRepo(ctx, "alice", "shown", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown.ID <= hidden.ID {
+		t.Fatalf("log ids out of order: %s, %s", hidden.ID, shown.ID)
+	}
+	// The private repository's alerts are never read for an anonymous
+	// caller, only listed: plain objects under their keys do.
+	for i := range 12000 {
+		key := fmt.Sprintf("meta/alerts/alice/%s/%064x", hidden.ID, i)
+		if _, err := objects.Put(ctx, key, strings.NewReader("{}"), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Record(ctx, "alice", shown.ID, []alerts.Finding{{RuleID: "generic", Path: "x", Line: 1, BlobID: strings.Repeat("e", 40), Match: "m", Secret: "s"}}, alerts.RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	found, pages := 0, 0
+	for next := ""; ; pages++ {
+		if pages > 10 {
+			t.Fatal("the pages never end")
+		}
+		before := objects.keys.Load()
+		r := f.do("GET", "/api/tenants/alice/alerts?page="+next, "", "")
+		var p struct {
+			Alerts []any  `json:"alerts"`
+			Next   string `json:"next_page"`
+		}
+		r.json(t, &p)
+		if n := objects.keys.Load() - before; n > 5000+1000 { // the repositories' records are listed too
+			t.Fatalf("one request listed %d keys", n)
+		}
+		found += len(p.Alerts)
+		if next = p.Next; next == "" {
+			break
+		}
+	}
+	if found != 1 || pages < 2 {
+		t.Fatalf("%d alerts in %d pages, want the public one after a few pages", found, pages+1)
 	}
 }
