@@ -67,7 +67,8 @@ func hostileScaleFromEnv() hostileScale {
 // size. Meanwhile an ordinary user pushes and clones over HTTP, and lists
 // refs over SSH from another loopback address. The node's peak resident
 // memory must stay under 1 GiB and every ordinary operation must
-// succeed; the test logs their latencies (p50, p99) and the peak.
+// succeed; the test logs their latencies (p50, p99) next to those of the
+// same operations on the idle node just before, and the peak.
 func TestHostileLoad(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc, which only Linux has")
@@ -119,6 +120,48 @@ func TestHostileLoad(t *testing.T) {
 	before := currentRSS(t, srv.Pid)
 	t.Logf("set up in %v", time.Since(setup).Round(time.Second))
 
+	// The ordinary client: rounds of push, clone and, from another
+	// loopback address, an SSH ref listing.
+	work := filepath.Join(t.TempDir(), "work")
+	gittest.Git(t, env, "", "init", "-q", "-b", "main", work)
+	remote := "http://ann:" + annTok + "@" + srv.Addr + "/ann/work.git"
+	other, otherOK := loopback(2)
+	cfg := func(k ssh.Signer) *ssh.ClientConfig {
+		return &ssh.ClientConfig{User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(k)}, HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 30 * time.Second}
+	}
+	round := 0
+	ordinary := func(phase string) []time.Duration {
+		var lat []time.Duration
+		op := func(what string, fn func() error) {
+			start := time.Now()
+			if err := fn(); err != nil {
+				t.Errorf("%s %s: %v", what, phase, err)
+				return
+			}
+			lat = append(lat, time.Since(start))
+		}
+		for range sc.rounds {
+			round++
+			if err := os.WriteFile(filepath.Join(work, "f.txt"), []byte(fmt.Sprintf("round %d\n", round)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gittest.Git(t, env, work, "add", "-A")
+			gittest.Git(t, env, work, "commit", "-q", "-m", fmt.Sprint("round ", round))
+			op("push", func() error { _, err := gittest.Run(env, work, nil, "push", "-q", remote, "main"); return err })
+			op("clone", func() error {
+				_, err := gittest.Run(env, "", nil, "clone", "-q", remote, filepath.Join(t.TempDir(), "c"))
+				return err
+			})
+			if otherOK {
+				op("ssh ls-refs", func() error { return sshListRefs(other, sshAddr, cfg(annKey)) })
+			}
+		}
+		slices.Sort(lat)
+		return lat
+	}
+	// The reference: the same operations on the idle node.
+	idle := ordinary("on the idle node")
+
 	// The attacks, until the ordinary client is done.
 	actx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -160,52 +203,18 @@ func TestHostileLoad(t *testing.T) {
 		}
 	})
 	attack(sc.alertClients, func(int) { get("alerts", base+"/api/repos/eve/alerts/alerts?per_page=500") })
-	cfg := func(k ssh.Signer) *ssh.ClientConfig {
-		return &ssh.ClientConfig{User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(k)}, HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 30 * time.Second}
-	}
 	flooder, separate := loopback(3)
 	if !separate {
 		flooder = &net.Dialer{Timeout: 30 * time.Second}
 	}
 	attack(sc.floodConns, func(int) { channelFlood(actx, flooder, sshAddr, cfg(eveKey), sc.floodChans, count) })
 	attack(sc.unauth, func(int) { holdUnauthenticated(actx, sshAddr, count) })
-
-	// The ordinary client.
 	time.Sleep(2 * time.Second) // let the attacks build up
-	var lat []time.Duration
-	op := func(what string, fn func() error) {
-		start := time.Now()
-		if err := fn(); err != nil {
-			t.Errorf("%s during the attacks: %v", what, err)
-			return
-		}
-		lat = append(lat, time.Since(start))
-	}
-	work := filepath.Join(t.TempDir(), "work")
-	gittest.Git(t, env, "", "init", "-q", "-b", "main", work)
-	remote := "http://ann:" + annTok + "@" + srv.Addr + "/ann/work.git"
-	other, otherOK := loopback(2)
-	for r := range sc.rounds {
-		if err := os.WriteFile(filepath.Join(work, "f.txt"), []byte(fmt.Sprintf("round %d\n", r)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		gittest.Git(t, env, work, "add", "-A")
-		gittest.Git(t, env, work, "commit", "-q", "-m", fmt.Sprint("round ", r))
-		op("push", func() error { _, err := gittest.Run(env, work, nil, "push", "-q", remote, "main"); return err })
-		op("clone", func() error {
-			_, err := gittest.Run(env, "", nil, "clone", "-q", remote, filepath.Join(t.TempDir(), "c"))
-			return err
-		})
-		if otherOK {
-			op("ssh ls-refs", func() error { return sshListRefs(other, sshAddr, cfg(annKey)) })
-		}
-	}
+	loaded := ordinary("during the attacks")
 	stop()
 	wg.Wait()
 
 	peak := peakRSS(t, srv.Pid)
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 	var summary []string
 	counts.Range(func(k, v any) bool {
 		summary = append(summary, fmt.Sprintf("%s: %d", k, v.(*atomic.Int64).Load()))
@@ -215,8 +224,16 @@ func TestHostileLoad(t *testing.T) {
 	t.Logf("scale %+v", sc)
 	t.Logf("attacks: %s", strings.Join(summary, ", "))
 	t.Logf("ghost serve RSS: %.0f MiB before the attacks, peak %.0f MiB", float64(before)/(1<<20), float64(peak)/(1<<20))
-	if len(lat) > 0 {
-		t.Logf("ordinary client: %d operations, p50 %v, p99 %v, max %v", len(lat), pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+	pct := func(lat []time.Duration, p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(time.Millisecond)
+	}
+	if len(idle) > 0 && len(loaded) > 0 {
+		t.Logf("ordinary client, %d operations: idle p50 %v, p99 %v; during the attacks p50 %v, p99 %v (%.1fx and %.1fx the idle node's)",
+			len(loaded), pct(idle, 0.5), pct(idle, 0.99), pct(loaded, 0.5), pct(loaded, 0.99),
+			float64(pct(loaded, 0.5))/float64(pct(idle, 0.5)), float64(pct(loaded, 0.99))/float64(pct(idle, 0.99)))
 	}
 	if !otherOK || !separate {
 		t.Log("127.0.0.2 or 127.0.0.3 is not usable here: the ordinary client did not use SSH, or the flood came from 127.0.0.1")
