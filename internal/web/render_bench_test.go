@@ -14,7 +14,8 @@ import (
 // without ghost's budget) on the inputs reported in
 // docs/adr/0092-markdown-budget.md, at doubling sizes, next to ordinary
 // markdown of the same size as the linear reference: each doubling of a
-// quadratic input takes about four times as long.
+// quadratic input takes three to six times as long, ordinary markdown
+// about twice.
 //
 //	go test -run '^$' -bench GoldmarkQuadratic -benchtime 1x ./internal/web/
 func BenchmarkGoldmarkQuadratic(b *testing.B) {
