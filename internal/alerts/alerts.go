@@ -225,7 +225,10 @@ type Alert struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 
-	Locations          []Location
+	Locations []Location
+	// LocationCount is how many locations the alert holds: more than
+	// Locations in a List (see ListLocations).
+	LocationCount      int
 	LocationsTruncated bool
 	Bypasses           []Bypass
 	History            []Event

@@ -149,7 +149,7 @@ func testConcurrentRecord(t *testing.T, objects objstore.Store) {
 		}
 	}
 	s := New(objects)
-	page, err := s.List(ctx, Filter{Tenant: "acme"}, "", MaxPageSize)
+	page, err := s.ListFull(ctx, Filter{Tenant: "acme"}, "", MaxPageSize)
 	if err != nil {
 		t.Fatal(err)
 	}

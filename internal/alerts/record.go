@@ -90,6 +90,7 @@ func (r *record) alert() Alert {
 		State: r.State, Resolution: r.Resolution, ResolvedBy: r.ResolvedBy, ResolvedAt: r.ResolvedAt, Comment: r.Comment,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		LocationsTruncated: r.Truncated,
+		LocationCount:      len(r.Locations),
 		HasSecret:          r.Secret != "",
 	}
 	a.Locations = make([]Location, 0, len(r.Locations))

@@ -36,9 +36,12 @@ type Store struct {
 	objects objstore.Store
 	now     func() time.Time
 	newID   func() string
-	// maxExamined bounds the records one List call reads (see List);
-	// a field so tests can make it small.
-	maxExamined int
+	// The bounds of one List call (see List); fields so tests can make
+	// them small.
+	maxExamined  int
+	maxListed    int
+	maxReadBytes int64
+	maxPageBytes int64
 
 	mu   sync.Mutex
 	keys map[string][]byte // tenant -> fingerprint key
@@ -55,8 +58,11 @@ func New(objects objstore.Store) *Store {
 			_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 			return hex.EncodeToString(b[:])
 		},
-		keys:        make(map[string][]byte),
-		maxExamined: defaultMaxExamined,
+		keys:         make(map[string][]byte),
+		maxExamined:  defaultMaxExamined,
+		maxListed:    defaultMaxListed,
+		maxReadBytes: defaultMaxReadBytes,
+		maxPageBytes: defaultMaxPageBytes,
 	}
 }
 
@@ -200,6 +206,19 @@ func (s *Store) read(ctx context.Context, key string) (*record, string, error) {
 		return nil, "", fmt.Errorf("%w %s: %w", ErrCorrupt, key, err)
 	}
 	return r, info.ETag, nil
+}
+
+// readSized is read for List: the record and the bytes it took.
+func (s *Store) readSized(ctx context.Context, key string) (*record, int64, error) {
+	b, _, err := objstore.ReadAll(ctx, s.objects, key, maxRecordBytes)
+	if err != nil {
+		return nil, int64(len(b)), fmt.Errorf("read %s: %w", key, err)
+	}
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, int64(len(b)), fmt.Errorf("%w %s: %w", ErrCorrupt, key, err)
+	}
+	return r, int64(len(b)), nil
 }
 
 // mutation changes rec in place (rec is nil for an absent alert) and

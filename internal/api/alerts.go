@@ -106,25 +106,30 @@ type alertEventJSON struct {
 // alertJSON is an alert on the wire. It has no field for the secret: only
 // the reveal endpoint's answer carries it.
 type alertJSON struct {
-	ID                 string              `json:"id"`
-	Repository         string              `json:"repository"`
-	RepoID             string              `json:"repo_id"`
-	RuleID             string              `json:"rule_id"`
-	Description        string              `json:"description,omitempty"`
-	Rules              []string            `json:"rules"`
-	SecretRedacted     string              `json:"secret_redacted"`
-	State              string              `json:"state"`
-	Resolution         string              `json:"resolution,omitempty"`
-	ResolvedBy         string              `json:"resolved_by,omitempty"`
-	ResolvedAt         *time.Time          `json:"resolved_at,omitempty"`
-	ResolutionComment  string              `json:"resolution_comment,omitempty"`
-	CreatedAt          time.Time           `json:"created_at"`
-	UpdatedAt          time.Time           `json:"updated_at"`
-	Locations          []alertLocationJSON `json:"locations"`
-	LocationsTruncated bool                `json:"locations_truncated,omitempty"`
-	Bypasses           []alertBypassJSON   `json:"push_protection_bypasses,omitempty"`
-	History            []alertEventJSON    `json:"history,omitempty"`
-	Revealable         bool                `json:"revealable"`
+	ID                string              `json:"id"`
+	Repository        string              `json:"repository"`
+	RepoID            string              `json:"repo_id"`
+	RuleID            string              `json:"rule_id"`
+	Description       string              `json:"description,omitempty"`
+	Rules             []string            `json:"rules"`
+	SecretRedacted    string              `json:"secret_redacted"`
+	State             string              `json:"state"`
+	Resolution        string              `json:"resolution,omitempty"`
+	ResolvedBy        string              `json:"resolved_by,omitempty"`
+	ResolvedAt        *time.Time          `json:"resolved_at,omitempty"`
+	ResolutionComment string              `json:"resolution_comment,omitempty"`
+	CreatedAt         time.Time           `json:"created_at"`
+	UpdatedAt         time.Time           `json:"updated_at"`
+	Locations         []alertLocationJSON `json:"locations"`
+	// LocationsCount is how many locations the alert holds. A list
+	// carries the first few; an alert's own page carries a page of them,
+	// LocationsNextPage naming the next (?locations_page=).
+	LocationsCount     int               `json:"locations_count"`
+	LocationsNextPage  int               `json:"locations_next_page,omitempty"`
+	LocationsTruncated bool              `json:"locations_truncated,omitempty"`
+	Bypasses           []alertBypassJSON `json:"push_protection_bypasses,omitempty"`
+	History            []alertEventJSON  `json:"history,omitempty"`
+	Revealable         bool              `json:"revealable"`
 }
 
 func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
@@ -133,7 +138,7 @@ func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
 		RuleID: a.RuleID, Description: a.Description, Rules: a.Rules, SecretRedacted: a.Redacted,
 		State: string(a.State), Resolution: string(a.Resolution), ResolvedBy: a.ResolvedBy,
 		ResolutionComment: a.Comment, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
-		Locations: make([]alertLocationJSON, 0, len(a.Locations)), LocationsTruncated: a.LocationsTruncated,
+		Locations: make([]alertLocationJSON, 0, len(a.Locations)), LocationsCount: a.LocationCount, LocationsTruncated: a.LocationsTruncated,
 		Revealable: a.HasSecret,
 	}
 	if !a.ResolvedAt.IsZero() {
@@ -258,12 +263,32 @@ func (h *handler) getAlert(w http.ResponseWriter, r *http.Request, p *meta.Princ
 	if err != nil {
 		return 0, nil, err
 	}
+	page := 1
+	if v := r.URL.Query().Get("locations_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("%w: locations_page=%q: want a positive whole number", meta.ErrInvalidArgument, v)
+		}
+		page = n
+	}
 	a, err := as.Get(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, alertError(err)
 	}
-	return http.StatusOK, toAlert(repo, a), nil
+	// An alert holds up to alerts.MaxLocations locations: they come a
+	// page at a time, as the lists' alerts do.
+	from := min((page-1)*alertLocationsPage, len(a.Locations))
+	to := min(from+alertLocationsPage, len(a.Locations))
+	a.Locations = a.Locations[from:to]
+	out := toAlert(repo, a)
+	if to < a.LocationCount {
+		out.LocationsNextPage = page + 1
+	}
+	return http.StatusOK, out, nil
 }
+
+// alertLocationsPage is the number of locations on a page of an alert.
+const alertLocationsPage = 100
 
 // patchAlert changes an alert's state: {"state": "resolved",
 // "resolution": "revoked", "comment": "..."} or {"state": "open"}. It

@@ -32,7 +32,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
 // MaxBodyBytes bounds every request body: API requests are a few fields,
@@ -42,8 +41,8 @@ const MaxBodyBytes = 1 << 20
 
 type handler struct {
 	store  *meta.Store
-	alerts *alerts.Store    // nil: the alert endpoints answer 501
-	scans  *scanner.Scanner // nil: the scan endpoints answer 501
+	alerts *alerts.Store // nil: the alert endpoints answer 501
+	scans  Scans         // nil: the scan endpoints answer 501
 	log    *slog.Logger
 	mux    *http.ServeMux
 }

@@ -64,7 +64,7 @@ func newRepoAlertsCmd(env *Env) *cobra.Command {
 		var all []alerts.Alert
 		f := alerts.Filter{Tenant: repo.Owner, RepoID: repo.ID, State: alerts.State(state), Rule: rule}
 		for tok := ""; ; {
-			page, err := as.List(ctx, f, tok, alerts.MaxPageSize)
+			page, err := as.ListFull(ctx, f, tok, alerts.MaxPageSize)
 			if err != nil {
 				return err
 			}

@@ -251,6 +251,10 @@ const (
 	// Broken is a response that failed after it started (or could not be
 	// delivered): the service logged it, and nothing more can be said.
 	Broken
+	// Refused is a request refused in git's own protocol, as git refuses
+	// a want no ref reaches: the client was told in-band (an error
+	// packet), and Msg says it again for a transport's side channel.
+	Refused
 )
 
 // Error is a request the service did not answer in git's protocol: the
