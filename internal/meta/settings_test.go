@@ -209,7 +209,7 @@ func TestAllowReplaceRefsSetting(t *testing.T) {
 func TestPrincipalString(t *testing.T) {
 	var anon *Principal
 	for p, want := range map[*Principal]string{
-		anon: "",
+		anon:                              "",
 		{Tenant: "alice", TokenID: "01J"}: "alice (token 01J)",
 		{Tenant: "alice", KeyFingerprint: "SHA256:abc", KeyTitle: "lap\"top"}: `alice (ssh key SHA256:abc "lap\"top")`,
 	} {

@@ -219,3 +219,13 @@ func isHexID(s string) bool {
 	}
 	return true
 }
+
+// CandidateBlobs returns the blobs with candidates, sorted.
+func (s *BlobScan) CandidateBlobs() []string {
+	ids := make([]string, 0, len(s.blobs))
+	for id := range s.blobs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
