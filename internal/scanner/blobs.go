@@ -8,18 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// blob is one blob to scan: its id, its key in the shard's key space (the
-// id's bytes) and its size.
+// blob is one object to scan: its id, its key in the shard's key space
+// (the id's bytes) and its size. Most are blobs; commits and tags are
+// scanned too, headers and message (docs/adr/0032-scan-runs.md).
 type blob struct {
 	id   string
 	key  []byte
@@ -44,7 +45,8 @@ func inShard(bs []blob, start, end, after []byte, hasAfter bool) []blob {
 }
 
 // batchCheck runs git cat-file --batch-check over ids (all objects when
-// ids is nil) and returns the blobs among them.
+// ids is nil) and returns the blobs, commits and tags among them: what a
+// scan reads (blobs, and commit and tag objects for their messages).
 func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
@@ -53,10 +55,8 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
 	} else {
 		stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	}
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, args...)
 	cmd.Stdin = stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -68,8 +68,8 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 || f[0] != "blob" {
-			continue // other types, and "<id> missing"
+		if len(f) != 3 || f[0] != "blob" && f[0] != "commit" && f[0] != "tag" {
+			continue // trees, and "<id> missing"
 		}
 		k, err := hex.DecodeString(f[1])
 		if err != nil {
@@ -80,7 +80,7 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, error) {
 	}
 	io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(cmd.StderrText()))
 	}
 	return bs, nil
 }
@@ -101,13 +101,11 @@ func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Laye
 		return nil, false, err
 	}
 	defer rc.Close()
-	cmd := exec.CommandContext(ctx, "git", "show-index")
+	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, "show-index")
 	cmd.Stdin = rc
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, false, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, false, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(cmd.StderrText()))
 	}
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
