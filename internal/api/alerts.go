@@ -23,11 +23,11 @@ func WithAlerts(a *alerts.Store) Option {
 	return func(h *handler) { h.alerts = a }
 }
 
-// The alert endpoints (docs/adr/0070-alert-store.md). Who sees what
-// follows the repository: whoever may read a repository sees its alerts,
-// redacted; changing an alert's state and revealing its secret need write
-// access, and every reveal is logged. A repository the caller may not
-// read is 404, as elsewhere.
+// The alert endpoints (docs/adr/0070-alert-store.md). Only whoever may
+// write a repository sees its alerts (redacted), changes their state and
+// reveals a secret, and every reveal is logged: an alert points at a
+// leaked secret, file and line, and only those who can act on it should
+// be led there, as on GitHub. Anyone else gets 404 (securityView).
 func (h *handler) routeAlerts() {
 	h.route("GET /api/repos/{owner}/{name}/alerts", h.listRepoAlerts)
 	h.route("GET /api/repos/{owner}/{name}/alerts/{id}", h.getAlert)
@@ -178,12 +178,37 @@ func alertQuery(r *http.Request) (alerts.Filter, string, int, error) {
 	return f, q.Get("page"), limit, nil
 }
 
+// errNoPage is the answer to a path that does not exist, word for word
+// what the router answers for one.
+var errNoPage = &kindError{errors.New(strings.ToLower(http.StatusText(http.StatusNotFound))), meta.ErrNotFound}
+
+// securityView resolves the path's repository for p when p may see its
+// secret-scanning alerts and scan runs: write access, as changing an
+// alert or revealing its secret needs. A caller who may not read the
+// repository gets the answer for a missing repository, as everywhere; one
+// who may read it but not write gets the answer for a path that does not
+// exist, so that nothing tells whether the repository has alerts.
+func (h *handler) securityView(r *http.Request, p *meta.Principal) (meta.Repo, error) {
+	repo, err := h.readable(r, p)
+	if err != nil {
+		return meta.Repo{}, err
+	}
+	ok, err := h.store.CanWrite(r.Context(), p, repo)
+	if err != nil {
+		return meta.Repo{}, err
+	}
+	if !ok {
+		return meta.Repo{}, errNoPage
+	}
+	return repo, nil
+}
+
 func (h *handler) listRepoAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	as, err := h.alertStore()
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -203,8 +228,9 @@ func (h *handler) listRepoAlerts(w http.ResponseWriter, r *http.Request, p *meta
 	return http.StatusOK, out, nil
 }
 
-// listTenantAlerts lists the alerts of every repository of the tenant
-// that the caller may read; ?repo=<name> narrows it to one.
+// listTenantAlerts lists the alerts of every repository of the tenant,
+// for a caller who may write them (404 for anyone else); ?repo=<name>
+// narrows it to one.
 func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	as, err := h.alertStore()
 	if err != nil {
@@ -215,11 +241,13 @@ func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *me
 	if err != nil {
 		return 0, nil, err
 	}
-	// As in listRepos: whether p sees the tenant's private repositories
-	// is one decision per owner.
-	private, err := h.store.CanRead(r.Context(), p, meta.Repo{Owner: tenant})
+	// Write access is one decision per owner (meta.Store.CanWrite).
+	ok, err := h.store.CanWriteOwner(r.Context(), p, tenant)
 	if err != nil {
 		return 0, nil, err
+	}
+	if !ok {
+		return 0, nil, errNoPage
 	}
 	f, tok, limit, err := alertQuery(r)
 	if err != nil {
@@ -229,7 +257,7 @@ func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *me
 	byID := make(map[string]meta.Repo, len(repos))
 	f.Repos = make(map[string]bool, len(repos))
 	for _, repo := range repos {
-		if (repo.Public || private) && (only == "" || strings.EqualFold(repo.Name, only)) {
+		if only == "" || strings.EqualFold(repo.Name, only) {
 			byID[repo.ID] = repo
 			f.Repos[repo.ID] = true
 		}
@@ -254,7 +282,7 @@ func (h *handler) getAlert(w http.ResponseWriter, r *http.Request, p *meta.Princ
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -273,7 +301,7 @@ func (h *handler) patchAlert(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.writable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -304,7 +332,7 @@ func (h *handler) revealAlert(w http.ResponseWriter, r *http.Request, p *meta.Pr
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.writable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
