@@ -213,6 +213,29 @@ type Location struct {
 	RunID     string
 }
 
+// Where names the location for people, on one line: "path:line" for a
+// file a commit added, "commit message of <id>, line N" (or "tag
+// message"), "path:line in blob <id>, reached from <ref>" for a blob no
+// commit adds, and "blob <id>, line N, reached from no ref" for one no
+// ref reaches any more.
+func (l Location) Where() string {
+	switch {
+	case l.Source == SourceCommitMessage:
+		return fmt.Sprintf("commit message of %s, line %d", l.BlobID, l.Line)
+	case l.Source == SourceTagMessage:
+		return fmt.Sprintf("tag message of %s, line %d", l.BlobID, l.Line)
+	case l.Commit != "":
+		return fmt.Sprintf("%s:%d", l.Path, l.Line)
+	case l.Ref == "" && l.Path == "":
+		return fmt.Sprintf("blob %s, line %d, reached from no ref", l.BlobID, l.Line)
+	case l.Ref == "":
+		return fmt.Sprintf("%s:%d in blob %s, reached from no ref", l.Path, l.Line, l.BlobID)
+	case l.Path == "":
+		return fmt.Sprintf("blob %s, line %d, reached from %s", l.BlobID, l.Line, l.Ref)
+	}
+	return fmt.Sprintf("%s:%d in blob %s, reached from %s", l.Path, l.Line, l.BlobID, l.Ref)
+}
+
 // Bypass records one push-protection bypass of the alert's secret.
 type Bypass struct {
 	ID     string // random; makes a resent bypass recognisable

@@ -74,11 +74,20 @@ func alertError(err error) error {
 }
 
 type alertLocationJSON struct {
-	Commit    string    `json:"commit,omitempty"`
-	Path      string    `json:"path"`
-	Line      int       `json:"line"`
-	Column    int       `json:"column,omitempty"`
-	BlobID    string    `json:"blob_id"`
+	Commit string `json:"commit,omitempty"`
+	Path   string `json:"path"`
+	Line   int    `json:"line"`
+	Column int    `json:"column,omitempty"`
+	BlobID string `json:"blob_id"`
+	// Source is "commit-message" or "tag-message" for a secret in a
+	// commit or tag object (BlobID is its id, Line counts from its first
+	// header line); absent for a file.
+	Source string `json:"source,omitempty"`
+	// Ref names a ref that reaches a blob no commit adds (a tag of a tree
+	// or blob); Commit is then absent.
+	Ref string `json:"ref,omitempty"`
+	// Where says the same in words (alerts.Location.Where).
+	Where     string    `json:"where"`
 	RuleID    string    `json:"rule_id"`
 	Match     string    `json:"match"`
 	FirstSeen time.Time `json:"first_seen"`
@@ -87,12 +96,16 @@ type alertLocationJSON struct {
 }
 
 type alertBypassJSON struct {
+	// By is who pushed, with the credential: "alice (token <id>)" or
+	// "alice (ssh key <fingerprint> "<title>")".
 	By     string    `json:"by"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
 	Commit string    `json:"commit,omitempty"`
 	Path   string    `json:"path,omitempty"`
 	Line   int       `json:"line,omitempty"`
+	Source string    `json:"source,omitempty"`
+	Ref    string    `json:"ref,omitempty"`
 }
 
 type alertEventJSON struct {
@@ -143,11 +156,12 @@ func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
 	for _, l := range a.Locations {
 		out.Locations = append(out.Locations, alertLocationJSON{
 			Commit: l.Commit, Path: l.Path, Line: l.Line, Column: l.Column, BlobID: l.BlobID,
+			Source: l.Source, Ref: l.Ref, Where: l.Where(),
 			RuleID: l.RuleID, Match: l.Match, FirstSeen: l.FirstSeen, Seq: l.Seq, RunID: l.RunID,
 		})
 	}
 	for _, b := range a.Bypasses {
-		out.Bypasses = append(out.Bypasses, alertBypassJSON{By: b.By, Reason: string(b.Reason), At: b.At, Commit: b.Commit, Path: b.Path, Line: b.Line})
+		out.Bypasses = append(out.Bypasses, alertBypassJSON{By: b.By, Reason: string(b.Reason), At: b.At, Commit: b.Commit, Path: b.Path, Line: b.Line, Source: b.Source, Ref: b.Ref})
 	}
 	for _, e := range a.History {
 		out.History = append(out.History, alertEventJSON{At: e.At, By: e.By, State: string(e.State), Resolution: string(e.Resolution), Comment: e.Comment})

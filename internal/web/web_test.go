@@ -674,3 +674,26 @@ func TestSecurityPagesAccess(t *testing.T) {
 		t.Fatalf("the alert changed: %+v %v", a, err)
 	}
 }
+
+// TestAlertLocationsInWords: a secret in a commit message links to the
+// commit, and one in a blob no commit adds names the ref that reaches it.
+func TestAlertLocationsInWords(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	ctx := context.Background()
+	err := f.alerts.Record(ctx, "alice", f.priv.ID, []alerts.Finding{
+		{RuleID: "github-pat", BlobID: f.head, Commit: f.head, Source: alerts.SourceCommitMessage, Line: 6, Match: "REDACTED", Secret: "ghp_message0123456789abcdefghijklmnopqr"},
+		{RuleID: "github-pat", BlobID: strings.Repeat("e", 40), Path: "conf/key.txt", Ref: "refs/tags/<t>", Line: 1, Match: "REDACTED", Secret: "ghp_tagged00123456789abcdefghijklmnopqr"},
+	}, alerts.RunRef{ID: "run2", Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, body := f.signedIn(f.alice).get("/alice/priv/-/alerts")
+	for _, want := range []string{
+		`<a href="/alice/priv/-/commit/` + f.head + `">commit message of ` + f.head + `, line 6</a>`,
+		`conf/key.txt:1 in blob ` + strings.Repeat("e", 40) + `, reached from refs/tags/&lt;t&gt;`,
+	} {
+		if res.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("alerts page %d lacks %s", res.StatusCode, want)
+		}
+	}
+}
