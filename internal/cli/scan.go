@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/ghost-scm/ghost/internal/secretscan/report"
 )
@@ -181,7 +182,9 @@ func scan(ctx context.Context, env *Env, p scanParams) ([]secretscan.Finding, []
 		fs, st, err := eng.ScanDir(ctx, p.path, progress)
 		return fs, cfg.Rules, st, err
 	}
-	repo := secretscan.Repo{Dir: p.path}
+	// git runs through gitexec (no replace refs), but with the user's
+	// own git configuration: this is their repository.
+	repo := secretscan.Repo{Dir: p.path, Git: &gitexec.Runner{HostConfig: true}}
 	bs, err := eng.ScanRepo(ctx, repo, progress)
 	if err != nil {
 		return nil, nil, st, err
