@@ -321,9 +321,9 @@ func checkFinding(key []byte, f *Finding) (string, error) {
 	switch {
 	case f.RuleID == "" || len(f.RuleID) > maxField:
 		return "", fmt.Errorf("%w: finding without a rule id of at most %d bytes", ErrInvalidArgument, maxField)
-	case !validObjectID(f.BlobID):
+	case !wal.IsObjectID(f.BlobID):
 		return "", fmt.Errorf("%w: finding's object id %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.BlobID, 80))
-	case f.Commit != "" && !validObjectID(f.Commit):
+	case f.Commit != "" && !wal.IsObjectID(f.Commit):
 		return "", fmt.Errorf("%w: finding's commit %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.Commit, 80))
 	case f.Line < 0 || f.Column < 0:
 		return "", fmt.Errorf("%w: finding at line %d, column %d", ErrInvalidArgument, f.Line, f.Column)
@@ -373,20 +373,6 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// validObjectID reports whether s is a full git object id: 40 (SHA-1) or
-// 64 (SHA-256) lowercase hex digits.
-func validObjectID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // RejectedError reports the findings Record refused, each for a reason no

@@ -30,6 +30,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/secretscan"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // Defaults for Options.
@@ -374,7 +375,7 @@ func newObjects(ctx context.Context, repo secretscan.Repo, tips []string) ([]str
 		line, err := br.ReadString('\n')
 		if l := strings.TrimSuffix(line, "\n"); l != "" {
 			id, path, _ := strings.Cut(l, " ")
-			if !isObjectID(id) {
+			if !wal.IsObjectID(id) {
 				perr = fmt.Errorf("pushprotect: git rev-list printed %q", clip(l, 100))
 				break
 			}
@@ -406,18 +407,6 @@ func command(ctx context.Context, repo secretscan.Repo, args ...string) *gitexec
 		g = &gitexec.Runner{}
 	}
 	return g.Command(ctx, "", repo.Env, append([]string{"-C", repo.Dir}, args...)...)
-}
-
-func isObjectID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func clip(s string, n int) string {

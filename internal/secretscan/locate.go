@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // RefTip is a ref and the object it points at (or will point at, for a
@@ -45,7 +47,7 @@ func Locate(ctx context.Context, repo Repo, refs []RefTip, not []string, ids []s
 		if len(found) == len(want) {
 			break
 		}
-		if !isHexID(r.Tip) {
+		if !wal.IsObjectID(r.Tip) {
 			return nil, fmt.Errorf("secretscan: locate: ref %s: bad object id %q", r.Ref, r.Tip)
 		}
 		if err := locateUnder(ctx, repo, r, before.String(), not, want, found); err != nil {
@@ -205,19 +207,6 @@ func (s *BlobScan) MessageFindings() []Finding {
 		}
 	}
 	return out
-}
-
-// isHexID reports whether s is a full hex object id.
-func isHexID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // CandidateBlobs returns the blobs with candidates, sorted.
