@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -117,9 +119,17 @@ func writeAlertTable(w io.Writer, _ meta.Repo, as []alerts.Alert) error {
 	return tw.Flush()
 }
 
-// oneLine keeps a table row on one line, whatever a match holds.
+// oneLine keeps a table row on one line, whatever a match holds, and
+// keeps out what a terminal would interpret (a match in a binary blob may
+// hold any byte).
 func oneLine(s string) string {
 	s = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", " ").Replace(s)
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, s)
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}
