@@ -156,6 +156,23 @@ func TestRunsFindWhatDiffsMiss(t *testing.T) {
 		}
 		loc(i) // still one location each
 	}
+
+	// A full run alone, with no push run before it, finds the same.
+	repo2 := f.repo("alice", "copy")
+	git(t, dir, "push", "-q", f.remote("alice", "copy"), "main", "blobtag", "treetag")
+	if _, _, err := s.StartFull(ctx, "alice", repo2.ID); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, s, w)
+	for i := 10; i <= 14; i++ {
+		fp, err := f.srv.Alerts().Fingerprint(ctx, "alice", secret(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.srv.Alerts().Get(ctx, "alice", repo2.ID, fp); err != nil {
+			t.Errorf("the full run alone did not find secret %d: %v", i, err)
+		}
+	}
 }
 
 // TestRejectedFindingSpared: a finding the alert store refuses for good
