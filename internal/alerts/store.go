@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -329,22 +330,32 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// checkFinding validates a finding and returns its fingerprint.
+// checkFinding validates a finding on its own and returns its
+// fingerprint. Free text longer than the store keeps (path, match,
+// description, ref) is cut in place and marked with TruncatedMarker;
+// anything that cannot be cut (a missing or malformed identifier, a
+// negative line, an unknown source, a secret beyond MaxSecretBytes, a
+// fingerprint that is not the secret's) makes the finding invalid.
 func checkFinding(key []byte, f *Finding) (string, error) {
 	switch {
-	case f.RuleID == "":
-		return "", fmt.Errorf("%w: finding without a rule id", ErrInvalidArgument)
-	case f.BlobID == "":
-		return "", fmt.Errorf("%w: finding without a blob id", ErrInvalidArgument)
+	case f.RuleID == "" || len(f.RuleID) > maxField:
+		return "", fmt.Errorf("%w: finding without a rule id of at most %d bytes", ErrInvalidArgument, maxField)
+	case !wal.IsObjectID(f.BlobID):
+		return "", fmt.Errorf("%w: finding's object id %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.BlobID, 80))
+	case f.Commit != "" && !wal.IsObjectID(f.Commit):
+		return "", fmt.Errorf("%w: finding's commit %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.Commit, 80))
 	case f.Line < 0 || f.Column < 0:
 		return "", fmt.Errorf("%w: finding at line %d, column %d", ErrInvalidArgument, f.Line, f.Column)
 	case len(f.Secret) > MaxSecretBytes:
 		return "", fmt.Errorf("%w: secret longer than %d bytes", ErrInvalidArgument, MaxSecretBytes)
 	}
-	for _, s := range []string{f.RuleID, f.Description, f.Commit, f.Path, f.BlobID, f.Match} {
-		if len(s) > maxField {
-			return "", fmt.Errorf("%w: finding field longer than %d bytes", ErrInvalidArgument, maxField)
-		}
+	switch f.Source {
+	case SourceFile, SourceCommitMessage, SourceTagMessage:
+	default:
+		return "", fmt.Errorf("%w: finding's source %q: want %q, %q or none", ErrInvalidArgument, clip(f.Source, 80), SourceCommitMessage, SourceTagMessage)
+	}
+	for _, s := range []*string{&f.Path, &f.Match, &f.Description, &f.Ref} {
+		*s = truncateField(*s)
 	}
 	fp := strings.ToLower(f.Fingerprint)
 	if f.Secret != "" {
@@ -362,15 +373,80 @@ func checkFinding(key []byte, f *Finding) (string, error) {
 	return fp, nil
 }
 
+// truncateField cuts s to maxField bytes, at a character boundary, ending
+// in TruncatedMarker.
+func truncateField(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	n := maxField - len(TruncatedMarker)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + TruncatedMarker
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// RejectedError reports the findings Record refused, each for a reason no
+// retry mends (it matches ErrInvalidArgument), next to any other error of
+// the same call (Rest, which a retry may mend). Every finding it does not
+// list was recorded, or is in Rest's failures.
+type RejectedError struct {
+	Rejected []Rejected
+	Rest     error
+}
+
+// Rejected is one refused finding: its index in Record's input, and why.
+type Rejected struct {
+	Index  int
+	RuleID string
+	Err    error
+}
+
+func (e *RejectedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d finding(s) refused", len(e.Rejected))
+	for i, r := range e.Rejected {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Rejected)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; finding %d (%s): %v", r.Index, clip(r.RuleID, 80), r.Err)
+	}
+	if e.Rest != nil {
+		fmt.Fprintf(&b, "; and: %v", e.Rest)
+	}
+	return b.String()
+}
+
+// Unwrap makes the error match ErrInvalidArgument and whatever Rest
+// matches.
+func (e *RejectedError) Unwrap() []error {
+	if e.Rest == nil {
+		return []error{ErrInvalidArgument}
+	}
+	return []error{ErrInvalidArgument, e.Rest}
+}
+
 // Record files findings in repository repoID of tenant: one alert per
 // fingerprint, with every new location added. It is idempotent (a
 // location already held is not added again, so a full-history scan over
 // a repository already scanned adds nothing) and safe against racing
 // recorders on any node. A new alert is open.
 //
-// The alerts are written one after another; an error on one does not
-// stop the others, and all errors are returned joined. Calling Record
-// again with the same findings completes what failed.
+// Each finding is checked on its own (checkFinding): one that is invalid
+// is left out and reported in a *RejectedError, and never keeps the
+// others from being recorded. The alerts are written one after another;
+// an error on one does not stop the others, and all errors are returned
+// joined. Calling Record again with the same findings completes what
+// failed.
 func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Finding, run RunRef) error {
 	t, err := tenantKey(tenant)
 	if err != nil {
@@ -388,15 +464,18 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 	}
 	groups := make(map[string][]Finding)
 	var order []string
+	var rejected []Rejected
 	for i := range findings {
-		fp, err := checkFinding(k, &findings[i])
+		f := findings[i] // checkFinding truncates its own copy
+		fp, err := checkFinding(k, &f)
 		if err != nil {
-			return fmt.Errorf("finding %d: %w", i, err)
+			rejected = append(rejected, Rejected{Index: i, RuleID: f.RuleID, Err: err})
+			continue
 		}
 		if _, ok := groups[fp]; !ok {
 			order = append(order, fp)
 		}
-		groups[fp] = append(groups[fp], findings[i])
+		groups[fp] = append(groups[fp], f)
 	}
 	var errs []error
 	for _, fp := range order {
@@ -408,6 +487,9 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(rejected) > 0 {
+		return &RejectedError{Rejected: rejected, Rest: errors.Join(errs...)}
 	}
 	return errors.Join(errs...)
 }
@@ -432,8 +514,10 @@ func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record 
 		next.Locations = slices.Clone(cur.Locations)
 	}
 	have := make(map[place]bool, len(next.Locations))
+	used := 0
 	for i := range next.Locations {
 		have[next.Locations[i].place()] = true
+		used += next.Locations[i].size()
 	}
 	for _, f := range fs {
 		if f.Secret != "" && next.Secret == "" {
@@ -447,13 +531,14 @@ func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record 
 		}
 		l := locationRecord{
 			Commit: f.Commit, Path: f.Path, Line: f.Line, Column: f.Column, BlobID: f.BlobID,
+			Source: f.Source, Ref: f.Ref,
 			RuleID: f.RuleID, Match: f.Match, FirstSeen: now, Seq: run.Seq, RunID: run.ID,
 		}
 		p := l.place()
 		if have[p] {
 			continue
 		}
-		if len(next.Locations) >= MaxLocations {
+		if len(next.Locations) >= MaxLocations || used+l.size() > maxLocationBytes {
 			if !next.Truncated {
 				next.Truncated = true
 				changed = true
@@ -461,6 +546,7 @@ func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record 
 			continue
 		}
 		have[p] = true
+		used += l.size()
 		next.Locations = append(next.Locations, l)
 		changed = true
 	}
@@ -537,7 +623,7 @@ func (s *Store) RecordBypass(ctx context.Context, tenant, repoID string, f Findi
 	}
 	r := ref{t, repoID, fp}
 	now := s.now()
-	bp := bypassRecord{ID: s.newID(), By: by, Reason: reason, At: now, Commit: f.Commit, Path: f.Path, Line: f.Line}
+	bp := bypassRecord{ID: s.newID(), By: by, Reason: reason, At: now, Commit: f.Commit, Path: f.Path, Line: f.Line, Source: f.Source, Ref: f.Ref}
 	rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
 		if cur != nil && slices.ContainsFunc(cur.Bypasses, func(b bypassRecord) bool { return b.ID == bp.ID }) {
 			return nil, nil

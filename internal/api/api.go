@@ -328,10 +328,13 @@ type repoJSON struct {
 	// PushProtection is whether pushes that add secrets are refused
 	// (docs/adr/0031-push-protection.md).
 	PushProtection bool `json:"push_protection"`
+	// AllowReplaceRefs is whether pushes may update refs/replace/*
+	// (docs/adr/0031-push-protection.md).
+	AllowReplaceRefs bool `json:"allow_replace_refs"`
 }
 
 func toRepo(r meta.Repo) repoJSON {
-	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection}
+	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
 }
 
 type tokenJSON struct {

@@ -111,7 +111,7 @@ func (h *handler) listScans(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	if h.scans == nil {
 		return 0, nil, errNoScans
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -154,7 +154,7 @@ func (h *handler) getScan(w http.ResponseWriter, r *http.Request, p *meta.Princi
 	if h.scans == nil {
 		return 0, nil, errNoScans
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -101,6 +101,9 @@ type repoRecord struct {
 	// PushProtection turns on scanning pushes for secrets
 	// (docs/adr/0031-push-protection.md); absent in older records, so off.
 	PushProtection bool `json:"push_protection,omitempty"`
+	// AllowReplaceRefs lets pushes create refs/replace/* refs; absent in
+	// older records, so refused.
+	AllowReplaceRefs bool `json:"allow_replace_refs,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -109,7 +112,7 @@ type repoRecord struct {
 }
 
 func (r *repoRecord) repo() Repo {
-	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection}
+	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
 }
 
 func (t *tenantRecord) tenant() Tenant {

@@ -511,9 +511,10 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection}
-	if p != nil {
-		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
-	}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	// The credential goes with the name: a push-protection bypass is
+	// recorded with it (the token's id, or the SSH key's fingerprint and
+	// title), and so is the log's pushed-by.
+	acc.Principal = p.String()
 	return acc, nil
 }

@@ -664,13 +664,13 @@ func (h *Handler) alerts(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	if h.opts.Alerts == nil {
-		h.fail(w, r, v, errNotFound)
-		return
-	}
-	rv, err := h.readable(r, v)
+	rv, err := h.security(r, v)
 	if err != nil {
 		h.fail(w, r, v, err)
+		return
+	}
+	if !rv.Alerts {
+		h.fail(w, r, v, errNotFound)
 		return
 	}
 	state := r.URL.Query().Get("state")
@@ -720,17 +720,13 @@ func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
 		return
 	}
-	if h.opts.Alerts == nil {
-		h.fail(w, r, v, errNotFound)
-		return
-	}
-	rv, err := h.readable(r, v)
+	rv, err := h.security(r, v)
 	if err != nil {
 		h.fail(w, r, v, err)
 		return
 	}
-	if !rv.CanWrite {
-		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "Resolving an alert needs write access to the repository."})
+	if !rv.Alerts {
+		h.fail(w, r, v, errNotFound)
 		return
 	}
 	c := alerts.Change{
@@ -758,13 +754,13 @@ func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	if h.opts.Scans == nil {
-		h.fail(w, r, v, errNotFound)
-		return
-	}
-	rv, err := h.readable(r, v)
+	rv, err := h.security(r, v)
 	if err != nil {
 		h.fail(w, r, v, err)
+		return
+	}
+	if !rv.Scans {
+		h.fail(w, r, v, errNotFound)
 		return
 	}
 	runs, err := h.opts.Scans.Runs(r.Context(), rv.ID, scanRunsShown)

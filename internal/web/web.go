@@ -422,8 +422,10 @@ type repoView struct {
 	meta.Repo
 	Ref      string // the ref shown, for tabs
 	CanWrite bool
-	Alerts   bool
-	Scans    bool
+	// Alerts and Scans: the visitor may see the repository's alerts and
+	// scan runs (write access, and the server keeps them).
+	Alerts bool
+	Scans  bool
 }
 
 func (h *Handler) show(w http.ResponseWriter, r *http.Request, v *visitor, status int, name string, p page) {
@@ -474,11 +476,32 @@ func (h *Handler) readable(r *http.Request, v *visitor) (*repoView, error) {
 	if !ok {
 		return nil, errNotFound
 	}
-	rv := &repoView{Repo: repo, Alerts: h.opts.Alerts != nil, Scans: h.opts.Scans != nil}
+	rv := &repoView{Repo: repo}
 	if v.p != nil {
 		if rv.CanWrite, err = h.opts.Authz.CanWrite(ctx, v.p, repo); err != nil {
 			return nil, classify("authorize write", err)
 		}
+	}
+	// Secret-scanning alerts and scan runs are for those who can act on
+	// them: the tabs show, and the pages open, with write access only
+	// (security).
+	rv.Alerts = h.opts.Alerts != nil && rv.CanWrite
+	rv.Scans = h.opts.Scans != nil && rv.CanWrite
+	return rv, nil
+}
+
+// security resolves {owner}/{repo} for a page of its secret scanning:
+// alerts and scan runs are shown to those who may write the repository,
+// and anyone else gets the page of a missing one, the same 404 as for a
+// repository they may not read. The caller checks repoView.Alerts or
+// Scans, which are set only with write access.
+func (h *Handler) security(r *http.Request, v *visitor) (*repoView, error) {
+	rv, err := h.readable(r, v)
+	if err != nil {
+		return nil, err
+	}
+	if !rv.CanWrite {
+		return nil, errNotFound
 	}
 	return rv, nil
 }
