@@ -35,6 +35,10 @@ import (
 // and never will. Retrying the call is safe.
 var ErrNotApplied = errors.New("record: not applied")
 
+// ErrContention reports an Update whose record changed under every
+// attempt. It matches ErrNotApplied: retrying later is safe.
+var ErrContention = fmt.Errorf("%w: the record changed concurrently on every attempt", ErrNotApplied)
+
 // ErrExists is returned by Create when the key holds a record that is not
 // the caller's. It matches ErrNotApplied.
 var ErrExists = fmt.Errorf("%w: the record exists", ErrNotApplied)
@@ -169,30 +173,43 @@ func Create[T any](ctx context.Context, store objstore.Store, c Codec[T], key st
 // CreateOnce makes sure key holds a record: it writes v if the key is
 // absent and returns what the key holds afterwards, v or the record of
 // whoever created it first. Every caller therefore agrees on one record
-// (a key every node must share, such as the SSH host key).
+// (a key every node must share, such as the SSH host key). A write whose
+// outcome is unknown is settled by reading the key back; while it is
+// still absent the same bytes are sent again, which is safe because a
+// write conditional on absence can apply once at most.
 func CreateOnce[T any](ctx context.Context, store objstore.Store, c Codec[T], key string, v *T) (*T, error) {
 	b, err := c.Encode(v)
 	if err != nil {
 		return nil, err
 	}
-	_, err = store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-	if err == nil {
-		return v, nil
+	var lastErr error
+	for attempt := 0; attempt < DefaultAttempts; attempt++ {
+		if attempt > 0 {
+			if perr := (Options{}).pause(ctx, attempt); perr != nil {
+				lastErr = errors.Join(lastErr, perr)
+				break
+			}
+		}
+		_, err = store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+		if err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, objstore.ErrPreconditionFailed) && isDefinite(err) {
+			return nil, fmt.Errorf("create %s: %w: %w", key, ErrNotApplied, err)
+		}
+		// Taken, or unknown: whoever holds the key wins, us included.
+		got, found, rerr := settleRead(ctx, store, c, key)
+		if rerr == nil && found {
+			out := new(T)
+			if err := c.Decode(got, out); err != nil {
+				return nil, &DecodeError{Key: key, Err: err}
+			}
+			return out, nil
+		}
+		lastErr = errors.Join(err, rerr)
 	}
-	if !errors.Is(err, objstore.ErrPreconditionFailed) && isDefinite(err) {
-		return nil, fmt.Errorf("create %s: %w: %w", key, ErrNotApplied, err)
-	}
-	// Taken, or unknown: whoever holds the key wins, us included.
-	got, found, rerr := settleRead(ctx, store, c, key)
-	if rerr != nil || !found {
-		// Absent after a write of unknown outcome: it may yet land.
-		return nil, unknown("create "+key, errors.Join(err, rerr))
-	}
-	out := new(T)
-	if err := c.Decode(got, out); err != nil {
-		return nil, &DecodeError{Key: key, Err: err}
-	}
-	return out, nil
+	// Still absent, or unreadable: a copy of ours may yet land.
+	return nil, unknown("create "+key, lastErr)
 }
 
 // Mutate computes the record to write from the current one (nil when the
@@ -256,6 +273,9 @@ func Update[T any](ctx context.Context, store objstore.Store, c Codec[T], key st
 		}
 	}
 	if !pending {
+		if errors.Is(lastErr, objstore.ErrPreconditionFailed) {
+			return nil, fmt.Errorf("update %s: %w", key, ErrContention)
+		}
 		return nil, fmt.Errorf("update %s: %w: %w", key, ErrNotApplied, lastErr)
 	}
 	// A write may have landed: one more look, on a context of its own so
@@ -327,5 +347,15 @@ func JSON[T any]() Codec[T] {
 	return Codec[T]{
 		Encode: func(v *T) ([]byte, error) { return json.Marshal(v) },
 		Decode: func(b []byte, v *T) error { return json.Unmarshal(b, v) },
+	}
+}
+
+// Raw is the Codec of records stored as their bytes, such as keys: up to
+// max bytes (0: 1 MiB), checked by whoever reads them.
+func Raw(max int64) Codec[[]byte] {
+	return Codec[[]byte]{
+		Encode: func(v *[]byte) ([]byte, error) { return *v, nil },
+		Decode: func(b []byte, v *[]byte) error { *v = b; return nil },
+		Max:    max,
 	}
 }

@@ -169,8 +169,8 @@ func TestUpdateContentionIsNotApplied(t *testing.T) {
 		return faultstore.Fault{}
 	})
 	_, err := record.Update(ctx, fs, codec, "r/k", record.Options{Attempts: 5, Backoff: fast.Backoff}, add("b"))
-	if outcome(t, err) != "not applied" {
-		t.Fatalf("err %v, want not applied", err)
+	if outcome(t, err) != "not applied" || !errors.Is(err, record.ErrContention) {
+		t.Fatalf("err %v, want contention, not applied", err)
 	}
 	if n := fs.Count(faultstore.OpPutIfMatch); n != 5 {
 		t.Fatalf("%d writes, want one per attempt (5)", n)
