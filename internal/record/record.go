@@ -127,7 +127,9 @@ type DecodeError struct {
 	Err error
 }
 
-func (e *DecodeError) Error() string { return fmt.Sprintf("record %s does not decode: %v", e.Key, e.Err) }
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("record %s does not decode: %v", e.Key, e.Err)
+}
 
 // Unwrap returns the decoder's error and ErrNotApplied.
 func (e *DecodeError) Unwrap() []error { return []error{e.Err, ErrNotApplied} }
