@@ -134,42 +134,48 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the decoder's error and ErrNotApplied.
 func (e *DecodeError) Unwrap() []error { return []error{e.Err, ErrNotApplied} }
 
-// Create writes v at key if the key is absent. v should carry something
-// only this call writes (a random nonce): after a write whose outcome is
-// unknown, Create reads the key back, and equal bytes mean the write was
-// its own. It returns nil (created), ErrExists (another record is there),
-// an error matching ErrNotApplied, or one matching
-// objstore.ErrOutcomeUnknown.
-func Create[T any](ctx context.Context, store objstore.Store, c Codec[T], key string, v *T) error {
+// Create writes v at key if the key is absent, and returns the record's
+// ETag. v should carry something only this call writes (a random nonce):
+// after a write whose outcome is unknown, or a lost race that may be its
+// own write reported lost, Create reads the key back, and equal bytes mean
+// the write was its own. While the key stays absent the same bytes are
+// sent again (a write conditional on absence applies once at most). It
+// returns nil (created), ErrExists (another record is there), an error
+// matching ErrNotApplied, or one matching objstore.ErrOutcomeUnknown.
+func Create[T any](ctx context.Context, store objstore.Store, c Codec[T], key string, v *T) (string, error) {
 	b, err := c.Encode(v)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, objstore.ErrPreconditionFailed):
-		// The key is taken; it may be by a write of ours that an SDK's
-		// retry reported as lost, so look.
-		got, rerr := readBytes(ctx, store, c, key)
-		if rerr == nil && bytes.Equal(got, b) {
-			return nil
+	var lastErr error
+	for attempt := 0; attempt < DefaultAttempts; attempt++ {
+		if attempt > 0 {
+			if perr := (Options{}).pause(ctx, attempt); perr != nil {
+				lastErr = errors.Join(lastErr, perr)
+				break
+			}
 		}
-		return fmt.Errorf("create %s: %w", key, ErrExists)
-	case isDefinite(err):
-		return fmt.Errorf("create %s: %w: %w", key, ErrNotApplied, err)
+		info, err := store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+		if err == nil {
+			return info.ETag, nil
+		}
+		if !errors.Is(err, objstore.ErrPreconditionFailed) && isDefinite(err) {
+			return "", fmt.Errorf("create %s: %w: %w", key, ErrNotApplied, err)
+		}
+		// Taken (maybe by a write of ours an SDK's retry reported as
+		// lost), or unknown: the record there says whose it is.
+		got, etag, found, rerr := settleReadTag(ctx, store, c, key)
+		switch {
+		case rerr == nil && found && bytes.Equal(got, b):
+			return etag, nil
+		case rerr == nil && found:
+			return "", fmt.Errorf("create %s: %w", key, ErrExists)
+		}
+		// Still absent: ours has not applied; the same bytes, again
+		// conditional on absence, can apply once at most.
+		lastErr = errors.Join(err, rerr)
 	}
-	got, found, rerr := settleRead(ctx, store, c, key)
-	switch {
-	case rerr == nil && found && bytes.Equal(got, b):
-		return nil
-	case rerr == nil && found:
-		return fmt.Errorf("create %s: %w", key, ErrExists)
-	}
-	// Still absent (or unreadable): the write may yet land, since its
-	// condition still holds.
-	return unknown("create "+key, errors.Join(err, rerr))
+	return "", unknown("create "+key, lastErr)
 }
 
 // CreateOnce makes sure key holds a record: it writes v if the key is
@@ -306,16 +312,8 @@ func isDefinite(err error) bool {
 	return errors.Is(err, objstore.ErrInvalidKey)
 }
 
-// readBytes reads key's bytes.
-func readBytes[T any](ctx context.Context, store objstore.Store, c Codec[T], key string) ([]byte, error) {
-	b, _, err := objstore.ReadAll(ctx, store, key, c.max())
-	return b, err
-}
-
-// settleRead reads key to settle an outcome, a few times if the store
-// fails, on a context bounded by settleTimeout that outlives the caller's.
-// found is false when the key is absent.
-func settleRead[T any](ctx context.Context, store objstore.Store, c Codec[T], key string) ([]byte, bool, error) {
+// settleReadTag is settleRead that also returns the ETag.
+func settleReadTag[T any](ctx context.Context, store objstore.Store, c Codec[T], key string) ([]byte, string, bool, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	var err error
@@ -326,15 +324,24 @@ func settleRead[T any](ctx context.Context, store objstore.Store, c Codec[T], ke
 			}
 		}
 		var b []byte
-		b, err = readBytes(sctx, store, c, key)
+		var info objstore.Info
+		b, info, err = objstore.ReadAll(sctx, store, key, c.max())
 		switch {
 		case err == nil:
-			return b, true, nil
+			return b, info.ETag, true, nil
 		case errors.Is(err, objstore.ErrNotFound):
-			return nil, false, nil
+			return nil, "", false, nil
 		}
 	}
-	return nil, false, err
+	return nil, "", false, err
+}
+
+// settleRead reads key to settle an outcome, a few times if the store
+// fails, on a context bounded by settleTimeout that outlives the caller's.
+// found is false when the key is absent.
+func settleRead[T any](ctx context.Context, store objstore.Store, c Codec[T], key string) ([]byte, bool, error) {
+	b, _, found, err := settleReadTag(ctx, store, c, key)
+	return b, found, err
 }
 
 func unknown(what string, err error) error {

@@ -214,7 +214,7 @@ func TestCreateUnderEveryFault(t *testing.T) {
 					return faultstore.Fault{}
 				})
 				mine := &set{Nonce: "n1", Members: []string{"x"}}
-				err := record.Create(context.Background(), fs, codec, "r/k", mine)
+				_, err := record.Create(context.Background(), fs, codec, "r/k", mine)
 				fs.SetPlan(nil)
 				v, ok := stored(t, fs, "r/k")
 				switch o := outcome(t, err); {
@@ -229,10 +229,10 @@ func TestCreateUnderEveryFault(t *testing.T) {
 	// Someone else's record is ErrExists, not ours.
 	st := memstore.New()
 	ctx := context.Background()
-	if err := record.Create(ctx, st, codec, "r/k", &set{Nonce: "theirs"}); err != nil {
+	if _, err := record.Create(ctx, st, codec, "r/k", &set{Nonce: "theirs"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := record.Create(ctx, st, codec, "r/k", &set{Nonce: "ours"}); !errors.Is(err, record.ErrExists) {
+	if _, err := record.Create(ctx, st, codec, "r/k", &set{Nonce: "ours"}); !errors.Is(err, record.ErrExists) {
 		t.Fatalf("err %v, want ErrExists", err)
 	}
 }
