@@ -18,7 +18,6 @@
 package api
 
 import (
-	"context"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -164,25 +163,6 @@ func (h *handler) principal(r *http.Request) (*meta.Principal, error) {
 		return nil, err
 	}
 	return &p, nil
-}
-
-// status maps an error to its HTTP status: the metadata and log errors
-// as meta.HTTPStatus does (it delegates to wal.HTTPStatus), then
-// request-level errors.
-func status(err error) int {
-	if code := meta.HTTPStatus(err); code != http.StatusInternalServerError {
-		return code
-	}
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errors.ErrUnsupported):
-		return http.StatusNotImplemented
-	case errors.Is(err, context.Canceled):
-		return 499 // client went away; nobody reads the body
-	}
-	return http.StatusInternalServerError
 }
 
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
