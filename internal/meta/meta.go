@@ -202,4 +202,3 @@ func (s *Store) Log() *wal.Log { return s.log }
 // releaseTimeout bounds best-effort cleanups that run after the caller's
 // context may already be done.
 const releaseTimeout = 30 * time.Second
-
