@@ -16,10 +16,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/ids"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	pkgrecord "github.com/ghost-scm/ghost/internal/record"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 const (
@@ -71,14 +70,14 @@ func New(objects objstore.Store) *Store {
 // tenantKey checks and lowercases a tenant name: keys use the lowercase
 // form, as meta's do (docs/adr/0020-meta-namespace.md).
 func tenantKey(tenant string) (string, error) {
-	if err := meta.ValidateName(tenant); err != nil {
+	if err := ids.ValidateName(tenant); err != nil {
 		return "", fmt.Errorf("%w: tenant %q: %w", ErrInvalidArgument, tenant, err)
 	}
 	return strings.ToLower(tenant), nil
 }
 
 func checkRepoID(repoID string) error {
-	if err := wal.CheckRepoID(repoID); err != nil {
+	if err := ids.CheckRepoID(repoID); err != nil {
 		return fmt.Errorf("%w: repository id: %w", ErrInvalidArgument, err)
 	}
 	return nil
@@ -275,9 +274,9 @@ func checkFinding(key []byte, f *Finding) (string, error) {
 	switch {
 	case f.RuleID == "" || len(f.RuleID) > maxField:
 		return "", fmt.Errorf("%w: finding without a rule id of at most %d bytes", ErrInvalidArgument, maxField)
-	case !wal.IsObjectID(f.BlobID):
+	case !ids.IsObjectID(f.BlobID):
 		return "", fmt.Errorf("%w: finding's object id %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.BlobID, 80))
-	case f.Commit != "" && !wal.IsObjectID(f.Commit):
+	case f.Commit != "" && !ids.IsObjectID(f.Commit):
 		return "", fmt.Errorf("%w: finding's commit %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.Commit, 80))
 	case f.Line < 0 || f.Column < 0:
 		return "", fmt.Errorf("%w: finding at line %d, column %d", ErrInvalidArgument, f.Line, f.Column)
