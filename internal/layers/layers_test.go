@@ -30,8 +30,9 @@ var floors = map[string]int{
 	"internal/gitexec": 2,
 	// 3: what reads git and the records of tenants and repositories.
 	"internal/repocache": 3, "internal/secretscan": 3, "internal/meta": 3,
-	// 4: what keeps the log and its findings.
+	// 4: what keeps the log and its findings; outbound events.
 	"internal/compact": 4, "internal/gc": 4, "internal/alerts": 4, "internal/secretscan/report": 4,
+	"internal/webhook": 4,
 	// 5: scanning: before the commit point, and in runs after it.
 	"internal/pushprotect": 5, "internal/scanner": 5,
 	// 6: the git service both transports share.
@@ -54,6 +55,7 @@ var floors = map[string]int{
 var httpEdge = []string{
 	"internal/httpx", "internal/githttp", "internal/api", "internal/web",
 	"internal/objstore/s3store", "internal/server", "internal/cli",
+	"internal/webhook", // outbound: it posts events to hook URLs
 }
 
 // debts are known arrows against the plan, each with the issue item that
