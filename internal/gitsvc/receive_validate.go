@@ -27,7 +27,7 @@ func indexOf(cmds []command, ref string) int {
 
 // denyDeleteCurrent refuses to delete the branch HEAD points at, as git's
 // receive.denyDeleteCurrent does by default: HEAD would otherwise move to
-// another branch without anyone asking (Checkout.Head).
+// another branch without anyone asking (LocalCopy.Head).
 func denyDeleteCurrent(head string, cmds []command, rep *report) {
 	for i, c := range cmds {
 		if c.isDelete() && c.Ref == head && rep.reasons[i] == "" {

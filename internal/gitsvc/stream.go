@@ -16,7 +16,7 @@ import (
 // response started can only be logged; the next request then finds the
 // repository verified and healed (docs/adr/0016-cache-self-healing.md).
 func (s *Service) serveGit(parent context.Context, req Request, what string, flush bool,
-	run func(context.Context, *Checkout, io.Writer) error) error {
+	run func(context.Context, *LocalCopy, io.Writer) error) error {
 	// A write that fails (the client is gone or too slow) cancels git at
 	// once instead of leaving it to notice a broken pipe.
 	ctx, cancel := context.WithCancel(parent)

@@ -24,7 +24,7 @@ func (s *Service) AdvertiseRefs(ctx context.Context, service string, req Request
 	}
 	defer release()
 	env := protocolEnv(req.GitProtocol)
-	return s.serveGit(ctx, req, "upload-pack advertisement", false, func(ctx context.Context, co *Checkout, out io.Writer) error {
+	return s.serveGit(ctx, req, "upload-pack advertisement", false, func(ctx context.Context, co *LocalCopy, out io.Writer) error {
 		cmd := s.opts.Git.Command(ctx, co.Dir, env, "upload-pack", "--stateless-rpc", "--advertise-refs", co.Dir)
 		cmd.Stdout = out
 		return cmd.Wrap(cmd.Run())
@@ -66,7 +66,7 @@ func (s *Service) UploadPack(ctx context.Context, req Request) error {
 	}
 	defer release()
 	env := protocolEnv(req.GitProtocol)
-	return s.serveGit(ctx, req, "upload-pack", true, func(ctx context.Context, co *Checkout, out io.Writer) error {
+	return s.serveGit(ctx, req, "upload-pack", true, func(ctx context.Context, co *LocalCopy, out io.Writer) error {
 		// Only what the refs reach is served (docs/adr/0091-reachable-objects.md);
 		// a refusal is git's own error packet, as for a wrong v0 want.
 		if err := s.checkSection(ctx, co, sec); err != nil {
@@ -113,7 +113,7 @@ func (s *Service) uploadStream(ctx context.Context, req Request) error {
 }
 
 // admitCheckout takes a git slot and materializes repo.
-func (s *Service) admitCheckout(ctx context.Context, repo string) (*Checkout, func(), error) {
+func (s *Service) admitCheckout(ctx context.Context, repo string) (*LocalCopy, func(), error) {
 	release, err := s.admit(ctx, repo)
 	if err != nil {
 		return nil, nil, err
