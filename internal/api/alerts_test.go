@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
 
 const plantedSecret = "ghp_plantedSecretValue0123456789abcdef"
@@ -21,15 +22,15 @@ const plantedSecret = "ghp_plantedSecretValue0123456789abcdef"
 type alertFixture struct {
 	*fixture
 	a       *alerts.Store
-	objects *failGet // under both the metadata and the alerts
-	logs    *logBuffer
+	objects *testkit.FailGet // under both the metadata and the alerts
+	logs    *testkit.Buffer
 	ids     map[string]string // "owner/name" -> the planted secret's alert id
 }
 
 func newAlertFixture(t *testing.T) *alertFixture {
 	t.Helper()
-	objects := &failGet{Store: memstore.New()}
-	logs := &logBuffer{}
+	objects := &testkit.FailGet{Store: memstore.New()}
+	logs := &testkit.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	f := newFixtureOn(t, objects, logger)
 	a := alerts.New(objects)
@@ -279,8 +280,8 @@ func TestAlertsAPIListFiltersAndPages(t *testing.T) {
 // 404 (the alert is not gone) or 500.
 func TestAlertsAPIOutage(t *testing.T) {
 	f := newAlertFixture(t)
-	f.objects.fail("meta/alerts/")
-	defer f.objects.heal()
+	f.objects.Fail("meta/alerts/")
+	defer f.objects.Heal()
 	for _, st := range []step{
 		{"get", "GET", "/api/repos/alice/priv/alerts/" + f.ids["alice/priv"], f.aliceW, "", 503},
 		{"list", "GET", "/api/repos/alice/priv/alerts", f.aliceW, "", 503},
