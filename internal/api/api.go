@@ -44,10 +44,10 @@ type handler struct {
 	// on the store directly (WithOperator).
 	operator *meta.Principal
 	store    *meta.Store
-	alerts *alerts.Store // nil: the alert endpoints answer 501
-	scans  Scans         // nil: the scan endpoints answer 501
-	log    *slog.Logger
-	mux    *http.ServeMux
+	alerts   *alerts.Store // nil: the alert endpoints answer 501
+	scans    Scans         // nil: the scan endpoints answer 501
+	log      *slog.Logger
+	mux      *http.ServeMux
 }
 
 // NewHandler returns the API handler. It serves paths under /api/ and
