@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ type coordination struct {
 	mu     sync.Mutex
 	closer io.Closer
 	b      *etcdcoord.Backend // once ready
+	// endpointFile is where the embedded etcd's endpoint was recorded,
+	// removed at Close.
+	endpointFile string
 	// gcs counts the GC passes this node ran, for tests.
 	gcs atomic.Int64
 }
@@ -86,6 +90,18 @@ func (c *coordination) start(ctx context.Context) {
 		c.b = b
 		c.mu.Unlock()
 		embedded := len(cfg.EtcdEndpoints) == 0
+		if embedded && len(client.Endpoints()) == 1 {
+			// The other commands on this data directory reach the
+			// embedded etcd here while serve holds it (repo scan, repo
+			// scans, worker, coord).
+			if err := writeEndpoint(cfg.DataDir, client.Endpoints()[0]); err != nil {
+				logger.Warn("cannot record the embedded etcd's endpoint; other commands on this data directory need --etcd-endpoints", "err", err)
+			} else {
+				c.mu.Lock()
+				c.endpointFile = coordEndpointFile(cfg.DataDir)
+				c.mu.Unlock()
+			}
+		}
 		logger.Info("coordination store ready", "endpoints", client.Endpoints(), "embedded", embedded, "namespace", o.Namespace)
 		if o.GCInterval > 0 {
 			c.gcLoop(ctx, logger, b, o)
@@ -171,7 +187,21 @@ func (c *coordination) Close() {
 	<-c.done
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.endpointFile != "" {
+		os.Remove(c.endpointFile)
+	}
 	if c.closer != nil {
 		c.closer.Close()
 	}
+}
+
+// writeEndpoint records the embedded etcd's client URL under the data
+// directory (coordEndpointFile), replacing it atomically.
+func writeEndpoint(dataDir, endpoint string) error {
+	p := coordEndpointFile(dataDir)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(endpoint+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }

@@ -6,16 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/client"
 )
 
 // newRepoSetCmd returns "ghost repo set": a repository's settings, one
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs string
+	var pushProtection, replaceRefs, defaultBranch string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch NAME]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -27,49 +27,61 @@ bypasses are recorded as alerts (ghost repo alerts). It is off by default.
 --allow-replace-refs on lets pushes create and move refs/replace/* refs,
 which are refused by default: a replace ref makes the clients that honour
 it show another object in place of one in history. The server's own git
-(scanning, push protection, the web UI) never honours them either way.`,
+(scanning, push protection, the web UI) never honours them either way.
+
+--default-branch NAME is the branch clones check out and the web UI shows;
+"" goes back to the automatic choice (main, else master, else the first
+branch).`,
 		Args: exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&pushProtection, "push-protection", "", "refuse pushes that add secrets: on or off")
 	cmd.Flags().StringVar(&replaceRefs, "allow-replace-refs", "", "let pushes update refs/replace/*: on or off")
+	cmd.Flags().StringVar(&defaultBranch, "default-branch", "", `the branch clones check out; "" for the automatic choice`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
 		}
-		type setting struct {
+		var s client.RepoSettings
+		var said []string
+		for _, st := range []struct {
 			flag, name, value string
-			set               func(s *meta.Store, ctx context.Context, owner, name string, on bool) error
-		}
-		var todo []setting
-		for _, st := range []setting{
-			{"--push-protection", "push protection", pushProtection, (*meta.Store).SetPushProtection},
-			{"--allow-replace-refs", "replace refs allowed", replaceRefs, (*meta.Store).SetAllowReplaceRefs},
+			set               **bool
+		}{
+			{"--push-protection", "push protection", pushProtection, &s.PushProtection},
+			{"--allow-replace-refs", "replace refs allowed", replaceRefs, &s.AllowReplaceRefs},
 		} {
 			switch st.value {
 			case "":
 			case "on", "off":
-				todo = append(todo, st)
+				on := st.value == "on"
+				*st.set = &on
+				said = append(said, st.name+" "+st.value)
 			default:
 				return usageErrorf("%s %q: want on or off", st.flag, st.value)
 			}
 		}
-		if len(todo) == 0 {
-			return usageErrorf("nothing to change: want --push-protection on|off or --allow-replace-refs on|off")
+		if cmd.Flags().Changed("default-branch") {
+			s.DefaultBranch = &defaultBranch
+			if defaultBranch == "" {
+				said = append(said, "default branch automatic")
+			} else {
+				said = append(said, "default branch "+defaultBranch)
+			}
 		}
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
+		if len(said) == 0 {
+			return usageErrorf("nothing to change: want --push-protection on|off, --allow-replace-refs on|off or --default-branch NAME")
 		}
-		for _, st := range todo {
-			if err := st.set(s, cmd.Context(), owner, name, st.value == "on"); err != nil {
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "%s/%s: %s %s\n", owner, name, st.name, st.value)
-		}
-		a.wrote()
-		return nil
+			for _, line := range said {
+				fmt.Fprintf(env.Stdout, "%s/%s: %s\n", owner, name, line)
+			}
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,9 +80,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
 		}
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-			return usageErrorf("--log-level: %v", err)
+		level, err := parseLogLevel(logLevel)
+		if err != nil {
+			return err
 		}
 		hopts := &slog.HandlerOptions{Level: level}
 		var logger *slog.Logger
@@ -94,9 +95,12 @@ func newServeCmd(env *Env) *cobra.Command {
 			return usageErrorf("--log-format must be text or json")
 		}
 
-		store, err := cfg.OpenStore(ctx)
+		store, created, err := cfg.CreateStore(ctx)
 		if err != nil {
 			return err
+		}
+		if created {
+			fmt.Fprintf(env.Stdout, "ghost: created an empty store: %s\n", cfg.Describe())
 		}
 		// The flags' 0 ("no limit") is the server's negative value.
 		off := func(v int64) int64 {
@@ -170,8 +174,14 @@ func newServeCmd(env *Env) *cobra.Command {
 			fmt.Fprintf(env.Stdout, "ghost: ssh on %s (host key %s)\n", sshLn.Addr(), fp)
 			logger.Info("serving ssh", "addr", sshLn.Addr().String(), "host_key", fp, "anonymous_read", sshAnon)
 		}
-		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
-		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
+		// The store, the cache and etcd, named so that an operator sees
+		// at once which data this node serves (issue 21 §7).
+		cache := cfg.Cache()
+		if abs, err := filepath.Abs(cache); err == nil {
+			cache = abs
+		}
+		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (%s; cache %s; %s)\n", ln.Addr(), cfg.Describe(), cache, cfg.DescribeEtcd())
+		logger.Info("serving", "addr", ln.Addr().String(), "store", cfg.Describe(), "cache", cache, "coordination", cfg.DescribeEtcd())
 		coordStore.start(ctx)
 		defer coordStore.Close()
 		stopScans := startServeScanning(ctx, logger, srv, scanN, scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)})
@@ -232,4 +242,19 @@ func sshCloneURL(flag, listen string) string {
 		return ""
 	}
 	return "ssh://git@" + net.JoinHostPort(host, port)
+}
+
+// parseLogLevel reads --log-level in ghost's words, not slog's.
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, usageErrorf("--log-level %q: want debug, info, warn or error", s)
 }
