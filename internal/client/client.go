@@ -107,14 +107,14 @@ func (c *Client) Server() string { return c.base.String() }
 
 // The kinds of failure, for errors.Is. Every *Error is one of them.
 var (
-	ErrInvalid         = errors.New("invalid request")                      // 400, 413
-	ErrUnauthenticated = errors.New("not authenticated")                    // 401
-	ErrForbidden       = errors.New("forbidden")                            // 403
-	ErrNotFound        = errors.New("not found")                            // 404
-	ErrConflict        = errors.New("conflict")                             // 409
-	ErrUnsupported     = errors.New("not supported by this server")         // 501
-	ErrUnavailable     = errors.New("server unavailable")                   // 503, network failures
-	ErrServer          = errors.New("server error")                         // other 5xx, unreadable answers
+	ErrInvalid         = errors.New("invalid request")                         // 400, 413
+	ErrUnauthenticated = errors.New("not authenticated")                       // 401
+	ErrForbidden       = errors.New("forbidden")                               // 403
+	ErrNotFound        = errors.New("not found")                               // 404
+	ErrConflict        = errors.New("conflict")                                // 409
+	ErrUnsupported     = errors.New("not supported by this server")            // 501
+	ErrUnavailable     = errors.New("server unavailable")                      // 503, network failures
+	ErrServer          = errors.New("server error")                            // other 5xx, unreadable answers
 	ErrNotGhost        = errors.New("the server did not answer as ghost does") // not JSON
 )
 
