@@ -193,7 +193,7 @@ func canMint(p *meta.Principal, tenant string, scope meta.Scope) error {
 	case p.Scope < meta.ScopeWrite:
 		return fmt.Errorf("%w: creating credentials needs a write token; this one is read-only", meta.ErrForbidden)
 	case scope > p.Scope:
-		return fmt.Errorf("%w: a %s token cannot create a %s credential", meta.ErrForbidden, p.Scope, scope)
+		return fmt.Errorf("%w: a %s token cannot create credentials of %s scope", meta.ErrForbidden, p.Scope, scope)
 	}
 	return nil
 }
