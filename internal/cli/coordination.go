@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -35,6 +37,7 @@ type coordination struct {
 	mu     sync.Mutex
 	closer io.Closer
 	b      *etcdcoord.Backend // once ready
+	client *clientv3.Client   // once open
 	// endpointFile is where the embedded etcd's endpoint was recorded,
 	// removed at Close.
 	endpointFile string
@@ -42,7 +45,10 @@ type coordination struct {
 	gcs atomic.Int64
 }
 
-var _ server.Coordination = (*coordination)(nil)
+var (
+	_ server.Coordination = (*coordination)(nil)
+	_ server.Readier      = (*coordination)(nil)
+)
 
 // coordOptions are serve's coordination settings.
 type coordOptions struct {
@@ -55,6 +61,9 @@ type coordOptions struct {
 	GCRetention time.Duration
 	// Observe, when set, is told of every request sent to etcd.
 	Observe func(method string)
+	// GCDone, when set, is told of every GC pass this node ran: the runs
+	// it removed, and its error.
+	GCDone func(removed int, err error)
 }
 
 // gcLockTTL is how long a dead node's gc lock outlives it.
@@ -79,7 +88,7 @@ func (c *coordination) start(ctx context.Context) {
 			return // ctx ended
 		}
 		c.mu.Lock()
-		c.closer = closer
+		c.closer, c.client = closer, client
 		c.mu.Unlock()
 		b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: o.Namespace, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
 		if err != nil {
@@ -123,6 +132,9 @@ func (c *coordination) gcLoop(ctx context.Context, logger *slog.Logger, b *etcdc
 		case <-tick.C:
 		}
 		ran, n, err := b.TryGC(ctx, coord.TimeOf(time.Now()), o.GCRetention, gcLockTTL)
+		if o.GCDone != nil && ctx.Err() == nil && (ran || err != nil) {
+			o.GCDone(n, err)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -163,6 +175,21 @@ func openWithRetry(ctx context.Context, logger *slog.Logger, cfg config.Config, 
 		}
 		wait = min(2*wait, time.Minute)
 	}
+}
+
+// Ready implements server.Readier: the store is open and answers a read
+// now.
+func (c *coordination) Ready(ctx context.Context) error {
+	c.mu.Lock()
+	client, b := c.client, c.b
+	c.mu.Unlock()
+	if client == nil || b == nil {
+		return errors.New("the coordination store is not open yet")
+	}
+	if _, err := client.Get(ctx, c.o.Namespace+"/readyz", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd does not answer: %w", err)
+	}
+	return nil
 }
 
 // Backend implements server.Coordination: the backend once the store is

@@ -119,9 +119,25 @@ func newServeCmd(env *Env) *cobra.Command {
 			Name: "ghost_etcd_requests_total",
 			Help: "Requests this node sent to the coordination store, by gRPC method (streams count once, when opened).",
 		}, []string{"method"})
-		reg.MustRegister(etcdRequests)
+		coordGC := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_coord_gc_runs_total",
+			Help: "Passes of coordination GC this node ran (one node at a time does), by result: ok or failed.",
+		}, []string{"result"})
+		coordGCRemoved := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_coord_gc_removed_runs_total",
+			Help: "Ended scan runs whose records coordination GC removed from etcd on this node.",
+		})
+		reg.MustRegister(etcdRequests, coordGC, coordGCRemoved)
 		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep,
-			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() }})
+			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() },
+			GCDone: func(removed int, err error) {
+				coordGCRemoved.Add(float64(removed))
+				if err != nil {
+					coordGC.WithLabelValues("failed").Inc()
+				} else {
+					coordGC.WithLabelValues("ok").Inc()
+				}
+			}})
 		srv, err := server.New(ctx, server.Options{
 			Registry:             reg,
 			Store:                store,

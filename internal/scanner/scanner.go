@@ -317,14 +317,19 @@ func (s *Scanner) finish(ctx context.Context, r *Run) error {
 	default:
 		return nil
 	}
+	marked := false
 	if err := update(ctx, s.recs, runKey(spec), func(cur *Run) *Run {
 		if cur == nil || cur.Done {
+			marked = false
 			return nil
 		}
-		cur.Done = true
+		cur.Done, marked = true, true
 		return cur
 	}); err != nil {
 		return err
+	}
+	if marked {
+		s.opts.Metrics.runDone(spec.Kind, s.now().Sub(r.CreatedAt))
 	}
 	if spec.Kind == KindFull {
 		// Every object of the repository at a seq at or above this one

@@ -516,6 +516,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		tk.Blobs += int64(len(ids))
 		tk.Bytes += size
 		tk.Findings += int64(len(fs))
+		w.s.opts.Metrics.scanned(len(ids), size, len(fs))
 		tk.Fail = nil // the cursor moves on: failures before count no more
 		last := blobs[j-1]
 		tb, _ := json.Marshal(tk)
@@ -535,6 +536,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
+	w.s.opts.Metrics.shardDone()
 	if w.o.OnComplete != nil {
 		w.o.OnComplete(spec, done)
 	}

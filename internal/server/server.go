@@ -207,7 +207,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Name: "ghost_compactions_total",
 		Help: "Background compactions this node ran, by result: ok, not_needed (another compactor was first, or nothing to fold) or failed (docs/adr/0050-compaction.md).",
 	}, []string{"result"})
-	opts.Registry.MustRegister(compactions)
+	compactFolded := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ghost_compaction_folded_layers_total",
+		Help: "Layers (pushes) the background compactions of this node folded into checkpoints.",
+	})
+	compactBytes := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ghost_compaction_checkpoint_bytes",
+		Help:    "Size of each checkpoint pack the background compactions of this node wrote.",
+		Buckets: prometheus.ExponentialBuckets(64<<10, 4, 10), // 64 KiB to 16 GiB
+	})
+	opts.Registry.MustRegister(compactions, compactFolded, compactBytes)
 	done := copts.Done
 	copts.Done = func(repo string, res compact.Result, err error) {
 		result := "ok"
@@ -216,6 +225,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			result = "not_needed"
 		case err != nil:
 			result = "failed"
+		default:
+			compactFolded.Add(float64(res.Folded))
+			compactBytes.Observe(float64(res.Checkpoint.Size))
 		}
 		compactions.WithLabelValues(result).Inc()
 		if done != nil {
@@ -278,7 +290,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	svc.PushProtect = protect
+	svc.PushProtect = newMeteredProtect(protect, opts.Registry)
 	// After every committed push, off the response path: maybe a
 	// background compaction (docs/adr/0050-compaction.md), and the
 	// push's scan run when scanning is on.
@@ -332,6 +344,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		w.Header().Set("Cache-Control", "no-cache")
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
 	s.git = git.Service()
 	// The web UI owns "/", "/owner", "/owner/repo" and "/owner/repo/-/...";
@@ -446,7 +459,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		lw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(lw, r)
 		level := slog.LevelInfo
-		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 			level = slog.LevelDebug
 		}
 		s.logger.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
