@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/client"
@@ -30,6 +31,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
+	"github.com/ghost-scm/ghost/internal/tracing"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -49,6 +51,8 @@ type scanFlags struct {
 	cfg    config.Config
 	ns     string
 	shards int
+	// tracer records the workers' spans (ghost worker); nil: none.
+	tracer trace.Tracer
 }
 
 func (s *scanFlags) register(cmd *cobra.Command, withCache bool) {
@@ -116,7 +120,7 @@ func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, objects 
 	}
 	var err2 error
 	out.sc, err2 = scanner.New(scanner.Options{
-		Store: objects, Log: out.log, Alerts: out.alerts, Logger: logger, InitialShards: s.shards,
+		Store: objects, Log: out.log, Alerts: out.alerts, Logger: logger, InitialShards: s.shards, Tracer: s.tracer,
 		Coord: func() coord.Backend {
 			if out.b == nil {
 				return nil
@@ -198,6 +202,16 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			return err
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+		tp, err := tracing.Setup(ctx, "ghost-worker", versionOf(buildInfo()).version)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			tp.Shutdown(sctx)
+		}()
+		sf.tracer = tp.Tracer()
 		s, err := sf.open(ctx, logger, true)
 		if err != nil {
 			return err

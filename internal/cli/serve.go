@@ -19,6 +19,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/sshd"
+	"github.com/ghost-scm/ghost/internal/tracing"
 )
 
 // newServeCmd returns "ghost serve", which runs a ghost node until its
@@ -95,6 +96,22 @@ func newServeCmd(env *Env) *cobra.Command {
 			return usageErrorf("--log-format must be text or json")
 		}
 
+		// Traces, when the standard OTEL_* variables ask for them.
+		tp, err := tracing.Setup(ctx, "ghost", versionOf(buildInfo()).version)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				logger.Warn("flushing traces failed", "err", err)
+			}
+		}()
+		if tp.Endpoint != "" {
+			fmt.Fprintf(env.Stdout, "ghost: traces to %s\n", tp.Endpoint)
+		}
+
 		store, created, err := cfg.CreateStore(ctx)
 		if err != nil {
 			return err
@@ -160,6 +177,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			SSHExecTimeout:                 time.Duration(off(int64(limits.SSHExecTimeout))),
 			Compaction:                     compact.options(),
 			Coordination:                   coordStore,
+			Tracer:                         tp.Tracer(),
 			Scan:                           scanner.Options{InitialShards: scanShard},
 			SSHCloneURL:                    sshCloneURL(sshURL, sshListen),
 		})

@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
@@ -100,6 +102,9 @@ type Options struct {
 	// value means compact.DefaultPolicy, one at a time
 	// (docs/adr/0050-compaction.md).
 	Compaction compact.TriggerOptions
+	// Tracer records spans of fetches and pushes (HTTP and SSH) and of
+	// the scan workers' shards (internal/tracing); nil records none.
+	Tracer trace.Tracer
 	// Scan configures secret scanning over the coordinator, which is on
 	// when Coordination or Scan.Coord is set: a push run after every
 	// committed push, and the scan endpoints of the API (issue 13).
@@ -154,6 +159,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Minute
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if opts.StoreTempMaxAge == 0 {
 		opts.StoreTempMaxAge = time.Hour
@@ -263,6 +271,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if so.Metrics == nil {
 			so.Metrics = scanner.NewMetrics(opts.Registry)
 		}
+		if so.Tracer == nil {
+			so.Tracer = opts.Tracer
+		}
 		sc, err := scanner.New(so)
 		if err != nil {
 			s.compact.Close()
@@ -349,12 +360,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.git = git.Service()
 	// The web UI owns "/", "/owner", "/owner/repo" and "/owner/repo/-/...";
 	// the rest is git's.
+	gitTraced := traceGit(opts.Tracer, git)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if web.Owns(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}
-		git.ServeHTTP(w, r)
+		gitTraced.ServeHTTP(w, r)
 	}))
 	s.handler = s.accessLog(mux)
 	return s, nil

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -16,12 +19,13 @@ import (
 // §7.4) and the same gitsvc.Service, in its full-duplex flavour
 // (docs/design.md §6.6). SSHServer serves it.
 func (s *Server) SSHGitService() sshd.GitService {
-	return sshGit{auth: metaAuth{s.meta}, svc: s.git}
+	return sshGit{auth: metaAuth{s.meta}, svc: s.git, tracer: s.opts.Tracer}
 }
 
 type sshGit struct {
-	auth metaAuth
-	svc  *gitsvc.Service
+	auth   metaAuth
+	svc    *gitsvc.Service
+	tracer trace.Tracer
 }
 
 func (g sshGit) UploadPack(ctx context.Context, req sshd.Request) error {
@@ -44,7 +48,14 @@ func (g sshGit) UploadArchive(context.Context, sshd.Request) error {
 // HTTP answers it 401 whether or not the repository exists
 // (docs/design.md §7.4): a missing and a private repository must answer
 // alike, or the answer tells anonymous callers which private names exist.
-func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) error {
+func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) (err error) {
+	ctx, span := traceSSH(ctx, g.tracer, write, req.Owner, req.Repo)
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	if write && req.Principal == nil {
 		return meta.ErrUnauthenticated
 	}
