@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/ghost-scm/ghost/internal/certfile"
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -44,6 +46,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		scanEvery time.Duration
 		scanSweep int
 		scanShard int
+		tlsCert   string
+		tlsKey    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,6 +59,8 @@ func newServeCmd(env *Env) *cobra.Command {
 	cfg.RegisterCache(f)
 	cfg.RegisterEtcd(f)
 	config.StringVar(f, &listen, "listen", "GHOST_LISTEN", "127.0.0.1:8080", "address to listen on")
+	config.StringVar(f, &tlsCert, "tls-cert", "GHOST_TLS_CERT", "", "serve HTTPS with this PEM certificate (chain) file, reloaded when it changes; with --tls-key")
+	config.StringVar(f, &tlsKey, "tls-key", "GHOST_TLS_KEY", "", "the PEM private key of --tls-cert")
 	config.StringVar(f, &sshListen, "ssh-listen", "GHOST_SSH_LISTEN", defaultSSHListen, `address for git over SSH; "" turns SSH off`)
 	config.StringVar(f, &sshURL, "ssh-url", "GHOST_SSH_URL", "", `base of the SSH clone URLs the web UI shows, such as "ssh://git@git.example.com:2222" (default: from --ssh-listen when it names a host)`)
 	config.BoolVar(f, &sshAnon, "ssh-anonymous-read", "GHOST_SSH_ANONYMOUS_READ", false, "let SSH clients without a registered key clone public repositories")
@@ -77,6 +83,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		if scanN < 0 || scanEvery < 0 || scanSweep < 0 || scanShard < 1 || scanShard > 1<<16 {
 			return usageErrorf("--scan-workers, --scan-reconcile-interval and --scan-sweep-rate must not be negative, --scan-shards must be 1 to 65536")
+		}
+		if (tlsCert == "") != (tlsKey == "") {
+			return usageErrorf("--tls-cert and --tls-key go together")
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
@@ -185,11 +194,22 @@ func newServeCmd(env *Env) *cobra.Command {
 			return err
 		}
 		defer srv.Close()
+		scheme := "http"
+		var certs *certfile.Reloader
+		if tlsCert != "" {
+			if certs, err = certfile.New(tlsCert, tlsKey, logger); err != nil {
+				return err
+			}
+			scheme = "https"
+		}
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			return err
 		}
 		defer ln.Close()
+		if certs != nil {
+			ln = tls.NewListener(ln, certs.Config())
+		}
 		var sshSrv *sshd.Server
 		var sshLn net.Listener
 		if sshListen != "" {
@@ -214,7 +234,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		if abs, err := filepath.Abs(cache); err == nil {
 			cache = abs
 		}
-		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (%s; cache %s; %s)\n", ln.Addr(), cfg.Describe(), cache, cfg.DescribeEtcd())
+		fmt.Fprintf(env.Stdout, "ghost: listening on %s://%s (%s; cache %s; %s)\n", scheme, ln.Addr(), cfg.Describe(), cache, cfg.DescribeEtcd())
 		logger.Info("serving", "addr", ln.Addr().String(), "store", cfg.Describe(), "cache", cache, "coordination", cfg.DescribeEtcd())
 		coordStore.start(ctx)
 		defer coordStore.Close()

@@ -165,7 +165,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 			if _, rest, ok := strings.Cut(sc.Text(), "ghost: ssh on "); ok {
 				a.ssh = strings.Fields(rest)[0]
 			}
-			if _, rest, ok := strings.Cut(sc.Text(), "listening on http://"); ok {
+			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
 				a.http = strings.Fields(rest)[0]
 				addr <- a
 				break
@@ -175,8 +175,8 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	}()
 	select {
 	case a := <-addr:
-		ts.Setenv(name, "http://"+a.http)
-		ts.Setenv(name+"_HOST", a.http)
+		ts.Setenv(name, a.http)
+		ts.Setenv(name+"_HOST", a.http[strings.Index(a.http, "://")+3:])
 		if a.ssh != "" {
 			_, port, err := net.SplitHostPort(a.ssh)
 			ts.Check(err)
