@@ -63,6 +63,8 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 		o(h)
 	}
 	h.route("GET /api/user", h.user)
+	h.route("GET /api/user/orgs", h.userOrgs)
+	h.route("GET /api/repos", h.publicRepos)
 	h.route("POST /api/tenants", h.createTenant)
 	h.route("GET /api/tenants", h.listTenants)
 	h.route("DELETE /api/tenants/{tenant}", h.deleteTenant)

@@ -23,7 +23,7 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// ghost repo scan, scans
 	"wait", "poll", "limit",
 	// confirmations, alert changes, settings
-	"yes", "reason", "comment", "default-branch"}
+	"yes", "reason", "comment"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

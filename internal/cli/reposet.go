@@ -13,9 +13,9 @@ import (
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs, defaultBranch string
+	var pushProtection, replaceRefs string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch NAME]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -27,17 +27,12 @@ bypasses are recorded as alerts (ghost repo alerts). It is off by default.
 --allow-replace-refs on lets pushes create and move refs/replace/* refs,
 which are refused by default: a replace ref makes the clients that honour
 it show another object in place of one in history. The server's own git
-(scanning, push protection, the web UI) never honours them either way.
-
---default-branch NAME is the branch clones check out and the web UI shows;
-"" goes back to the automatic choice (main, else master, else the first
-branch).`,
+(scanning, push protection, the web UI) never honours them either way.`,
 		Args: exactArgs(1),
 	}
 	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&pushProtection, "push-protection", "", "refuse pushes that add secrets: on or off")
 	cmd.Flags().StringVar(&replaceRefs, "allow-replace-refs", "", "let pushes update refs/replace/*: on or off")
-	cmd.Flags().StringVar(&defaultBranch, "default-branch", "", `the branch clones check out; "" for the automatic choice`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -62,16 +57,8 @@ branch).`,
 				return usageErrorf("%s %q: want on or off", st.flag, st.value)
 			}
 		}
-		if cmd.Flags().Changed("default-branch") {
-			s.DefaultBranch = &defaultBranch
-			if defaultBranch == "" {
-				said = append(said, "default branch automatic")
-			} else {
-				said = append(said, "default branch "+defaultBranch)
-			}
-		}
 		if len(said) == 0 {
-			return usageErrorf("nothing to change: want --push-protection on|off, --allow-replace-refs on|off or --default-branch NAME")
+			return usageErrorf("nothing to change: want --push-protection on|off or --allow-replace-refs on|off")
 		}
 		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
 			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {

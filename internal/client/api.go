@@ -58,17 +58,13 @@ type Repo struct {
 	ForkedFrom       string    `json:"forked_from,omitempty"`
 	PushProtection   bool      `json:"push_protection"`
 	AllowReplaceRefs bool      `json:"allow_replace_refs"`
-	// DefaultBranch is the branch clones check out and the web UI shows;
-	// empty: main, else master, else the first branch.
-	DefaultBranch string `json:"default_branch,omitempty"`
 }
 
 // RepoSettings changes a repository's settings: only the fields set.
 type RepoSettings struct {
-	Public           *bool   `json:"public,omitempty"`
-	PushProtection   *bool   `json:"push_protection,omitempty"`
-	AllowReplaceRefs *bool   `json:"allow_replace_refs,omitempty"`
-	DefaultBranch    *string `json:"default_branch,omitempty"`
+	Public           *bool `json:"public,omitempty"`
+	PushProtection   *bool `json:"push_protection,omitempty"`
+	AllowReplaceRefs *bool `json:"allow_replace_refs,omitempty"`
 }
 
 // AlertLocation is one place an alert's secret was found.
@@ -412,4 +408,32 @@ func (c *Client) Scan(ctx context.Context, owner, name, id string) (Scan, error)
 	var s Scan
 	_, err := c.do(ctx, http.MethodGet, repoPath(owner, name)+"/scans/"+id, nil, nil, &s)
 	return s, err
+}
+
+// RepoPage is a page of repositories; NextPage continues the list.
+type RepoPage struct {
+	Repos    []Repo `json:"repos"`
+	NextPage string `json:"next_page,omitempty"`
+}
+
+// PublicRepos returns a page of every owner's public repositories, in
+// name order (page: the previous NextPage; perPage 0: the server's).
+func (c *Client) PublicRepos(ctx context.Context, page string, perPage int) (RepoPage, error) {
+	var p RepoPage
+	q := url.Values{}
+	if page != "" {
+		q.Set("page", page)
+	}
+	if perPage > 0 {
+		q.Set("per_page", strconv.Itoa(perPage))
+	}
+	_, err := c.do(ctx, http.MethodGet, "/api/repos", q, nil, &p)
+	return p, err
+}
+
+// UserOrgs lists the organizations the client's user belongs to.
+func (c *Client) UserOrgs(ctx context.Context) ([]Tenant, error) {
+	var ts []Tenant
+	_, err := c.do(ctx, http.MethodGet, "/api/user/orgs", nil, nil, &ts)
+	return ts, err
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -268,5 +270,60 @@ func TestInProcess(t *testing.T) {
 	}
 	if _, err := c.Repo(ctx, "alice", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("in-process error: %v", err)
+	}
+}
+
+// TestExploreAndOrgs: the public repositories of every owner, a page at
+// a time, never a private one; the orgs a user belongs to.
+func TestExploreAndOrgs(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, tn := range []struct{ name, kind string }{{"alice", "user"}, {"acme", "org"}, {"initech", "org"}} {
+		if _, err := f.meta.CreateTenant(ctx, tn.name, tn.kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.meta.AddMember(ctx, "acme", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		if _, err := f.meta.CreateRepo(ctx, "alice", fmt.Sprintf("pub%d", i), true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.meta.CreateRepo(ctx, "acme", fmt.Sprintf("priv%d", i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anon := f.strict(t, "")
+	var got []string
+	page := ""
+	for range 10 {
+		p, err := anon.PublicRepos(ctx, page, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Repos) > 3 {
+			t.Fatalf("a page of %d", len(p.Repos))
+		}
+		for _, r := range p.Repos {
+			got = append(got, r.FullName)
+		}
+		if page = p.NextPage; page == "" {
+			break
+		}
+	}
+	if len(got) != 7 || slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "priv") }) || !slices.IsSorted(got) {
+		t.Errorf("explore listed %v", got)
+	}
+	tok, _, err := f.meta.CreateToken(ctx, "alice", meta.ScopeRead, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgs, err := f.strict(t, tok).UserOrgs(ctx)
+	if err != nil || len(orgs) != 1 || orgs[0].Name != "acme" {
+		t.Errorf("orgs %+v %v", orgs, err)
+	}
+	if _, err := anon.UserOrgs(ctx); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("anonymous orgs: %v", err)
 	}
 }
