@@ -176,7 +176,8 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := text(); !strings.HasSuffix(loc, "/alice") || !strings.Contains(body, "secret-project") {
+	// Signed in, home is the dashboard: the visitor's repositories.
+	if body := text(); !strings.HasSuffix(loc, "/") || !strings.Contains(body, "secret-project") {
 		t.Fatalf("after sign-in at %s:\n%s", loc, body)
 	}
 
