@@ -147,8 +147,10 @@ func TestTenantAlertListIsBounded(t *testing.T) {
 	if shown.ID <= hidden.ID {
 		t.Fatalf("log ids out of order: %s, %s", hidden.ID, shown.ID)
 	}
-	// A deleted repository's alerts are never read, only listed: plain
-	// objects under their keys do.
+	// The alerts of a repository the caller may not see (here: one that
+	// was deleted, whose alerts outlive it) are never read, only listed:
+	// plain objects under their keys do. Alerts are for writers, so the
+	// caller is alice, who may write every repository she still has.
 	if err := f.s.DeleteRepo(ctx, "alice", "hidden"); err != nil {
 		t.Fatal(err)
 	}
