@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"reflect"
 	"strings"
 	"time"
@@ -109,7 +110,15 @@ func (h *handler) route(pattern string, fn apiFunc) {
 
 // ServeHTTP routes to the endpoints, answering unknown paths and methods
 // in JSON too.
+//
+// A path that cleaning would change (".." or "." segments, "//", a
+// trailing slash) is not found, where a mux would redirect to the cleaned
+// path: "/api/repos/alice/.." must not land on GET /api/repos.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != path.Clean(p) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: strings.ToLower(http.StatusText(http.StatusNotFound))})
+		return
+	}
 	if _, pattern := h.mux.Handler(r); pattern == "" {
 		// No route: let the mux decide between 404 and 405 (and set
 		// Allow), but answer in JSON like every other error.
