@@ -15,6 +15,11 @@ func TestHighlightNeverShowsErrors(t *testing.T) {
 	if h := string(r.highlight("go.mod", []byte(mod))); strings.Contains(h, `class="err"`) || !strings.Contains(h, "colorstring") {
 		t.Errorf("go.mod:\n%s", h)
 	}
+	// A file its lexer cannot place all of (here JSON with stray text,
+	// which chroma marks as errors): plain, its text in one piece.
+	if h := string(r.highlight("broken.json", []byte("{\"a\": 1,, }\n@@@\n"))); strings.Contains(h, `class="err"`) || !strings.Contains(h, `&#34;a&#34;: 1,, }`) || !strings.Contains(h, "@@@") {
+		t.Errorf("broken.json:\n%s", h)
+	}
 	if h := string(r.highlight("main.go", []byte("package main\n\nfunc main() {}\n"))); !strings.Contains(h, `class="kd"`) {
 		t.Errorf("a Go file is not highlighted:\n%s", h)
 	}
