@@ -122,7 +122,10 @@ func TestAlertsAPIAccess(t *testing.T) {
 	f.run([]step{
 		// Alice's id is no id in acme's repository.
 		{"id of another repo", "GET", "/api/repos/acme/secret/alerts/" + f.ids["alice/priv"], f.admin, "", 404},
-		{"malformed id", "GET", "/api/repos/acme/secret/alerts/xyz", f.admin, "", 404},
+		{"malformed id", "GET", "/api/repos/acme/secret/alerts/xyz", f.admin, "", 400},
+		{"short prefix", "GET", "/api/repos/acme/secret/alerts/" + f.ids["acme/secret"][:6], f.admin, "", 400},
+		{"prefix", "GET", "/api/repos/acme/secret/alerts/" + f.ids["acme/secret"][:7], f.admin, "", 200},
+		{"prefix of another repo's", "GET", "/api/repos/acme/secret/alerts/" + f.ids["alice/priv"][:12], f.admin, "", 404},
 		{"absent repo", "GET", "/api/repos/alice/nope/alerts", f.aliceW, "", 404},
 		// The tenant-wide list: writers only.
 		{"tenant list owner", "GET", "/api/tenants/alice/alerts", f.aliceW, "", 200},
