@@ -101,6 +101,12 @@ type repoRecord struct {
 	// PushProtection turns on scanning pushes for secrets
 	// (docs/adr/0031-push-protection.md); absent in older records, so off.
 	PushProtection bool `json:"push_protection,omitempty"`
+	// Gen counts the writes of the record: each write sets it one higher
+	// (and a fresh nonce), and its listing keys carry both, so that a
+	// lister can tell keys of earlier writes from those of a write in
+	// flight (docs/adr/0027-listing-keys.md). 0 in records written
+	// before it.
+	Gen uint64 `json:"gen,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -157,7 +163,8 @@ func encodeRecord(v any) ([]byte, error) {
 // createRecord writes v at key only if the key is absent: ErrExists when
 // it is not. It returns the new ETag.
 //
-// v gets a fresh nonce first. When the PutIfAbsent fails, by a lost race
+// v gets a fresh nonce first, unless it has one (a caller that announced
+// the record's listing keys under it). When the PutIfAbsent fails, by a lost race
 // or with an unknown outcome, the record at key is read back: our nonce
 // means the write applied (success), another means a rival's record
 // (ErrExists), and no record means ours has not applied, so the same bytes
@@ -165,11 +172,13 @@ func encodeRecord(v any) ([]byte, error) {
 // conditional on absence. If the outcome cannot be learned the error
 // matches objstore.ErrOutcomeUnknown, never ErrExists.
 func (s *Store) createRecord(ctx context.Context, key string, v stamped) (string, error) {
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("write %s: nonce: %w", key, err)
+	if v.nonce() == "" {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", fmt.Errorf("write %s: nonce: %w", key, err)
+		}
+		v.setNonce(hex.EncodeToString(raw[:]))
 	}
-	v.setNonce(hex.EncodeToString(raw[:]))
 	b, err := encodeRecord(v)
 	if err != nil {
 		return "", err

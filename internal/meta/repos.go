@@ -55,11 +55,22 @@ func (s *Store) readRepo(ctx context.Context, owner, name string) (repoRecord, s
 // claimName writes rec at key if the name is free: absent, or holding a
 // deletion tombstone (replaced by compare-and-swap on the tombstone's
 // ETag). Of racing claimers exactly one wins; the rest get ErrExists.
+// Each attempt announces its listing keys first and finishes them once
+// it landed (docs/adr/0027-listing-keys.md).
 func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (string, error) {
-	etag, err := s.createRecord(ctx, key, rec)
-	if !errors.Is(err, ErrExists) {
-		return etag, err
+	intent, err := s.announceRepo(ctx, rec, 0)
+	if err != nil {
+		return "", err
 	}
+	etag, err := s.createRecord(ctx, key, rec)
+	switch {
+	case err == nil:
+		s.finishRepo(rec)
+		return etag, nil
+	case !errors.Is(err, ErrExists):
+		return "", err // the outcome is unknown: the intent stays for listers to settle
+	}
+	s.abandon(intent) // ErrExists: another record holds the name, ours never landed
 	var cur repoRecord
 	curTag, err := s.getRecord(ctx, key, &cur)
 	if errors.Is(err, objstore.ErrNotFound) {
@@ -73,6 +84,9 @@ func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (str
 	if !cur.Deleted {
 		return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
 	}
+	if intent, err = s.announceRepo(ctx, rec, cur.Gen); err != nil {
+		return "", err
+	}
 	// Replace the tombstone. If that fails, the record tells what
 	// happened, as in createRecord: our nonce means it applied; the same
 	// tombstone means it did not, and the same conditional write is sent
@@ -80,16 +94,19 @@ func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (str
 	for attempt := 0; ; attempt++ {
 		etag, err := s.replaceRecord(ctx, key, rec, curTag)
 		if err == nil {
+			s.finishRepo(rec)
 			return etag, nil
 		}
 		var now repoRecord
 		nowTag, rerr := s.getRecord(ctx, key, &now)
 		switch {
 		case rerr == nil && now.Nonce == rec.Nonce:
+			s.finishRepo(rec)
 			return nowTag, nil
 		case rerr == nil && nowTag == curTag && attempt+1 < maxCASAttempts && ctx.Err() == nil:
 			continue
 		case rerr == nil && nowTag != curTag, errors.Is(rerr, objstore.ErrNotFound):
+			s.abandon(intent)
 			return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
 		}
 		if errors.Is(err, objstore.ErrOutcomeUnknown) {
@@ -138,7 +155,17 @@ func (s *Store) release(key string, rec repoRecord, etag string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	rec.Deleted = true
-	_, _ = s.replaceRecord(ctx, key, &rec, etag)
+	intent, err := s.announceRepo(ctx, &rec, rec.Gen)
+	if err != nil {
+		return
+	}
+	_, err = s.replaceRecord(ctx, key, &rec, etag)
+	switch {
+	case err == nil:
+		s.finishRepo(&rec)
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		s.abandon(intent)
+	}
 }
 
 // Repo resolves owner/name with one GET. name may end in ".git", which is
@@ -153,34 +180,6 @@ func (s *Store) Repo(ctx context.Context, owner, name string) (Repo, error) {
 		return Repo{}, err
 	}
 	return rec.repo(), nil
-}
-
-// ListRepos returns every live repository of owner, ordered by name key.
-// It does no authorization: callers filter with CanRead. ErrNotFound if
-// owner does not exist.
-func (s *Store) ListRepos(ctx context.Context, owner string) ([]Repo, error) {
-	t, err := s.Tenant(ctx, owner)
-	if err != nil {
-		return nil, fmt.Errorf("list repositories: %w", err)
-	}
-	keys, err := s.listKeys(ctx, reposPrefix+lower(t.Name)+"/")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Repo, 0, len(keys))
-	for _, k := range keys {
-		var rec repoRecord
-		if _, err := s.getRecord(ctx, k, &rec); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) {
-				continue
-			}
-			return nil, err
-		}
-		if !rec.Deleted {
-			out = append(out, rec.repo())
-		}
-	}
-	return out, nil
 }
 
 // DeleteRepo deletes owner/name: first the log is tombstoned (wal.Delete,
@@ -204,13 +203,19 @@ func (s *Store) DeleteRepo(ctx context.Context, owner, name string) error {
 	id := rec.ID
 	for attempt := 0; attempt < maxCASAttempts; attempt++ {
 		rec.Deleted = true
-		_, err := s.replaceRecord(ctx, key, &rec, etag)
+		intent, err := s.announceRepo(ctx, &rec, rec.Gen)
+		if err != nil {
+			return fmt.Errorf("delete repository %s: %w", rec.repo().FullName(), err)
+		}
+		_, err = s.replaceRecord(ctx, key, &rec, etag)
 		if !errors.Is(err, objstore.ErrPreconditionFailed) {
 			if err != nil {
 				return fmt.Errorf("delete repository %s: %w", rec.repo().FullName(), err)
 			}
+			s.finishRepo(&rec)
 			return nil
 		}
+		s.abandon(intent)
 		// Someone changed the record since we read it: retry only if it
 		// is still the repository whose log we just deleted.
 		rec = repoRecord{}
@@ -296,46 +301,19 @@ func (s *Store) SetVisibility(ctx context.Context, owner, name string, public bo
 			return nil
 		}
 		rec.Public = public
+		intent, err := s.announceRepo(ctx, &rec, rec.Gen)
+		if err != nil {
+			return fmt.Errorf("set visibility: %w", err)
+		}
 		_, err = s.replaceRecord(ctx, key, &rec, etag)
 		if !errors.Is(err, objstore.ErrPreconditionFailed) {
 			if err != nil {
 				return fmt.Errorf("set visibility of %s: %w", rec.repo().FullName(), err)
 			}
+			s.finishRepo(&rec)
 			return nil
 		}
+		s.abandon(intent)
 	}
 	return fmt.Errorf("set visibility of %s/%s: record kept changing", owner, name)
-}
-
-// ReposPage returns up to limit live repositories of every owner, in key
-// order, after the repository whose key is after ("" from the start), and
-// the cursor of the next page ("" when this was the last). It reads one
-// LIST page and the records on it; a background sweep pages through an
-// installation with it at its own pace.
-func (s *Store) ReposPage(ctx context.Context, after string, limit int) ([]Repo, string, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	page, err := s.objects.List(ctx, reposPrefix, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list repositories: %w", err)
-	}
-	out := make([]Repo, 0, len(page))
-	for _, o := range page {
-		var rec repoRecord
-		if _, err := s.getRecord(ctx, o.Key, &rec); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) {
-				continue
-			}
-			return nil, "", err
-		}
-		if !rec.Deleted {
-			out = append(out, rec.repo())
-		}
-	}
-	next := ""
-	if len(page) == limit {
-		next = page[len(page)-1].Key
-	}
-	return out, next, nil
 }

@@ -35,21 +35,33 @@ func (s *Store) SetPushProtection(ctx context.Context, owner, name string, on bo
 		}
 		sent := etag
 		rec.PushProtection = on
-		_, werr := s.replaceRecord(ctx, key, &rec, sent)
+		intent, err := s.announceRepo(ctx, &rec, rec.Gen)
+		if err != nil {
+			return fmt.Errorf("set push protection: %w", err)
+		}
+		mine := rec
+		_, werr := s.replaceRecord(ctx, key, &mine, sent)
 		if werr == nil {
+			s.finishRepo(&mine)
 			return nil
 		}
 		var rerr error
 		rec, etag, rerr = s.readRepo(ctx, owner, name)
 		switch {
 		case rerr != nil && errors.Is(rerr, ErrNotFound):
+			s.abandon(intent) // the name is gone: a write conditional on its old ETag cannot land
 			return fmt.Errorf("set push protection: %w", rerr)
 		case rerr != nil:
 			if errors.Is(werr, objstore.ErrPreconditionFailed) {
+				s.abandon(intent)
 				return fmt.Errorf("set push protection of %s/%s: %w", owner, name, rerr)
 			}
 			return fmt.Errorf("set push protection of %s/%s: %w: %w (and reading it back: %v)", owner, name, objstore.ErrOutcomeUnknown, werr, rerr)
+		case rec.Nonce == mine.Nonce:
+			s.finishRepo(&mine) // it landed after all
+			return nil
 		case rec.PushProtection == on:
+			s.abandon(intent) // someone else set it; ours was conditional on the old ETag
 			return nil
 		case etag == sent && !errors.Is(werr, objstore.ErrPreconditionFailed):
 			// Unchanged: the write is neither seen nor ruled out.
@@ -58,6 +70,7 @@ func (s *Store) SetPushProtection(ctx context.Context, owner, name string, on bo
 			}
 			return fmt.Errorf("set push protection of %s/%s: %w: %w", owner, name, objstore.ErrOutcomeUnknown, werr)
 		}
+		s.abandon(intent)
 		if attempt+1 >= maxCASAttempts || ctx.Err() != nil {
 			return fmt.Errorf("set push protection of %s/%s: record kept changing: %w", owner, name, werr)
 		}
