@@ -48,26 +48,32 @@ func newTenantCreateCmd(env *Env) *cobra.Command {
 }
 
 func newTenantListCmd(env *Env) *cobra.Command {
+	var (
+		after string
+		limit int
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "list tenants",
+		Short: "list tenants, in name order",
 		Args:  exactArgs(0),
 	}
+	cmd.Flags().StringVar(&after, "after", "", "start after this tenant name")
+	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many (0: all)")
 	a := newAdmin(env, cmd)
 	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
-		ts, err := s.ListTenants(ctx)
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tKIND\tCREATED")
+		err := pages(after, limit, func(after string, n int) (int, string, error) {
+			ts, next, err := s.ListTenantPage(ctx, after, n)
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Kind, t.CreatedAt.Format(time.RFC3339))
+			}
+			return len(ts), next, err
+		})
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tKIND\tCREATED")
-		for _, t := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Kind, t.CreatedAt.Format(time.RFC3339))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		return nil
+		return tw.Flush()
 	})
 	return cmd
 }
