@@ -5,6 +5,7 @@ package memstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -124,15 +125,20 @@ func readExactly(r io.Reader, size int64) ([]byte, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("negative size %d", size)
 	}
-	var buf bytes.Buffer
-	n, err := io.Copy(&buf, io.LimitReader(r, size+1))
-	if err != nil {
+	// Exactly size bytes, held as they are: a store of millions of small
+	// objects must not keep a growing buffer's spare capacity for each.
+	data := make([]byte, size)
+	if n, err := io.ReadFull(r, data); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("body is %d bytes, declared %d", n, size)
+		}
 		return nil, err
 	}
-	if n != size {
-		return nil, fmt.Errorf("body is %d bytes, declared %d", n, size)
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return nil, fmt.Errorf("body is more than the %d bytes declared", size)
 	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 // Put implements objstore.Store.
