@@ -24,9 +24,9 @@ func TestScale(t *testing.T) {
 	minutes := 20
 	full := os.Getenv("GHOST_SCALE") != ""
 	if full {
-		sizes, nodes = ints(t, os.Getenv("GHOST_SCALE")), []int{1, 10, 100}
+		sizes, nodes = ints(t, os.Getenv("GHOST_SCALE"), 10), []int{1, 10, 100}
 		if v := os.Getenv("GHOST_SCALE_NODES"); v != "" {
-			nodes = ints(t, v)
+			nodes = ints(t, v, 1)
 		}
 		minutes = 60
 	}
@@ -88,6 +88,8 @@ func TestScale(t *testing.T) {
 				follow.store(), lead.store(), tot.store(), follow.Etcd+keep, tot.Etcd+x.keep)
 		}
 	}
+	last := rows[len(rows)-1]
+	costTable(t, &report, last.p, last.ops, last.idle[len(last.idle)-1])
 	t.Log("\n" + report.String())
 	if out := os.Getenv("GHOST_SCALE_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(report.String()), 0o644); err != nil {
@@ -124,14 +126,71 @@ func checkFlat(t *testing.T, small, large []op) {
 	}
 }
 
-func ints(t *testing.T, s string) []int {
+func ints(t *testing.T, s string, least int) []int {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 10 {
-			t.Fatalf("%q: want numbers of at least 10, comma-separated", s)
+		if err != nil || n < least {
+			t.Fatalf("%q: want numbers of at least %d, comma-separated", s, least)
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+// Prices of Amazon S3 Standard in US East (N. Virginia), from
+// https://aws.amazon.com/s3/pricing/ as quoted on 13 March 2026
+// (https://cloudburn.io/blog/amazon-s3-pricing): PUT, COPY, POST and LIST
+// requests $0.005 per 1,000; GET and SELECT $0.0004 per 1,000; DELETE
+// free; storage $0.023 per GB-month for the first 50 TB.
+const (
+	pricePutList = 0.005 / 1000
+	priceGet     = 0.0004 / 1000
+	priceGBMonth = 0.023
+)
+
+// The example of issue 22: 10k pushes and 100k clones an hour. A clone is
+// counted as on a cold node (the upper bound: a node that served the
+// repository before pays the warm figure), and every push is scanned.
+const (
+	pushesPerHour = 10000
+	clonesPerHour = 100000
+	hoursPerMonth = 730
+)
+
+// costTable turns the counts into dollars a month at the prices above.
+func costTable(t *testing.T, w *strings.Builder, p population, ops []op, idle idleResult) {
+	find := func(name string) counts {
+		for _, o := range ops {
+			if o.name == name {
+				return o.c
+			}
+		}
+		t.Fatalf("cost table: no operation %q", name)
+		return counts{}
+	}
+	idleRate := idle.rate(idle.total)
+	type line struct {
+		what        string
+		putList, gt float64 // requests an hour
+	}
+	push, scan, clone := find("push (one commit)"), find("push scan (its run, to done)"), find("clone, cold node")
+	lines := []line{
+		{"pushes", pushesPerHour * float64(push.Put+push.List), pushesPerHour * float64(push.Get)},
+		{"their scans", pushesPerHour * float64(scan.Put+scan.List), pushesPerHour * float64(scan.Get)},
+		{"clones (cold node)", clonesPerHour * float64(clone.Put+clone.List), clonesPerHour * float64(clone.Get)},
+		{fmt.Sprintf("idle loops, %d nodes", idle.nodes), 3600 * (idleRate.Put + idleRate.List), 3600 * idleRate.Get},
+	}
+	fmt.Fprintf(w, "\nCost a month at S3 Standard us-east-1 prices ($%.4f per 1,000 PUT/LIST, $%.4f per 1,000 GET), %d repositories, %d pushes and %d clones an hour, %d nodes:\n\n",
+		pricePutList*1000, priceGet*1000, p.repos, pushesPerHour, clonesPerHour, idle.nodes)
+	fmt.Fprintf(w, "| what | PUT+LIST an hour | GET an hour | $ a month |\n| --- | ---: | ---: | ---: |\n")
+	var total float64
+	for _, l := range lines {
+		usd := hoursPerMonth * (l.putList*pricePutList + l.gt*priceGet)
+		total += usd
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.2f |\n", l.what, l.putList, l.gt, usd)
+	}
+	fmt.Fprintf(w, "| requests in all | | | %.2f |\n", total)
+	fmt.Fprintf(w, "\nStorage is $%.3f per GB-month: at an average of 10 MiB a repository, %d repositories are %.0f GB, $%.0f a month.\n",
+		priceGBMonth, p.repos, float64(p.repos)*10/1024, float64(p.repos)*10/1024*priceGBMonth)
 }
