@@ -131,10 +131,17 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueue:             int(off(int64(limits.GitQueue))),
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
-			Compaction:           compact.options(),
-			Coordination:         coordStore,
-			Scan:                 scanner.Options{InitialShards: scanShard},
-			SSHCloneURL:          sshCloneURL(sshURL, sshListen),
+
+			SSHHandshakeTimeout:            time.Duration(off(int64(limits.SSHHandshakeTimeout))),
+			SSHMaxUnauthenticated:          int(off(int64(limits.SSHMaxUnauthenticated))),
+			SSHMaxUnauthenticatedPerSource: int(off(int64(limits.SSHMaxUnauthenticatedPerSource))),
+			SSHMaxConnsPerPrincipal:        int(off(int64(limits.SSHMaxConnsPerPrincipal))),
+			SSHMaxSessions:                 int(off(int64(limits.SSHMaxSessions))),
+			SSHExecTimeout:                 time.Duration(off(int64(limits.SSHExecTimeout))),
+			Compaction:                     compact.options(),
+			Coordination:                   coordStore,
+			Scan:                           scanner.Options{InitialShards: scanShard},
+			SSHCloneURL:                    sshCloneURL(sshURL, sshListen),
 		})
 		if err != nil {
 			return err

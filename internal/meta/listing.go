@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/record"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -975,3 +976,93 @@ func (s *Store) BuildListings(ctx context.Context) (tenants, repos int, err erro
 	s.listing.ready.Store(true)
 	return tenants, repos, nil
 }
+
+// listedAttempt is one write updateListedRepo sent: its intent key and the
+// record it was conditional on (gen and nonce; absent: none).
+type listedAttempt struct {
+	intent string
+	base   string
+}
+
+func baseOf(cur *repoRecord) string {
+	if cur == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d,%s", cur.Gen, cur.Nonce)
+}
+
+// mutateError marks an error of change or of an announcement, so that
+// updateListedRepo tells it from record.Update's own.
+type mutateError struct{ err error }
+
+func (e *mutateError) Error() string { return e.err.Error() }
+func (e *mutateError) Unwrap() error { return e.err }
+
+// updateListedRepo applies change to the repository record at key by
+// compare-and-swap (record.Update, through updateRecord) with the listing
+// protocol around every attempt (docs/adr/0027-listing-keys.md): each
+// write is announced by its intent key first, under a fresh nonce and the
+// next generation; the write that lands is finished (its final key, the
+// keys it replaced gone). change returns nil when cur already holds the
+// change; it never sees a record this call wrote. It returns the record
+// as the call left it.
+//
+// An attempt's intent is deleted only once its write certainly cannot
+// land: another of ours landed, the call applied nothing (record.Update's
+// ErrNotApplied without a write pending), or a later read showed another
+// record than the one the attempt was conditional on. Any other intent
+// stays for listers, who read the record and settle it.
+func (s *Store) updateListedRepo(ctx context.Context, key string, change func(cur *repoRecord) (*repoRecord, error)) (*repoRecord, error) {
+	var (
+		sent    []listedAttempt
+		mine    = map[string]bool{} // nonces of our attempts
+		lastCur = "?"
+	)
+	rec, err := updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+		lastCur = baseOf(cur)
+		if cur != nil && mine[cur.Nonce] {
+			return nil, nil // one of ours landed
+		}
+		next, err := change(cur)
+		if err != nil {
+			return nil, &mutateError{err}
+		}
+		if next == nil {
+			return nil, nil
+		}
+		next = ptr(*next)
+		var gen uint64
+		if cur != nil {
+			gen = cur.Gen
+		}
+		intent, err := s.announceRepo(ctx, next, gen)
+		if err != nil {
+			return nil, &mutateError{err}
+		}
+		mine[next.Nonce] = true
+		sent = append(sent, listedAttempt{intent: intent, base: lastCur})
+		return next, nil
+	})
+	var me *mutateError
+	switch {
+	case err == nil && rec != nil && mine[rec.Nonce]:
+		s.finishRepo(rec) // also deletes the other attempts' keys: dead
+		return rec, nil
+	case err != nil && errors.As(err, &me):
+		err = me.err
+	}
+	// Nothing pending: record.Update applied nothing and sent nothing
+	// that may still land, so every attempt is dead. Otherwise those whose
+	// base a later read saw replaced are (a write conditional on a record
+	// that changed can never land).
+	var de *record.DecodeError
+	all := err != nil && errors.Is(err, record.ErrNotApplied) && !errors.Is(err, objstore.ErrOutcomeUnknown) && me == nil && !errors.As(err, &de)
+	for _, a := range sent {
+		if all || a.base != lastCur {
+			s.abandon(a.intent)
+		}
+	}
+	return rec, err
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -573,4 +574,86 @@ func (c *refusingRecordGets) Get(ctx context.Context, key string) (io.ReadCloser
 		return nil, objstore.Info{}, fmt.Errorf("unexpected GET %s", key)
 	}
 	return c.Store.Get(ctx, key)
+}
+
+// delayedRecordWrite is a fake store (the fault cannot be had from a real
+// one on demand): it holds the first conditional write of one record
+// key, answers it with an unknown outcome, refuses every later GET of that
+// key, and applies the held write when the test says so, after the call
+// that sent it has returned: a request that lands late.
+type delayedRecordWrite struct {
+	objstore.Store
+	key string
+
+	mu   sync.Mutex
+	held func() error
+}
+
+func (d *delayedRecordWrite) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if key != d.key || d.held != nil {
+		if key == d.key {
+			return objstore.Info{}, fmt.Errorf("put %s: %w", key, objstore.ErrOutcomeUnknown)
+		}
+		return d.Store.PutIfMatch(ctx, key, r, size, etag)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return objstore.Info{}, err
+	}
+	d.held = func() error {
+		_, err := d.Store.PutIfMatch(context.Background(), key, bytes.NewReader(b), int64(len(b)), etag)
+		return err
+	}
+	return objstore.Info{}, fmt.Errorf("put %s: %w", key, objstore.ErrOutcomeUnknown)
+}
+
+func (d *delayedRecordWrite) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
+	d.mu.Lock()
+	held := d.held != nil
+	d.mu.Unlock()
+	if key == d.key && held {
+		return nil, objstore.Info{}, fmt.Errorf("get %s: %w", key, objstore.ErrUnavailable)
+	}
+	return d.Store.Get(ctx, key)
+}
+
+// TestListingLateWriteKeepsIntent: a visibility change whose record write
+// has an unknown outcome that cannot be settled keeps its intent key, so
+// that when the write lands after the call returned, the old final key
+// ("public") is not alone: no public list shows the now private
+// repository. Deleting every attempt's intent when the call ends makes it
+// fail.
+func TestListingLateWriteKeepsIntent(t *testing.T) {
+	ctx := context.Background()
+	inner := memstore.New()
+	s := newStore(inner)
+	mustTenant(t, s, "lou", KindUser)
+	if _, err := s.CreateRepo(ctx, "lou", "secret", true); err != nil {
+		t.Fatal(err)
+	}
+	key, err := repoRef("lou", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &delayedRecordWrite{Store: inner, key: key}
+	err = newStore(d).SetVisibility(ctx, "lou", "secret", false)
+	if !errors.Is(err, objstore.ErrOutcomeUnknown) {
+		t.Fatalf("SetVisibility with its write held: %v, want an unknown outcome", err)
+	}
+	if err := d.held(); err != nil {
+		t.Fatalf("the held write: %v", err)
+	}
+	rec, _, err := s.readRepo(ctx, "lou", "secret")
+	if err != nil || rec.Public {
+		t.Fatalf("after the late write the record is %+v, %v; want private", rec, err)
+	}
+	rs, _, err := s.ListRepoPage(ctx, "lou", "", 10, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 0 {
+		t.Fatalf("the record is private and the public list shows %+v", rs)
+	}
 }

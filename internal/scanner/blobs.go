@@ -8,18 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// blob is one blob to scan: its id, its key in the shard's key space (the
-// id's bytes) and its size.
+// blob is one object to scan: its id, its key in the shard's key space
+// (the id's bytes) and its size. Most are blobs; commits and tags are
+// scanned too, headers and message (docs/adr/0032-scan-runs.md).
 type blob struct {
 	id   string
 	key  []byte
@@ -44,8 +45,9 @@ func inShard(bs []blob, start, end, after []byte, hasAfter bool) []blob {
 }
 
 // batchCheck runs git cat-file --batch-check over ids (all objects when
-// ids is nil) and returns the blobs among them, and how many of ids the
-// repository lacks.
+// ids is nil) and returns the blobs, commits and tags among them (what a
+// scan reads: blobs, and commit and tag objects for their messages), and
+// how many of ids the repository lacks.
 func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
@@ -54,10 +56,8 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 	} else {
 		stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	}
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, args...)
 	cmd.Stdin = stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, 0, err
@@ -74,8 +74,8 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 			missing++
 			continue
 		}
-		if len(f) != 3 || f[0] != "blob" {
-			continue // other types
+		if len(f) != 3 || f[0] != "blob" && f[0] != "commit" && f[0] != "tag" {
+			continue // trees
 		}
 		k, err := hex.DecodeString(f[1])
 		if err != nil {
@@ -89,7 +89,7 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
-		return nil, 0, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, 0, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(cmd.StderrText()))
 	}
 	return bs, missing, nil
 }
@@ -116,16 +116,14 @@ func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Laye
 
 // showIndex lists the object ids of a git pack index (git show-index).
 func showIndex(ctx context.Context, idx io.Reader) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "git", "show-index")
+	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, "show-index")
 	cmd.Stdin = idx
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(cmd.StderrText()))
 	}
 	var ids []string
 	for line := range strings.Lines(string(out)) {

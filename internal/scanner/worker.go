@@ -299,7 +299,7 @@ func (w *Worker) engine(ctx context.Context, tenant string) (*secretscan.Engine,
 	if err != nil {
 		return nil, err
 	}
-	e, err = secretscan.New(w.s.rules, secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers})
+	e, err = secretscan.New(w.s.rules, secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers, Messages: true})
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +486,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		return err
 	}
 	tk := parseToken(sh.Cursor.Token)
-	repo := secretscan.Repo{Dir: snap.Dir}
+	repo := secretscan.Repo{Dir: snap.Dir, Git: w.o.Cache.Git()}
 	ref := alerts.RunRef{ID: u64(uint64(lease.Run)), Seq: spec.Seq}
 	sliceStart := time.Now()
 	shardOp := func(what string, extra string) coord.OpID {
@@ -507,12 +507,12 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		if err != nil {
 			return &inputError{input, err}
 		}
-		fs, err := scan.Attribute(ctx, repo, nil)
+		fs, err := findings(ctx, repo, scan)
 		if err != nil {
 			return &inputError{input, err}
 		}
-		if err := w.s.opts.Alerts.Record(ctx, spec.Tenant, spec.RepoID, convert(fs), ref); err != nil {
-			return &inputError{input, fmt.Errorf("record alerts: %w", err)}
+		if err := w.record(ctx, spec, ref, fs); err != nil {
+			return &inputError{input, err}
 		}
 		tk.Blobs += int64(len(ids))
 		tk.Bytes += size
@@ -599,6 +599,51 @@ func (w *Worker) pushWaiting(ctx context.Context) bool {
 	return err == nil && len(page) > 0
 }
 
+// findings turns a batch's candidates into findings, none dropped: a
+// blob's at the commit whose diff added it (merges against their first
+// parent included), a blob's that no diff adds at its path under a ref
+// that reaches it (a tag of a tree or blob) or at no ref (an object no
+// ref reaches any more), and a commit's or tag's at its object.
+func findings(ctx context.Context, repo secretscan.Repo, scan *secretscan.BlobScan) ([]secretscan.Finding, error) {
+	a, err := scan.AttributeAll(ctx, repo, nil)
+	if err != nil {
+		return nil, err
+	}
+	fs := a.Findings
+	if len(a.Unplaced) > 0 {
+		refs, err := secretscan.TreeAndBlobRefs(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		reach, err := secretscan.Locate(ctx, repo, refs, nil, a.Unplaced)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, scan.LocatedFindings(a.Unplaced, reach)...)
+	}
+	return append(fs, scan.MessageFindings()...), nil
+}
+
+// record files a batch's findings. A finding the alert store refuses for
+// good (alerts.RejectedError: malformed, which the engine should never
+// produce) is logged with its reason and does not hold up the shard;
+// every other failure is returned, and the batch is scanned again.
+func (w *Worker) record(ctx context.Context, spec Spec, ref alerts.RunRef, fs []secretscan.Finding) error {
+	err := w.s.opts.Alerts.Record(ctx, spec.Tenant, spec.RepoID, convert(fs), ref)
+	var rej *alerts.RejectedError
+	if errors.As(err, &rej) {
+		for _, r := range rej.Rejected {
+			f := fs[r.Index]
+			w.logger.Error("scan finding refused by the alert store", "run", spec.String(), "rule", f.RuleID, "object", f.BlobID, "err", r.Err)
+		}
+		err = rej.Rest
+	}
+	if err != nil {
+		return fmt.Errorf("record alerts: %w", err)
+	}
+	return nil
+}
+
 // convert turns the engine's findings into the alert store's.
 func convert(fs []secretscan.Finding) []alerts.Finding {
 	out := make([]alerts.Finding, 0, len(fs))
@@ -606,6 +651,7 @@ func convert(fs []secretscan.Finding) []alerts.Finding {
 		out = append(out, alerts.Finding{
 			RuleID: f.RuleID, Description: f.Description, Commit: f.Commit, Path: f.Path,
 			Line: f.StartLine, Column: f.StartColumn, BlobID: f.BlobID, Match: f.Match, Fingerprint: f.Fingerprint,
+			Source: string(f.Source), Ref: f.Ref,
 		})
 	}
 	return out

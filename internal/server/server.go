@@ -37,6 +37,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
+	"github.com/ghost-scm/ghost/internal/sshd"
 	"github.com/ghost-scm/ghost/internal/wal"
 	"github.com/ghost-scm/ghost/internal/web"
 )
@@ -73,6 +74,15 @@ type Options struct {
 	MaxGitProcesses      int
 	GitQueue             int
 	GitQueueTimeout      time.Duration
+	// The SSH transport's limits (sshd.Options): zero values take sshd's
+	// defaults, negative ones switch a limit off
+	// (docs/adr/0090-bounded-serving.md).
+	SSHHandshakeTimeout            time.Duration
+	SSHMaxUnauthenticated          int
+	SSHMaxUnauthenticatedPerSource int
+	SSHMaxConnsPerPrincipal        int
+	SSHMaxSessions                 int
+	SSHExecTimeout                 time.Duration
 	// StoreTempMaxAge is the age past which a store's write temporaries
 	// (a crashed writer's leftovers) are removed at start, for stores
 	// that keep them (fsstore); default 1 hour, negative: never.
@@ -114,6 +124,7 @@ type Server struct {
 	compact  *compact.Trigger
 	git      *gitsvc.Service // shared by the transports, and so their git slots
 	registry *prometheus.Registry
+	sshStats *sshd.Metrics
 	handler  http.Handler
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
@@ -178,6 +189,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
 	metrics := gitsvc.NewMetrics(opts.Registry)
+	s.sshStats = sshd.NewMetrics(opts.Registry)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
@@ -517,9 +529,10 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection}
-	if p != nil {
-		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
-	}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	// The credential goes with the name: a push-protection bypass is
+	// recorded with it (the token's id, or the SSH key's fingerprint and
+	// title), and so is the log's pushed-by.
+	acc.Principal = p.String()
 	return acc, nil
 }
