@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -78,19 +79,54 @@ func (h *handler) createTenant(w http.ResponseWriter, r *http.Request, p *meta.P
 	return http.StatusCreated, toTenant(t), nil
 }
 
+// listTenants answers a page of the tenants (?per_page=, at most
+// meta.MaxPageSize, default meta.DefaultPageSize; ?after=<name>), with a
+// Link header naming the next page when there is one.
 func (h *handler) listTenants(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if err := requireAdmin(p); err != nil {
 		return 0, nil, err
 	}
-	ts, err := h.store.ListTenants(r.Context())
+	after, limit, err := pageQuery(r)
 	if err != nil {
 		return 0, nil, err
 	}
+	ts, next, err := h.store.ListTenantPage(r.Context(), after, limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	linkNext(w, r, next)
 	out := make([]tenantJSON, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, toTenant(t))
 	}
 	return http.StatusOK, out, nil
+}
+
+// pageQuery reads a list's paging parameters: ?after=<name> (the last
+// name of the previous page, any case) and ?per_page=.
+func pageQuery(r *http.Request) (string, int, error) {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > meta.MaxPageSize {
+			return "", 0, fmt.Errorf("%w: per_page=%q: want a whole number from 1 to %d", meta.ErrInvalidArgument, v, meta.MaxPageSize)
+		}
+		limit = n
+	}
+	return strings.ToLower(q.Get("after")), limit, nil
+}
+
+// linkNext sets the Link header to the next page, as GitHub's API does,
+// when there is one: the same request with ?after= the cursor.
+func linkNext(w http.ResponseWriter, r *http.Request, next string) {
+	if next == "" {
+		return
+	}
+	q := r.URL.Query()
+	q.Set("after", next)
+	u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+	w.Header().Set("Link", "<"+u.String()+`>; rel="next"`)
 }
 
 func (h *handler) addMember(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
@@ -240,23 +276,30 @@ func sameTenant(p *meta.Principal, tenant string) bool {
 	return p != nil && p.Tenant != "" && strings.EqualFold(p.Tenant, tenant)
 }
 
+// listRepos answers a page of owner's repositories that the caller may
+// read (?per_page=, ?after=<name>), with a Link header naming the next.
+// A caller who may not read the owner's private repositories pages
+// through the public ones only.
 func (h *handler) listRepos(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	owner := r.PathValue("owner")
-	repos, err := h.store.ListRepos(r.Context(), owner)
+	after, limit, err := pageQuery(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	// Whether p sees owner's private repositories is one decision per
-	// owner, not per repository.
+	// owner, not per repository. (A missing owner is ListRepoPage's 404.)
 	private, err := h.store.CanRead(r.Context(), p, meta.Repo{Owner: owner})
 	if err != nil {
 		return 0, nil, err
 	}
+	repos, next, err := h.store.ListRepoPage(r.Context(), owner, after, limit, !private)
+	if err != nil {
+		return 0, nil, err
+	}
+	linkNext(w, r, next)
 	out := make([]repoJSON, 0, len(repos))
 	for _, repo := range repos {
-		if repo.Public || private {
-			out = append(out, toRepo(repo))
-		}
+		out = append(out, toRepo(repo))
 	}
 	return http.StatusOK, out, nil
 }

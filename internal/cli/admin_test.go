@@ -104,6 +104,14 @@ func TestAdminTenantsAndRepos(t *testing.T) {
 			t.Errorf("tenant list lacks %q:\n%s", want, list)
 		}
 	}
+	// A page of two after "Alice" (any case): bob and initech.
+	list = mustGhost(t, dir, "tenant", "list", "--after", "Alice", "--limit", "2")
+	if lines := strings.Split(strings.TrimSpace(list), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "bob ") || !strings.HasPrefix(lines[2], "initech ") {
+		t.Errorf("tenant list --after Alice --limit 2:\n%s", list)
+	}
+	if r := ghost(t, dir, "tenant", "list", "--limit", "-1"); r.code != 1 {
+		t.Errorf("--limit -1: %+v", r)
+	}
 
 	mustGhost(t, dir, "repo", "create", "alice/proj", "--public")
 	mustGhost(t, dir, "repo", "create", "acme/secret")

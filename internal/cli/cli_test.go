@@ -23,7 +23,9 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// ghost repo scan, scans
 	"wait", "poll", "limit",
 	// confirmations, alert changes, settings
-	"yes", "reason", "comment"}
+	"yes", "reason", "comment",
+	// ghost repo list, tenant list
+	"after"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

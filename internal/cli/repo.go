@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghost-scm/ghost/internal/client"
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // newRepoCmd returns "ghost repo" and its subcommands.
@@ -25,7 +27,35 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoScanCmd(env),
 		newRepoScansCmd(env),
 		newRepoSetCmd(env),
+		newRepoReindexCmd(env),
 	)
+}
+
+// newRepoReindexCmd returns "ghost repo reindex": build the listing keys
+// of every tenant and repository from their records (serve does it at
+// start when they are missing; docs/adr/0027-listing-keys.md).
+func newRepoReindexCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reindex",
+		Short: "rebuild the listings of tenants and repositories from their records",
+		Args:  exactArgs(0),
+	}
+	a := newAdmin(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		objects, err := a.cfg.OpenStore(ctx)
+		if err != nil {
+			return err
+		}
+		tenants, repos, err := meta.New(objects, wal.New(objects, wal.Options{})).BuildListings(ctx)
+		if err != nil {
+			return err
+		}
+		a.wrote()
+		fmt.Fprintf(env.Stdout, "listed %d tenants and %d repositories\n", tenants, repos)
+		return nil
+	}
+	return cmd
 }
 
 func newRepoCreateCmd(env *Env) *cobra.Command {
@@ -62,25 +92,59 @@ func visibility(public bool) string {
 }
 
 func newRepoListCmd(env *Env) *cobra.Command {
+	var (
+		after string
+		limit int
+	)
 	cmd := &cobra.Command{
 		Use:   "list <owner>",
-		Short: "list an owner's repositories",
+		Short: "list an owner's repositories, in name order",
 		Args:  exactArgs(1),
 	}
+	cmd.Flags().StringVar(&after, "after", "", "start after this repository name")
+	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many (0: all)")
 	t := newTarget(env, cmd)
 	cmd.RunE = t.runAPI(false, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
-		rs, err := c.ListRepos(ctx, args[0])
-		if err != nil {
-			return err
-		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "REPOSITORY\tVISIBILITY\tID\tCREATED\tFORKED FROM")
-		for _, r := range rs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.FullName, visibility(r.Public), r.ID, r.CreatedAt.Format(time.RFC3339), r.ForkedFrom)
+		err := pages(after, limit, func(after string, n int) (int, string, error) {
+			rs, next, err := c.ListReposPage(ctx, args[0], after, n)
+			for _, r := range rs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.FullName, visibility(r.Public), r.ID, r.CreatedAt.Format(time.RFC3339), r.ForkedFrom)
+			}
+			return len(rs), next, err
+		})
+		if err != nil {
+			return err
 		}
 		return tw.Flush()
 	})
 	return cmd
+}
+
+// pages runs page, one LIST page at a time from after (lower-cased), until
+// the last page or limit items (0: no limit). page gets the cursor and how
+// many it may return, and answers how many it did and the next cursor.
+func pages(after string, limit int, page func(after string, n int) (int, string, error)) error {
+	if limit < 0 {
+		return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
+	}
+	after = strings.ToLower(after)
+	for left := limit; ; {
+		n := meta.MaxPageSize
+		if limit > 0 {
+			n = min(n, left)
+		}
+		got, next, err := page(after, n)
+		if err != nil {
+			return err
+		}
+		left -= got
+		if next == "" || limit > 0 && left <= 0 {
+			return nil
+		}
+		after = next
+	}
 }
 
 func newRepoDeleteCmd(env *Env) *cobra.Command {

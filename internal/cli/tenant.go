@@ -48,21 +48,30 @@ func newTenantCreateCmd(env *Env) *cobra.Command {
 }
 
 func newTenantListCmd(env *Env) *cobra.Command {
+	var (
+		after string
+		limit int
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "list tenants",
+		Short: "list tenants, in name order",
 		Args:  exactArgs(0),
 	}
+	cmd.Flags().StringVar(&after, "after", "", "start after this tenant name")
+	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many (0: all)")
 	t := newTarget(env, cmd)
 	cmd.RunE = t.runAPI(false, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
-		ts, err := c.ListTenants(ctx)
-		if err != nil {
-			return err
-		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tKIND\tCREATED")
-		for _, tn := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", tn.Name, tn.Kind, tn.CreatedAt.Format(time.RFC3339))
+		err := pages(after, limit, func(after string, n int) (int, string, error) {
+			ts, next, err := c.ListTenantsPage(ctx, after, n)
+			for _, tn := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", tn.Name, tn.Kind, tn.CreatedAt.Format(time.RFC3339))
+			}
+			return len(ts), next, err
+		})
+		if err != nil {
+			return err
 		}
 		return tw.Flush()
 	})

@@ -233,6 +233,15 @@ func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return ts, err
 }
 
+// ListTenantsPage returns up to n tenants (0: the server's page size) in
+// name order after the name after, and the cursor of the next page (""
+// after the last), from the Link header the server sends.
+func (c *Client) ListTenantsPage(ctx context.Context, after string, n int) ([]Tenant, string, error) {
+	var ts []Tenant
+	next, err := c.page(ctx, "/api/tenants", after, n, &ts)
+	return ts, next, err
+}
+
 // DeleteTenant deletes a tenant; force also deletes its repositories.
 func (c *Client) DeleteTenant(ctx context.Context, name string, force bool) error {
 	q := url.Values{}
@@ -302,6 +311,49 @@ func (c *Client) ListRepos(ctx context.Context, owner string) ([]Repo, error) {
 	var rs []Repo
 	_, err := c.do(ctx, http.MethodGet, "/api/repos/"+owner, nil, nil, &rs)
 	return rs, err
+}
+
+// ListReposPage returns up to n of owner's repositories (0: the server's
+// page size) in name order after the name after, and the cursor of the
+// next page ("" after the last).
+func (c *Client) ListReposPage(ctx context.Context, owner, after string, n int) ([]Repo, string, error) {
+	var rs []Repo
+	next, err := c.page(ctx, "/api/repos/"+owner, after, n, &rs)
+	return rs, next, err
+}
+
+// page GETs one page of a list and returns the next page's cursor: the
+// after parameter of its Link rel="next", as GitHub's API pages.
+func (c *Client) page(ctx context.Context, path, after string, n int, out any) (string, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if n > 0 {
+		q.Set("per_page", strconv.Itoa(n))
+	}
+	var h http.Header
+	if _, err := c.doHeader(ctx, http.MethodGet, path, q, nil, out, &h); err != nil {
+		return "", err
+	}
+	return nextCursor(h.Get("Link")), nil
+}
+
+// nextCursor returns the after parameter of the rel="next" link of a
+// Link header, or "".
+func nextCursor(link string) string {
+	for _, part := range strings.Split(link, ",") {
+		target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
+		if !ok || !strings.Contains(params, `rel="next"`) {
+			continue
+		}
+		u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+		if err != nil {
+			return ""
+		}
+		return u.Query().Get("after")
+	}
+	return ""
 }
 
 // CreateRepo creates an empty repository.

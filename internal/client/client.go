@@ -168,6 +168,12 @@ func kindOf(status int) error {
 // do sends one request and decodes the JSON answer into out (nil: none
 // expected). body, when not nil, is sent as JSON.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) (int, error) {
+	return c.doHeader(ctx, method, path, query, body, out, nil)
+}
+
+// doHeader is do that also hands back the response's header (when hdr
+// is not nil), for the Link header of a paged list.
+func (c *Client) doHeader(ctx context.Context, method, path string, query url.Values, body, out any, hdr *http.Header) (int, error) {
 	u := *c.base
 	u.Path = c.base.Path + path
 	u.RawPath = c.base.Path + escapePath(path)
@@ -202,6 +208,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return 0, &Error{Kind: ErrUnavailable, Message: "cannot reach " + c.base.Redacted(), Method: method, Path: path, Err: err}
 	}
 	defer res.Body.Close()
+	if hdr != nil {
+		*hdr = res.Header
+	}
 	data, err := io.ReadAll(io.LimitReader(res.Body, MaxResponseBytes+1))
 	if err != nil {
 		return res.StatusCode, &Error{Kind: ErrUnavailable, Status: res.StatusCode, Message: "reading the answer of " + c.base.Redacted(), Method: method, Path: path, Err: err}

@@ -19,6 +19,8 @@
 //	meta/repos/<owner>/<name>       repoRecord (a deleted name keeps a tombstone)
 //	meta/sshkeys/<sha256hex>        sshKeyRecord, looked up by AuthenticateKey
 //	meta/sshkeyids/<tenant>/<hex>   sshKeyRecord, the tenant's listing
+//	meta/repolist/<owner>/<name>,…  what a list shows of a repository (listing.go)
+//	meta/tenantlist/<tenant>,…      what a list shows of a tenant
 //
 // Names are case-insensitive: keys use the lowercase form, records keep the
 // name as first written for display. See docs/adr/0020-meta-namespace.md and
@@ -179,6 +181,7 @@ type Store struct {
 	log     *wal.Log
 	now     func() time.Time
 	newID   func() string
+	listing listingState
 }
 
 // New returns a Store keeping metadata in objects and repository logs in

@@ -102,6 +102,12 @@ type repoRecord struct {
 	// PushProtection turns on scanning pushes for secrets
 	// (docs/adr/0031-push-protection.md); absent in older records, so off.
 	PushProtection bool `json:"push_protection,omitempty"`
+	// Gen counts the writes of the record: each write sets it one higher
+	// (and a fresh nonce), and its listing keys carry both, so that a
+	// lister can tell keys of earlier writes from those of a write in
+	// flight (docs/adr/0027-listing-keys.md). 0 in records written
+	// before it.
+	Gen uint64 `json:"gen,omitempty"`
 	// AllowReplaceRefs lets pushes create refs/replace/* refs; absent in
 	// older records, so refused.
 	AllowReplaceRefs bool `json:"allow_replace_refs,omitempty"`
@@ -161,17 +167,21 @@ func encodeRecord(v any) ([]byte, error) {
 // createRecord writes v at key only if the key is absent: ErrExists when
 // it is not. It returns the new ETag.
 //
-// v gets a fresh nonce first, so that after a lost race or an unknown
-// outcome the record read back tells whose it is (record.Create): ours
-// means the write applied, another's means ErrExists, and none means the
-// same bytes are sent again. If the outcome cannot be learned the error
+// v gets a fresh nonce first, unless it has one (a caller that announced
+// the record's listing keys under it, docs/adr/0027-listing-keys.md), so
+// that after a lost race or an unknown outcome the record read back tells
+// whose it is (record.Create): ours means the write applied, another's
+// means ErrExists, and none means the same bytes are sent again. If the
+// outcome cannot be learned the error
 // matches objstore.ErrOutcomeUnknown, never ErrExists.
 func (s *Store) createRecord(ctx context.Context, key string, v stamped) (string, error) {
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("write %s: nonce: %w", key, err)
+	if v.nonce() == "" {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", fmt.Errorf("write %s: nonce: %w", key, err)
+		}
+		v.setNonce(hex.EncodeToString(raw[:]))
 	}
-	v.setNonce(hex.EncodeToString(raw[:]))
 	etag, err := record.Create(ctx, s.objects, anyCodec, key, &v)
 	switch {
 	case err == nil:

@@ -55,19 +55,27 @@ func (s *Store) readRepo(ctx context.Context, owner, name string) (repoRecord, s
 // claimName writes rec at key if the name is free: absent, or holding a
 // deletion tombstone (replaced by compare-and-swap on the tombstone's
 // ETag). Of racing claimers exactly one wins; the rest get ErrExists.
+// Each attempt announces its listing keys first and finishes them once
+// it landed (docs/adr/0027-listing-keys.md).
 func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (string, error) {
-	etag, err := s.createRecord(ctx, key, rec)
-	if !errors.Is(err, ErrExists) {
-		return etag, err
+	intent, err := s.announceRepo(ctx, rec, 0)
+	if err != nil {
+		return "", err
 	}
+	etag, err := s.createRecord(ctx, key, rec)
+	switch {
+	case err == nil:
+		s.finishRepo(rec)
+		return etag, nil
+	case !errors.Is(err, ErrExists):
+		return "", err // the outcome is unknown: the intent stays for listers to settle
+	}
+	s.abandon(intent) // ErrExists: another record holds the name, ours never landed
 	// Taken: by a tombstone, which the claim replaces by compare-and-swap
 	// (record.Update settles an unknown outcome by our nonce), or by a
 	// live repository.
-	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
-		switch {
-		case cur != nil && cur.Nonce == rec.Nonce:
-			return nil, nil // ours landed
-		case cur == nil || !cur.Deleted:
+	landed, err := s.updateListedRepo(ctx, key, func(cur *repoRecord) (*repoRecord, error) {
+		if cur == nil || !cur.Deleted {
 			// Tombstones are never removed, so an absent record was
 			// deleted by hand: treat the name as taken rather than guess.
 			return nil, fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
@@ -77,6 +85,7 @@ func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (str
 	if err != nil {
 		return "", err
 	}
+	*rec = *landed
 	_, etag, err = s.readRepo(ctx, rec.Owner, rec.Name)
 	if err != nil {
 		return "", err
@@ -123,7 +132,17 @@ func (s *Store) release(key string, rec repoRecord, etag string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	rec.Deleted = true
-	_, _ = s.replaceRecord(ctx, key, &rec, etag)
+	intent, err := s.announceRepo(ctx, &rec, rec.Gen)
+	if err != nil {
+		return
+	}
+	_, err = s.replaceRecord(ctx, key, &rec, etag)
+	switch {
+	case err == nil:
+		s.finishRepo(&rec)
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		s.abandon(intent)
+	}
 }
 
 // Repo resolves owner/name with one GET. name may end in ".git", which is
@@ -138,34 +157,6 @@ func (s *Store) Repo(ctx context.Context, owner, name string) (Repo, error) {
 		return Repo{}, err
 	}
 	return rec.repo(), nil
-}
-
-// ListRepos returns every live repository of owner, ordered by name key.
-// It does no authorization: callers filter with CanRead. ErrNotFound if
-// owner does not exist.
-func (s *Store) ListRepos(ctx context.Context, owner string) ([]Repo, error) {
-	t, err := s.Tenant(ctx, owner)
-	if err != nil {
-		return nil, fmt.Errorf("list repositories: %w", err)
-	}
-	keys, err := s.listKeys(ctx, reposPrefix+lower(t.Name)+"/")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Repo, 0, len(keys))
-	for _, k := range keys {
-		var rec repoRecord
-		if _, err := s.getRecord(ctx, k, &rec); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) {
-				continue
-			}
-			return nil, err
-		}
-		if !rec.Deleted {
-			out = append(out, rec.repo())
-		}
-	}
-	return out, nil
 }
 
 // DeleteRepo deletes owner/name: first the log is tombstoned (wal.Delete,
@@ -187,7 +178,7 @@ func (s *Store) DeleteRepo(ctx context.Context, owner, name string) error {
 		return fmt.Errorf("delete repository %s: %w", rec.repo().FullName(), err)
 	}
 	id := rec.ID
-	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+	_, err = s.updateListedRepo(ctx, key, func(cur *repoRecord) (*repoRecord, error) {
 		if cur == nil || cur.Deleted || cur.ID != id {
 			return nil, nil // deleted by someone else, and perhaps recreated
 		}
@@ -266,7 +257,7 @@ func (s *Store) SetVisibility(ctx context.Context, owner, name string, public bo
 	if _, _, err := s.readRepo(ctx, owner, name); err != nil {
 		return fmt.Errorf("set visibility: %w", err)
 	}
-	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+	_, err = s.updateListedRepo(ctx, key, func(cur *repoRecord) (*repoRecord, error) {
 		if cur == nil || cur.Deleted {
 			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
 		}
@@ -281,37 +272,4 @@ func (s *Store) SetVisibility(ctx context.Context, owner, name string, public bo
 		return fmt.Errorf("set visibility of %s/%s: %w", owner, name, err)
 	}
 	return nil
-}
-
-// ReposPage returns up to limit live repositories of every owner, in key
-// order, after the repository whose key is after ("" from the start), and
-// the cursor of the next page ("" when this was the last). It reads one
-// LIST page and the records on it; a background sweep pages through an
-// installation with it at its own pace.
-func (s *Store) ReposPage(ctx context.Context, after string, limit int) ([]Repo, string, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	page, err := s.objects.List(ctx, reposPrefix, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list repositories: %w", err)
-	}
-	out := make([]Repo, 0, len(page))
-	for _, o := range page {
-		var rec repoRecord
-		if _, err := s.getRecord(ctx, o.Key, &rec); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) {
-				continue
-			}
-			return nil, "", err
-		}
-		if !rec.Deleted {
-			out = append(out, rec.repo())
-		}
-	}
-	next := ""
-	if len(page) == limit {
-		next = page[len(page)-1].Key
-	}
-	return out, next, nil
 }

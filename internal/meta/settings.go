@@ -33,7 +33,7 @@ func (s *Store) setFlag(ctx context.Context, owner, name, what string, flag func
 	if _, _, err := s.readRepo(ctx, owner, name); err != nil {
 		return fmt.Errorf("set %s: %w", what, err)
 	}
-	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+	_, err = s.updateListedRepo(ctx, key, func(cur *repoRecord) (*repoRecord, error) {
 		if cur == nil || cur.Deleted {
 			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
 		}

@@ -26,13 +26,23 @@ func (s *Store) CreateTenant(ctx context.Context, name, kind string) (Tenant, er
 	if kind != KindUser && kind != KindOrg {
 		return Tenant{}, fmt.Errorf("%w: tenant kind %q: want %q or %q", ErrInvalidArgument, kind, KindUser, KindOrg)
 	}
+	// The first tenant of a new installation finds the listing complete
+	// (there is nothing to list) and marks it so; an error here is the
+	// store's, and the writes below report it.
+	_, _ = s.listingReady(ctx)
 	rec := tenantRecord{V: recordVersion, Name: name, Kind: kind, CreatedAt: s.now()}
+	intent, err := s.announceTenant(ctx, &rec)
+	if err != nil {
+		return Tenant{}, fmt.Errorf("create tenant %s: %w", name, err)
+	}
 	if _, err := s.createRecord(ctx, tenantKey(key), &rec); err != nil {
 		if errors.Is(err, ErrExists) {
+			s.abandon(intent)
 			return Tenant{}, fmt.Errorf("tenant %s: %w", name, ErrExists)
 		}
 		return Tenant{}, fmt.Errorf("create tenant %s: %w", name, err)
 	}
+	s.finishTenant(key, &rec)
 	return rec.tenant(), nil
 }
 
@@ -51,26 +61,6 @@ func (s *Store) Tenant(ctx context.Context, name string) (Tenant, error) {
 		return Tenant{}, err
 	}
 	return rec.tenant(), nil
-}
-
-// ListTenants returns every tenant, ordered by key (lowercase name).
-func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
-	keys, err := s.listKeys(ctx, tenantsPrefix)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Tenant, 0, len(keys))
-	for _, k := range keys {
-		var rec tenantRecord
-		if _, err := s.getRecord(ctx, k, &rec); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) {
-				continue
-			}
-			return nil, err
-		}
-		out = append(out, rec.tenant())
-	}
-	return out, nil
 }
 
 // AddMember lets user act on org's repositories (read private ones; push,
@@ -165,7 +155,8 @@ func (s *Store) RemoveMember(ctx context.Context, org, user string) error {
 //  1. repositories (forced only);
 //  2. memberships: the org's members, or the user's memberships in every
 //     org, so a new tenant of the same name gets none of them;
-//  3. the tenant record: from here on its tokens stop authenticating,
+//  3. the tenant record (announced in the listing first, and its
+//     listing keys removed after): from here on its tokens stop authenticating,
 //     because Authenticate checks that the token's tenant exists and is
 //     the incarnation the token was minted for;
 //  4. the tenant's tokens and SSH keys, which are then only garbage (and
@@ -196,12 +187,30 @@ func (s *Store) DeleteTenant(ctx context.Context, name string, force bool) error
 			return fmt.Errorf("delete tenant %s: %w", t.Name, err)
 		}
 	}
+	// Once the tenant is gone no list of it tidies its repositories'
+	// listing keys: settle what the deletes above left unsettled now.
+	if err := s.settleRepoNames(ctx, repoListPrefix+key+"/"); err != nil {
+		return fmt.Errorf("delete tenant %s: %w", t.Name, err)
+	}
 	if err := s.deleteMemberships(ctx, key); err != nil {
+		return fmt.Errorf("delete tenant %s: %w", t.Name, err)
+	}
+	// The deletion announces itself in the listing first, so that a
+	// lister meeting the tenant's key meanwhile reads the record.
+	var rec tenantRecord
+	if _, err := s.getRecord(ctx, tenantKey(key), &rec); err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("delete tenant %s: %w", t.Name, ErrNotFound)
+		}
+		return fmt.Errorf("delete tenant %s: %w", t.Name, err)
+	}
+	if err := s.putKey(ctx, tenantEntryOf(&rec, stateDeleted, s.now()).key()); err != nil {
 		return fmt.Errorf("delete tenant %s: %w", t.Name, err)
 	}
 	if err := s.objects.Delete(ctx, tenantKey(key)); err != nil {
 		return fmt.Errorf("delete tenant %s: %w", t.Name, err)
 	}
+	s.finishTenant(key, nil)
 	if err := s.deleteTokens(ctx, key); err != nil {
 		return fmt.Errorf("delete tenant %s: tenant deleted, but removing its tokens failed (they no longer authenticate): %w", t.Name, err)
 	}

@@ -2,8 +2,11 @@ package scanner_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/countstore"
 	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
@@ -77,5 +80,31 @@ func TestSweepFindsAGapWithoutAMark(t *testing.T) {
 	}
 	if got := listKeys(t, f.srv.Store(), "scans/pending/"); len(got) != 1 || got[0] != "scans/pending/alice/"+ra.ID {
 		t.Fatalf("marks after the sweep: %v, want alice's repository", got)
+	}
+}
+
+// TestSweepOfAScannedRepositoryReadsTwo: what the sweep meets almost
+// always, a repository whose every push is scanned, costs it two reads
+// (the index and the watermark); one with a gap still gets its runs.
+func TestSweepOfAScannedRepositoryReadsTwo(t *testing.T) {
+	var reqs atomic.Int64
+	f := newFixture(t, fixtureOpts{store: func(st objstore.Store) objstore.Store {
+		return countstore.New(st, func(string, error) { reqs.Add(1) })
+	}})
+	f.tenant("alice")
+	repo := f.repo("alice", "a")
+	history(t, f.remote("alice", "a"), 0)
+	ctx := context.Background()
+	s := f.scanner(scanner.Options{})
+	if n, err := s.Reconcile(ctx, "alice", repo.ID); err != nil || n != 7 {
+		t.Fatalf("reconcile of a repository with 7 unscanned pushes started %d runs (%v)", n, err)
+	}
+	drain(t, s, f.worker(s, scanner.WorkerOptions{}))
+	before := reqs.Load()
+	if n, err := s.Reconcile(ctx, "alice", repo.ID); err != nil || n != 0 {
+		t.Fatalf("reconcile of a scanned repository started %d runs (%v)", n, err)
+	}
+	if got := reqs.Load() - before; got != 2 {
+		t.Fatalf("reconcile of a scanned repository made %d object-store requests, want 2", got)
 	}
 }

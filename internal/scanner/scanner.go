@@ -429,11 +429,22 @@ func (s *Scanner) reconcile(ctx context.Context, tenant, repoID string) (int, La
 		s.opts.Metrics.forget(tenant, repoID)
 		return 0, Lag{}, wal.ErrRepoDeleted
 	}
+	w, err := s.Watermark(ctx, repoID)
+	if err != nil {
+		return 0, Lag{}, err
+	}
+	if w >= x.Seq {
+		// Every push is scanned: no run after the watermark can exist,
+		// so there is nothing to advance or start. This is what the sweep
+		// meets almost always, at two reads (issue 22 §7).
+		lag := Lag{Head: x.Seq, Watermark: w}
+		s.opts.Metrics.observeLag(tenant, repoID, lag)
+		return 0, lag, nil
+	}
 	if err := s.advanceWatermark(ctx, tenant, repoID); err != nil {
 		return 0, Lag{}, err
 	}
-	w, err := s.Watermark(ctx, repoID)
-	if err != nil {
+	if w, err = s.Watermark(ctx, repoID); err != nil {
 		return 0, Lag{}, err
 	}
 	var pres map[uint64]preserved

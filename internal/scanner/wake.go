@@ -6,10 +6,12 @@ import (
 	"time"
 )
 
-// DefaultSafetyPoll is how often an idle worker looks for work when the
-// coordination store wakes it on new work (etcdcoord's WatchClaimable): a
-// shard whose lease ran out is claimable again but writes nothing that
-// could wake anyone, so a rare poll still finds it.
+// DefaultSafetyPoll is how often a process's idle workers look for work
+// when the coordination store wakes them on new work (etcdcoord's
+// WatchClaimable): a shard whose lease ran out is claimable again but
+// writes nothing that could wake anyone, so a rare poll still finds it.
+// The poll wakes one idle worker of the process, not each: one look at
+// the runs a minute per process (issue 22 §7).
 const DefaultSafetyPoll = time.Minute
 
 // claimWatcher is what a coordination backend offers when it can wake
@@ -42,7 +44,8 @@ func (g *gate) signal() {
 	close(ch)
 }
 
-// wait returns after a signal, after d, or when ctx ends.
+// wait returns after a signal, after d (never, when d is 0), or when ctx
+// ends.
 func (g *gate) wait(ctx context.Context, d time.Duration) {
 	g.mu.Lock()
 	if g.pending {
@@ -53,13 +56,17 @@ func (g *gate) wait(ctx context.Context, d time.Duration) {
 	ch := make(chan struct{})
 	g.waiters = append(g.waiters, ch)
 	g.mu.Unlock()
-	t := time.NewTimer(d)
-	defer t.Stop()
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-ch:
 		return
 	case <-ctx.Done():
-	case <-t.C:
+	case <-timeout:
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -73,9 +80,22 @@ func (g *gate) wait(ctx context.Context, d time.Duration) {
 	g.pending = true
 }
 
+// wakeAll releases every waiting worker, so that each decides again how
+// to wait (the watch ended: back to polling).
+func (g *gate) wakeAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ch := range g.waiters {
+		close(ch)
+	}
+	g.waiters = nil
+}
+
 // watch makes sure the backend's wake-ups, when it has them, reach the
-// gate, and reports whether they do. The watch lives as long as ctx.
-func (s *Scanner) watch(ctx context.Context) bool {
+// gate, and reports whether they do; while they do, the gate also wakes
+// one idle worker every poll (the process's safety poll), so idle workers
+// wait without timers of their own. The watch lives as long as ctx.
+func (s *Scanner) watch(ctx context.Context, poll time.Duration) bool {
 	s.gate.mu.Lock()
 	defer s.gate.mu.Unlock()
 	if s.gate.watching {
@@ -89,12 +109,23 @@ func (s *Scanner) watch(ctx context.Context) bool {
 	ch := cw.WatchClaimable(ctx)
 	s.gate.watching = true
 	go func() {
-		for range ch {
+		t := time.NewTicker(poll)
+		defer t.Stop()
+	loop:
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					break loop
+				}
+			case <-t.C:
+			}
 			s.gate.signal()
 		}
 		s.gate.mu.Lock()
 		s.gate.watching = false
 		s.gate.mu.Unlock()
+		s.gate.wakeAll()
 	}()
 	return true
 }

@@ -64,3 +64,37 @@ func TestIdleWorkersWaitForWork(t *testing.T) {
 		t.Fatalf("one new run cost %d listings of the runs, want a few", n)
 	}
 }
+
+// TestSafetyPollOnePerProcess: idle workers of one process on etcd share
+// one safety poll: three workers with a one-second poll look at the runs
+// about once a second between them, not three times.
+func TestSafetyPollOnePerProcess(t *testing.T) {
+	var lists atomic.Int64
+	f := newFixture(t, fixtureOpts{store: func(st objstore.Store) objstore.Store {
+		fs := faultstore.New(st)
+		fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+			if c.Op == faultstore.OpList && strings.HasPrefix(c.Key, "scans/active/push/") {
+				lists.Add(1)
+			}
+			return faultstore.Fault{}
+		})
+		return fs
+	}})
+	s := f.scanner(scanner.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for range 3 {
+		w := f.worker(s, scanner.WorkerOptions{Idle: time.Hour, SafetyPoll: time.Second})
+		wg.Add(1)
+		go func() { defer wg.Done(); w.Run(ctx) }()
+	}
+	time.Sleep(2 * time.Second) // every worker's first look, and the watch's
+	before := lists.Load()
+	time.Sleep(4 * time.Second)
+	// Four polls, give or take one at either end; three workers polling
+	// each would be twelve.
+	if n := lists.Load() - before; n < 2 || n > 6 {
+		t.Fatalf("idle workers looked at the runs %d times in 4 s with a 1 s safety poll, want about 4", n)
+	}
+}

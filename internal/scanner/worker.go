@@ -55,9 +55,9 @@ type WorkerOptions struct {
 	// Idle is how long Run waits when there is nothing to claim and the
 	// coordination store cannot wake it. Default 1 s.
 	Idle time.Duration
-	// SafetyPoll is how long Run waits when there is nothing to claim
-	// and the coordination store wakes it on new work. Default
-	// DefaultSafetyPoll.
+	// SafetyPoll is how often one of the process's idle workers looks for
+	// work when the coordination store wakes them on new work (the first
+	// worker to wait sets it for the process). Default DefaultSafetyPoll.
 	SafetyPoll time.Duration
 	// MaxFailures parks a shard whose attempts failed this many times at
 	// the same position for a reason a retry cannot be expected to cure
@@ -138,11 +138,12 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 func (w *Worker) ID() coord.WorkerID { return w.id }
 
 // Run claims and scans shards until ctx ends. With nothing to do it
-// waits: for the coordination store to say that a shard became claimable
-// (at most SafetyPoll), or, when the store cannot, Idle.
+// waits: for the coordination store to say that a shard became claimable,
+// or for the process's safety poll (every SafetyPoll, one idle worker of
+// the process), or, when the store cannot wake it, Idle.
 func (w *Worker) Run(ctx context.Context) error {
 	for {
-		watching := w.s.watch(ctx) // before the step: what comes during it wakes the next wait
+		watching := w.s.watch(ctx, w.o.SafetyPoll) // before the step: what comes during it wakes the next wait
 		did, err := w.Step(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -162,7 +163,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		wait := w.o.Idle
 		if err == nil && watching {
-			wait = w.o.SafetyPoll
+			wait = 0 // the watch, or the process's safety poll, wakes it
 		}
 		w.s.gate.wait(ctx, wait)
 		if ctx.Err() != nil {

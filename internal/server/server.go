@@ -252,6 +252,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.compact = compact.NewTrigger(compact.New(s.log, cache, cops), copts)
 	s.alerts = alerts.New(opts.Store)
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		s.ensureListings()
+	}()
 	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
 	var onCommit func(gitsvc.Request, wal.Result)
 	if opts.Scan.Coord == nil && opts.Coordination != nil {
@@ -423,6 +428,19 @@ func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
 			s.logger.Warn("starting a push scan failed; the reconciler retries", "run", spec.String(), "err", err)
 		}
 	}()
+}
+
+// ensureListings builds the listing keys of an installation whose
+// records predate them (docs/adr/0027-listing-keys.md); until then lists
+// read the records. Every node may run it at once: it is idempotent.
+func (s *Server) ensureListings() {
+	built, tenants, repos, err := s.meta.EnsureListings(s.bg)
+	switch {
+	case err != nil && s.bg.Err() == nil:
+		s.logger.Warn("building the listings of tenants and repositories failed; lists read every record until a restart builds them", "err", err)
+	case built && err == nil:
+		s.logger.Info("built the listings of tenants and repositories", "tenants", tenants, "repositories", repos)
+	}
 }
 
 // Close stops background work (compactions in flight are cancelled; an

@@ -89,7 +89,12 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// owner lists the repositories of a tenant that the visitor may read.
+// ownerPageSize is how many repositories the owner page shows at a time.
+const ownerPageSize = 50
+
+// owner lists a page of the repositories of a tenant that the visitor may
+// read, ?after=<name> the last of the previous page: one LIST, whatever
+// the tenant owns (docs/adr/0027-listing-keys.md).
 func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
 	v, err := h.who(w, r)
 	if err != nil {
@@ -97,22 +102,21 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := r.PathValue("owner")
-	repos, err := h.opts.Repos.ListRepos(r.Context(), owner)
-	if err != nil {
-		h.fail(w, r, v, classify("list repositories", err))
-		return
-	}
 	// Whether v sees the owner's private repositories is one decision.
 	private, err := h.opts.Authz.CanRead(r.Context(), v.p, meta.Repo{Owner: owner})
 	if err != nil {
 		h.fail(w, r, v, classify("authorize", err))
 		return
 	}
-	var shown []meta.Repo
-	for _, repo := range repos {
-		if repo.Public || private {
-			shown = append(shown, repo)
-		}
+	after := strings.ToLower(r.URL.Query().Get("after"))
+	repos, next, err := h.opts.Repos.ListRepoPage(r.Context(), owner, after, ownerPageSize, !private)
+	if err != nil {
+		h.fail(w, r, v, classify("list repositories", err))
+		return
+	}
+	nextURL := ""
+	if next != "" {
+		nextURL = "/" + urlSegment(owner) + "?after=" + url.QueryEscape(next)
 	}
 	canWrite := false
 	if v.p != nil {
@@ -125,7 +129,8 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
 		Owner    string
 		Repos    []meta.Repo
 		CanWrite bool
-	}{owner, shown, canWrite}})
+		Next     string
+	}{owner, repos, canWrite, nextURL}})
 }
 
 type cloneURLs struct{ HTTP, SSH string }

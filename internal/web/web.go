@@ -44,7 +44,9 @@ type Authenticator interface {
 // meta.ErrNotFound or meta.ErrInvalidName.
 type Repos interface {
 	Repo(ctx context.Context, owner, name string) (meta.Repo, error)
-	ListRepos(ctx context.Context, owner string) ([]meta.Repo, error)
+	// ListRepoPage returns a page of owner's repositories after the name
+	// after, only the public ones when publicOnly, and the next cursor.
+	ListRepoPage(ctx context.Context, owner, after string, limit int, publicOnly bool) ([]meta.Repo, string, error)
 }
 
 // Authorizer decides reads and writes (meta.Store does). A nil principal
@@ -400,6 +402,8 @@ func classify(what string, err error) error {
 		return err
 	case errors.Is(err, meta.ErrNotFound), errors.Is(err, meta.ErrInvalidName), errors.Is(err, wal.ErrRepoDeleted), errors.Is(err, errNoObject), errors.Is(err, alerts.ErrNotFound):
 		return &httpError{status: http.StatusNotFound, msg: "Not found.", err: err}
+	case errors.Is(err, meta.ErrInvalidArgument):
+		return &httpError{status: http.StatusBadRequest, msg: "Bad request.", err: err}
 	case errors.Is(err, errGitTimeout):
 		return &httpError{status: http.StatusServiceUnavailable, msg: "This page took too long to build; try again shortly.", err: fmt.Errorf("%s: %w", what, err)}
 	case errors.Is(err, meta.ErrUnavailable):

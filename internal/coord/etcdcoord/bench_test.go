@@ -35,93 +35,133 @@ func benchClient(b *testing.B) *clientv3.Client {
 // BenchmarkCycle measures the worker cycle of the core issue (acquire,
 // checkpoint ten times, complete: 12 mutations) against embedded etcd, and
 // in the same run etcd's raw single-key transaction (compare the mod
-// revision, put), which bounds what any mutation can achieve. Each
-// mutation is one read and one transaction, so a ratio near 0.5 of
-// mutations/s to raw txn/s is the best this design can do.
+// revision, put), which bounds what any mutation can achieve, and the
+// cycle with the record cache turned off (a read before every
+// transaction, as before docs/adr/0026-coordination-round-trips.md). The
+// three alternate in rounds within each benchmark iteration, so that the
+// load of a shared machine falls on all of them alike, and in each round
+// every worker does the same share (k cycles, or 12k raw transactions),
+// so that all three end their rounds alike too. "ratio" is mutations/s
+// over raw txn/s, "ratio-nocache" the same without the cache.
 //
-//	go test -run '^$' -bench 'Cycle' -benchtime 3s ./internal/coord/etcdcoord/
+//	go test -run '^$' -bench 'Cycle' -benchtime 160x -count 6 ./internal/coord/etcdcoord/
 func BenchmarkCycle(b *testing.B) {
 	c := benchClient(b)
 	for _, par := range []int{1, 16} {
-		b.Run(fmt.Sprintf("coord/workers=%d", par), func(b *testing.B) {
-			// b.N grows between invocations: each starts in a fresh namespace.
-			be, err := etcdcoord.New(etcdcoord.Config{Client: c, Namespace: fmt.Sprintf("/bench/cycle%d/n%d", par, b.N),
-				MaxTxnOps: etcdserver.MaxTxnOps, MaxTxnBytes: etcdserver.MaxRequestBytes})
-			if err != nil {
-				b.Fatal(err)
+		b.Run(fmt.Sprintf("workers=%d", par), func(b *testing.B) {
+			// Each invocation (b.N grows, -count repeats) starts in fresh namespaces.
+			ns := fmt.Sprintf("/bench/cycle%d/i%d", par, benchRuns.Add(1))
+			cached := newBenchBackend(b, c, ns+"/cached", 0)
+			uncached := newBenchBackend(b, c, ns+"/uncached", -1)
+			const rounds = 4
+			k := max(1, b.N/(rounds*par)) // cycles per worker and round
+			cw, uw := newCycleWork(b, cached, par, rounds*k), newCycleWork(b, uncached, par, rounds*k)
+			var tc, tu, tr time.Duration
+			b.ResetTimer()
+			for r := 0; r < rounds; r++ {
+				tc += cw.run(b, k)
+				tr += benchRawTxn(b, c, par, 12*k, fmt.Sprintf("%s/raw/r%d", ns, r))
+				tu += uw.run(b, k)
 			}
-			benchCycles(b, be, par)
+			n := float64(rounds * k * par) // cycles of each kind
+			b.ReportMetric(n/tc.Seconds(), "cycles/s")
+			b.ReportMetric(12*n/tc.Seconds(), "mutations/s")
+			b.ReportMetric(12*n/tu.Seconds(), "mutations-nocache/s")
+			b.ReportMetric(12*n/tr.Seconds(), "txn/s")
+			b.ReportMetric(tr.Seconds()/tc.Seconds(), "ratio")
+			b.ReportMetric(tr.Seconds()/tu.Seconds(), "ratio-nocache")
 		})
-		b.Run(fmt.Sprintf("raw-txn/workers=%d", par), func(b *testing.B) { benchRawTxn(b, c, par) })
 	}
 }
 
-func benchCycles(b *testing.B, be *etcdcoord.Backend, par int) {
+// benchRuns numbers benchmark invocations, for their namespaces.
+var benchRuns atomic.Int64
+
+func newBenchBackend(b *testing.B, c *clientv3.Client, ns string, cache int) *etcdcoord.Backend {
+	be, err := etcdcoord.New(etcdcoord.Config{Client: c, Namespace: ns, RecordCache: cache,
+		MaxTxnOps: etcdserver.MaxTxnOps, MaxTxnBytes: etcdserver.MaxRequestBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return be
+}
+
+// cycleWork is one run per worker with a shard per cycle it will do.
+type cycleWork struct {
+	be     *etcdcoord.Backend
+	par    int
+	next   []int // per worker: its next shard
+	tenant coord.TenantID
+}
+
+func newCycleWork(b *testing.B, be *etcdcoord.Backend, par, cycles int) *cycleWork {
 	ctx := context.Background()
-	tenant := coord.TenantID{0xBE}
-	// One run per worker with enough shards for its share of b.N.
-	per := b.N/par + 1
-	for w := 0; w < par; w++ {
-		run := coord.RunID(w + 1)
-		if _, err := be.CreateRun(ctx, 1, coord.CreateRunRequest{Tenant: tenant, Run: run, Op: 1,
+	w := &cycleWork{be: be, par: par, next: make([]int, par), tenant: coord.TenantID{0xBE}}
+	if cycles > coord.DefaultMaxInitialShards {
+		b.Fatalf("benchtime too long: more than %d cycles per worker", coord.DefaultMaxInitialShards)
+	}
+	for i := 0; i < par; i++ {
+		run := coord.RunID(i + 1)
+		if _, err := be.CreateRun(ctx, 1, coord.CreateRunRequest{Tenant: w.tenant, Run: run, Op: 1,
 			Config: coord.RunConfig{LeaseDuration: time.Hour, Cursor: coord.CursorStrictlyIncreasing}}); err != nil {
 			b.Fatal(err)
 		}
-		for lo, op := 0, coord.OpID(2); lo < per; lo, op = lo+coord.DefaultMaxInitialShards, op+1 {
-			if lo > 0 {
-				b.Fatalf("benchtime too long: more than %d cycles per worker", coord.DefaultMaxInitialShards)
-			}
-			n := min(per, coord.DefaultMaxInitialShards)
-			specs := make([]coord.ShardSpec, n)
-			for i := range specs {
-				specs[i] = coord.ShardSpec{ID: coord.ShardID(i + 1), Start: binary.BigEndian.AppendUint32(nil, uint32(i)),
-					End: binary.BigEndian.AppendUint32(nil, uint32(i+1))}
-			}
-			if _, err := be.RegisterShards(ctx, 1, coord.RegisterShardsRequest{Tenant: tenant, Run: run, Op: op, Shards: specs}); err != nil {
-				b.Fatal(err)
-			}
+		specs := make([]coord.ShardSpec, cycles)
+		for j := range specs {
+			specs[j] = coord.ShardSpec{ID: coord.ShardID(j + 1), Start: binary.BigEndian.AppendUint32(nil, uint32(j)),
+				End: binary.BigEndian.AppendUint32(nil, uint32(j+1))}
 		}
+		if _, err := be.RegisterShards(ctx, 1, coord.RegisterShardsRequest{Tenant: w.tenant, Run: run, Op: 2, Shards: specs}); err != nil {
+			b.Fatal(err)
+		}
+		w.next[i] = 1
 	}
-	var next atomic.Int64
-	b.ResetTimer()
+	return w
+}
+
+// run has every worker do k cycles and returns how long they took.
+func (w *cycleWork) run(b *testing.B, k int) time.Duration {
+	ctx := context.Background()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := 0; w < par; w++ {
+	for i := 0; i < w.par; i++ {
 		wg.Add(1)
-		go func(run coord.RunID) {
+		go func(i int) {
 			defer wg.Done()
-			op := coord.OpID(1000)
-			nextOp := func() coord.OpID { op++; return op }
-			for i := 1; next.Add(1) <= int64(b.N); i++ {
-				l, err := be.Acquire(ctx, 2, coord.AcquireRequest{Tenant: tenant, Run: run, Shard: coord.ShardID(i), Worker: 1, Op: nextOp()})
+			run := coord.RunID(i + 1)
+			for range k {
+				sh := w.next[i]
+				w.next[i]++
+				op := coord.OpID(1000 + 16*sh)
+				l, err := w.be.Acquire(ctx, 2, coord.AcquireRequest{Tenant: w.tenant, Run: run, Shard: coord.ShardID(sh), Worker: 1, Op: op})
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				for k := 0; k < 10; k++ {
-					key := append(binary.BigEndian.AppendUint32(nil, uint32(i-1)), byte(k))
-					if _, err := be.Checkpoint(ctx, 2, coord.CheckpointRequest{Lease: l, Op: nextOp(), Cursor: coord.Cursor{HasKey: true, Key: key}}); err != nil {
+				for c := 0; c < 10; c++ {
+					op++
+					key := append(binary.BigEndian.AppendUint32(nil, uint32(sh-1)), byte(c))
+					if _, err := w.be.Checkpoint(ctx, 2, coord.CheckpointRequest{Lease: l, Op: op, Cursor: coord.Cursor{HasKey: true, Key: key}}); err != nil {
 						b.Error(err)
 						return
 					}
 				}
-				if _, err := be.Complete(ctx, 2, coord.CompleteRequest{Lease: l, Op: nextOp()}); err != nil {
+				op++
+				if _, err := w.be.Complete(ctx, 2, coord.CompleteRequest{Lease: l, Op: op}); err != nil {
 					b.Error(err)
 					return
 				}
 			}
-		}(coord.RunID(w + 1))
+		}(i)
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
-	b.ReportMetric(float64(b.N)/secs, "cycles/s")
-	b.ReportMetric(float64(12*b.N)/secs, "mutations/s")
+	return time.Since(start)
 }
 
-func benchRawTxn(b *testing.B, c *clientv3.Client, par int) {
+// benchRawTxn has each of par workers run n single-key transactions and
+// returns how long they took.
+func benchRawTxn(b *testing.B, c *clientv3.Client, par, n int, prefix string) time.Duration {
 	ctx := context.Background()
-	var next atomic.Int64
-	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < par; w++ {
@@ -129,7 +169,7 @@ func benchRawTxn(b *testing.B, c *clientv3.Client, par int) {
 		go func(key string) {
 			defer wg.Done()
 			rev := int64(0)
-			for next.Add(1) <= int64(b.N) {
+			for range n {
 				cmp := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
 				resp, err := c.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, "v")).Commit()
 				if err != nil || !resp.Succeeded {
@@ -138,10 +178,10 @@ func benchRawTxn(b *testing.B, c *clientv3.Client, par int) {
 				}
 				rev = resp.Header.Revision
 			}
-		}(fmt.Sprintf("/bench/raw%d/n%d/%d", par, b.N, w))
+		}(fmt.Sprintf("%s/%d", prefix, w))
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "txn/s")
+	return time.Since(start)
 }
 
 // BenchmarkGlobalCap measures shard creation by 16 tenants at once (each

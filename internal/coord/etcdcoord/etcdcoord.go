@@ -119,6 +119,11 @@ type Config struct {
 	// AdvisoryRefresh is how long a read of the tenant counters serves the
 	// advisory global cap (0: DefaultAdvisoryRefresh).
 	AdvisoryRefresh time.Duration
+	// RecordCache is how many run and shard records the Backend remembers
+	// as it last read or wrote them, so that a worker's next mutation of
+	// its shard needs no read first (0: DefaultRecordCache; negative: none).
+	// Decisions never rest on it: see docs/adr/0026-coordination-round-trips.md.
+	RecordCache int
 	// MaxTxnOps and MaxTxnBytes must not exceed the server's --max-txn-ops
 	// and --max-request-bytes (0: etcd's defaults). A request that would
 	// need a bigger transaction fails with a *coord.LimitError naming
@@ -141,6 +146,7 @@ type Backend struct {
 	refresh    time.Duration
 	maxOps     int
 	maxBytes   int
+	cache      *recCache
 
 	// The advisory global count: the sum of the tenant counters as read at
 	// advisoryAt, plus what this Backend created since.
@@ -189,6 +195,12 @@ func New(cfg Config) (*Backend, error) {
 	if b.maxBytes == 0 {
 		b.maxBytes = DefaultMaxTxnBytes
 	}
+	switch {
+	case cfg.RecordCache == 0:
+		b.cache = newRecCache(DefaultRecordCache)
+	case cfg.RecordCache > 0:
+		b.cache = newRecCache(cfg.RecordCache)
+	}
 	if b.maxOps < 16 || b.maxBytes < 64<<10 {
 		return nil, fmt.Errorf("%w: MaxTxnOps %d < 16 or MaxTxnBytes %d < 64 KiB", ErrInvalidConfig, b.maxOps, b.maxBytes)
 	}
@@ -217,6 +229,10 @@ type txn struct {
 	after error
 	// committed, if set, runs once the transaction commits.
 	committed func()
+	// remember holds the run and shard records the transaction writes,
+	// and forget the prefixes it deletes, for the record cache.
+	remember []rec
+	forget   []string
 }
 
 // guard makes the commit fail unless r is unchanged: same mod revision, or
@@ -243,6 +259,14 @@ func (t *txn) del(key string) {
 func (t *txn) delPrefix(prefix string) {
 	t.ops = append(t.ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
 	t.bytes += 2*len(prefix) + 16
+	t.forget = append(t.forget, prefix)
+}
+
+// putRecord writes a run or shard record, which the record cache learns
+// once the transaction commits.
+func (t *txn) putRecord(key string, val []byte) {
+	t.put(key, val)
+	t.remember = append(t.remember, rec{key: key, val: val})
 }
 
 // etcdErr classifies an error from the client: context errors pass through,
@@ -355,15 +379,97 @@ func (b *Backend) mutateN(ctx context.Context, what string, maxRetries int, s st
 		}
 		resp, err := b.commit(ctx, t)
 		if err != nil {
+			b.forgetWrites(t)
 			return fmt.Errorf("etcdcoord: %s: %w", what, err)
 		}
 		if resp.Succeeded {
-			if t.committed != nil {
-				t.committed()
-			}
+			b.committed(t, resp)
 			return t.after
 		}
 		if attempt < maxRetries {
+			if err := sleep(ctx, jitter(delay)); err != nil {
+				return err
+			}
+			delay = min(2*delay, backoffMax)
+		}
+	}
+}
+
+// committed runs what follows a committed transaction: the record cache
+// learns what it wrote, then t.committed runs.
+func (b *Backend) committed(t *txn, resp *clientv3.TxnResponse) {
+	b.cache.committed(t, resp.Header.Revision)
+	if t.committed != nil {
+		t.committed()
+	}
+}
+
+// forgetWrites drops from the record cache what t would have written,
+// after a commit whose outcome is unknown. (An entry left behind would
+// only be stale, which a compare catches; dropping it saves the failed
+// transaction.)
+func (b *Backend) forgetWrites(t *txn) {
+	for _, r := range t.remember {
+		b.cache.drop(r.key)
+	}
+}
+
+// decide is a mutation decided on given records: the transaction to
+// commit, or nil with the answer when there is nothing to write.
+type decide func(rs []rec) (*txn, error)
+
+// mutateRecs is mutate for a mutation whose every read is the records at
+// keys, which its transaction guards. When the record cache holds all of
+// them, the first attempt is decided on those, with no read: one round
+// trip instead of two. A transaction that fails its compares returns the
+// records as they are, and if it was built on cached ones the mutation is
+// decided again on those at once; a lost race on records freshly read
+// backs off and reads again, as mutate does. An answer without a write is
+// given only on records freshly read. The retry budget counts races lost
+// on fresh records only, as mutate's does.
+func (b *Backend) mutateRecs(ctx context.Context, what string, keys []string, d decide) error {
+	rs, cached := b.cache.get(keys)
+	delay := backoffMin
+	for attempt := 0; ; {
+		if rs == nil {
+			var err error
+			if rs, err = b.read(ctx, keys...); err != nil {
+				return err
+			}
+			b.cache.put(rs...)
+		}
+		t, err := d(rs)
+		if err != nil || t == nil {
+			if cached {
+				// Decided on what the cache says: ask etcd before answering.
+				rs, cached = nil, false
+				continue
+			}
+			return err
+		}
+		if attempt > b.maxRetries {
+			return fmt.Errorf("etcdcoord: %s: %w (%d attempts)", what, ErrContention, attempt)
+		}
+		resp, err := b.commit(ctx, t, gets(keys)...)
+		if err != nil {
+			b.forgetWrites(t)
+			return fmt.Errorf("etcdcoord: %s: %w", what, err)
+		}
+		if resp.Succeeded {
+			b.committed(t, resp)
+			return t.after
+		}
+		fresh := elseRecs(keys, resp)
+		b.cache.put(fresh...)
+		if cached {
+			// The cache was behind: decide again on the records as they are.
+			rs, cached = fresh, false
+			continue
+		}
+		// A race lost on fresh records: back off and read again.
+		attempt++
+		rs = nil
+		if attempt <= b.maxRetries {
 			if err := sleep(ctx, jitter(delay)); err != nil {
 				return err
 			}

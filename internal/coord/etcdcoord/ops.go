@@ -64,11 +64,26 @@ func (b *Backend) writeShard(rs []rec, prev, n *coord.Shard) (*txn, error) {
 	return t, b.putShard(t, rs[1], prev, n)
 }
 
+// decodeShardRecs decodes the run and shard records rs (as read for keys
+// run, shard) for a mutation of the shard.
+func decodeShardRecs(rs []rec, tenant coord.TenantID, run coord.RunID, id coord.ShardID) (coord.Run, coord.Shard, error) {
+	r, err := decodeRun(rs[0], tenant, run)
+	if err != nil {
+		return coord.Run{}, coord.Shard{}, err
+	}
+	s, err := decodeShard(rs[1], &r, id)
+	if err != nil {
+		return coord.Run{}, coord.Shard{}, err
+	}
+	return r, s, nil
+}
+
 // Acquire implements coord.Worker.
 func (b *Backend) Acquire(ctx context.Context, now coord.Time, req coord.AcquireRequest) (coord.Lease, error) {
 	var out coord.Lease
-	err := b.mutate(ctx, "acquire", func(ctx context.Context) (*txn, error) {
-		run, s, rs, err := b.readShard(ctx, req.Tenant, req.Run, req.Shard)
+	keys := []string{b.k.run(req.Run), b.k.shard(req.Run, req.Shard)}
+	err := b.mutateRecs(ctx, "acquire", keys, func(rs []rec) (*txn, error) {
+		run, s, err := decodeShardRecs(rs, req.Tenant, req.Run, req.Shard)
 		if err != nil {
 			return nil, err
 		}
@@ -117,12 +132,18 @@ func (b *Backend) ClaimNext(ctx context.Context, now coord.Time, req coord.Claim
 
 // claimOnce makes one pass over the candidates. done is false when every
 // attempt to write lost a race and the pass should be repeated.
+//
+// The run, the claim key and the first page of the open index come in one
+// read; a candidate's record comes from the record cache when it holds it
+// (a transaction built on it compares its revision like any other, and a
+// stale one only fails), else from one read.
 func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.ClaimRequest) (coord.Lease, bool, error) {
-	rs, err := b.read(ctx, b.k.run(req.Run), b.k.claim(req.Run, req.Op))
+	p := b.k.openPrefix(req.Run)
+	runRec, claimRec, open, err := b.readClaim(ctx, req, p)
 	if err != nil {
 		return coord.Lease{}, true, err
 	}
-	runRec, claimRec := rs[0], rs[1]
+	b.cache.put(runRec)
 	run, err := decodeRun(runRec, req.Tenant, req.Run)
 	if err != nil {
 		return coord.Lease{}, true, err
@@ -153,22 +174,18 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		return coord.Lease{}, true, fmt.Errorf("%w: run %d is %v", coord.ErrRunNotActive, req.Run, run.State)
 	}
 	var candidates []coord.ShardID
-	p := b.k.openPrefix(req.Run)
-	if _, err := b.scan(ctx, 0, p, prefixEnd(p), nil, func(key string, val []byte) error {
-		e, err := decodeOpen(key, val)
+	for _, kv := range open {
+		e, err := decodeOpen(kv.key, kv.val)
 		if err != nil {
-			return err
+			return coord.Lease{}, true, err
 		}
 		if e.claimable(now) {
-			id, err := parseIDAfter(p, key)
+			id, err := parseIDAfter(p, kv.key)
 			if err != nil {
-				return err
+				return coord.Lease{}, true, err
 			}
 			candidates = append(candidates, coord.ShardID(id))
 		}
-		return nil
-	}); err != nil {
-		return coord.Lease{}, true, err
 	}
 	lost := false
 	// A candidate whose record cannot be read or written (ErrCorrupt) is
@@ -178,56 +195,76 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 	off := coord.ClaimOffset(req.Worker, len(candidates))
 	for i := range candidates {
 		id := candidates[(off+i)%len(candidates)]
-		srs, err := b.read(ctx, b.k.shard(req.Run, id))
-		if err != nil {
-			return coord.Lease{}, true, err
-		}
-		if !srs[0].exists() {
-			continue
-		}
-		s, err := decodeShard(srs[0], &run, id)
-		if errors.Is(err, coord.ErrCorrupt) {
-			skipped = cmp.Or(skipped, err)
-			continue
-		}
-		if err != nil {
-			return coord.Lease{}, true, err
-		}
-		tr, err := s.ApplyClaim(&run, req, now)
-		if !tr.Changed {
-			if movesOn(err) {
-				continue
+		key := b.k.shard(req.Run, id)
+		srs, cached := b.cache.get([]string{key})
+		for {
+			if srs == nil {
+				if srs, err = b.read(ctx, key); err != nil {
+					return coord.Lease{}, true, err
+				}
+				b.cache.put(srs...)
 			}
-			return coord.Lease{}, true, err
-		}
-		t := &txn{}
-		t.guard(runRec)
-		t.guard(claimRec)
-		if perr := b.putShard(t, srs[0], &s, &tr.Shard); perr != nil {
-			if errors.Is(perr, coord.ErrCorrupt) {
-				skipped = cmp.Or(skipped, perr)
-				continue
+			if !srs[0].exists() {
+				break
 			}
-			return coord.Lease{}, true, perr
-		}
-		if err == nil {
-			t.put(claimRec.key, encodeShardID(id))
-		}
-		resp, cerr := b.commit(ctx, t, clientv3.OpGet(runRec.key), clientv3.OpGet(claimRec.key))
-		if cerr != nil {
-			return coord.Lease{}, true, fmt.Errorf("etcdcoord: claim next: %w", cerr)
-		}
-		if !resp.Succeeded {
-			lost = true
-			if revOf(resp, 0) != runRec.rev || revOf(resp, 1) != claimRec.rev {
-				return coord.Lease{}, false, nil // the run or the claim moved: start over
+			s, err := decodeShard(srs[0], &run, id)
+			if errors.Is(err, coord.ErrCorrupt) {
+				skipped = cmp.Or(skipped, err)
+				break
 			}
-			continue
+			if err != nil {
+				return coord.Lease{}, true, err
+			}
+			tr, err := s.ApplyClaim(&run, req, now)
+			if !tr.Changed {
+				if cached {
+					srs, cached = nil, false // ask etcd before moving on
+					continue
+				}
+				if movesOn(err) {
+					break
+				}
+				return coord.Lease{}, true, err
+			}
+			t := &txn{}
+			t.guard(runRec)
+			t.guard(claimRec)
+			if perr := b.putShard(t, srs[0], &s, &tr.Shard); perr != nil {
+				if errors.Is(perr, coord.ErrCorrupt) {
+					skipped = cmp.Or(skipped, perr)
+					break
+				}
+				return coord.Lease{}, true, perr
+			}
+			if err == nil {
+				t.put(claimRec.key, encodeShardID(id))
+			}
+			resp, cerr := b.commit(ctx, t, clientv3.OpGet(runRec.key), clientv3.OpGet(claimRec.key), clientv3.OpGet(key))
+			if cerr != nil {
+				b.forgetWrites(t)
+				return coord.Lease{}, true, fmt.Errorf("etcdcoord: claim next: %w", cerr)
+			}
+			if !resp.Succeeded {
+				if revOf(resp, 0) != runRec.rev || revOf(resp, 1) != claimRec.rev {
+					return coord.Lease{}, false, nil // the run or the claim moved: start over
+				}
+				fresh := recsAt([]string{key}, resp, 2)
+				b.cache.put(fresh...)
+				if cached {
+					// The cache was behind: decide again on the record as it is.
+					srs, cached = fresh, false
+					continue
+				}
+				lost = true
+				break
+			}
+			b.committed(t, resp)
+			if err == nil {
+				return tr.Lease, true, nil
+			}
+			// The candidate exhausted its retries and is now parked: try the next.
+			break
 		}
-		if err == nil {
-			return tr.Lease, true, nil
-		}
-		// The candidate exhausted its retries and is now parked: try the next.
 	}
 	if lost {
 		return coord.Lease{}, false, nil
@@ -236,6 +273,37 @@ func (b *Backend) claimOnce(ctx context.Context, now coord.Time, req coord.Claim
 		return coord.Lease{}, true, fmt.Errorf("etcdcoord: claim next: nothing claimable but a corrupt shard: %w", skipped)
 	}
 	return coord.Lease{}, true, fmt.Errorf("%w: run %d", coord.ErrNoShardAvailable, req.Run)
+}
+
+// readClaim reads, at one revision and in one request, what a claim pass
+// starts from: the run, the claim key of the request's op, and the run's
+// open index, whose pages after the first (more than scanPage open shards)
+// are read at the same revision.
+func (b *Backend) readClaim(ctx context.Context, req coord.ClaimRequest, p string) (runRec, claimRec rec, open []rec, err error) {
+	end := prefixEnd(p)
+	resp, err := b.c.Txn(ctx).Then(
+		clientv3.OpGet(b.k.run(req.Run)),
+		clientv3.OpGet(b.k.claim(req.Run, req.Op)),
+		clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithLimit(scanPage)),
+	).Commit()
+	if err != nil {
+		return rec{}, rec{}, nil, b.etcdErr(err, nil)
+	}
+	rs := elseRecs([]string{b.k.run(req.Run), b.k.claim(req.Run, req.Op)}, resp)
+	rng := resp.Responses[2].GetResponseRange()
+	for _, kv := range rng.GetKvs() {
+		open = append(open, rec{key: string(kv.Key), rev: kv.ModRevision, val: kv.Value})
+	}
+	if rng.GetMore() && len(open) > 0 {
+		from := open[len(open)-1].key + "\x00"
+		if _, err := b.scan(ctx, resp.Header.Revision, from, end, nil, func(key string, val []byte) error {
+			open = append(open, rec{key: key, val: val})
+			return nil
+		}); err != nil {
+			return rec{}, rec{}, nil, err
+		}
+	}
+	return rs[0], rs[1], open, nil
 }
 
 // revOf returns the mod revision of the key fetched by the i-th Else get.
@@ -256,12 +324,15 @@ func movesOn(err error) bool {
 	return false
 }
 
-// shardOp runs a mutation of one shard that writes only that shard.
+// shardOp runs a mutation of one shard that writes only that shard: the
+// hot path of a worker (renew, checkpoint, complete), one round trip when
+// the record cache holds the run and the shard (mutateRecs).
 func (b *Backend) shardOp(ctx context.Context, what string, tenant coord.TenantID, runID coord.RunID, id coord.ShardID,
 	apply func(run *coord.Run, s coord.Shard) (coord.ShardTransition, error)) (coord.ShardTransition, error) {
 	var out coord.ShardTransition
-	err := b.mutate(ctx, what, func(ctx context.Context) (*txn, error) {
-		run, s, rs, err := b.readShard(ctx, tenant, runID, id)
+	keys := []string{b.k.run(runID), b.k.shard(runID, id)}
+	err := b.mutateRecs(ctx, what, keys, func(rs []rec) (*txn, error) {
+		run, s, err := decodeShardRecs(rs, tenant, runID, id)
 		if err != nil {
 			return nil, err
 		}

@@ -53,7 +53,7 @@ func (b *Backend) putRun(t *txn, old rec, prev *coord.Run, run *coord.Run) error
 		return fmt.Errorf("etcdcoord: refusing to store: %w", err)
 	}
 	t.guard(old)
-	t.put(old.key, v)
+	t.putRecord(old.key, v)
 	wasOpen := prev != nil && !prev.State.Terminal()
 	switch {
 	case prev == nil && !run.State.Terminal():
@@ -73,7 +73,7 @@ func (b *Backend) putShard(t *txn, old rec, prev *coord.Shard, s *coord.Shard) e
 		return fmt.Errorf("etcdcoord: refusing to store: %w", err)
 	}
 	t.guard(old)
-	t.put(old.key, v)
+	t.putRecord(old.key, v)
 	var was []byte
 	if prev != nil {
 		was = openValue(prev)

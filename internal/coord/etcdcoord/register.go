@@ -236,7 +236,7 @@ func (b *Backend) putRoots(t *txn, run coord.RunID, shards []coord.Shard) error 
 		if err != nil {
 			return fmt.Errorf("etcdcoord: refusing to store: %w", err)
 		}
-		t.put(b.k.shard(run, shards[i].ID), v)
+		t.putRecord(b.k.shard(run, shards[i].ID), v)
 		t.put(b.k.open(run, shards[i].ID), openValue(&shards[i]))
 	}
 	return nil

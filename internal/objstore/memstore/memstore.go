@@ -5,9 +5,9 @@ package memstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +20,12 @@ type object struct {
 	etag string
 }
 
-// Store is a map guarded by one mutex; every operation is atomic and so
-// linearizable.
+// Store is a map guarded by one mutex, with its keys also kept in order
+// for List; every operation is atomic and so linearizable.
 type Store struct {
 	mu      sync.Mutex
 	objects map[string]object
+	keys    keyIndex
 	gen     uint64
 }
 
@@ -113,6 +114,9 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 	}
 	s.gen++
 	o := object{data: data, etag: `"` + strconv.FormatUint(s.gen, 16) + `"`}
+	if !exists {
+		s.keys.insert(key)
+	}
 	s.objects[key] = o
 	return objstore.Info{Key: key, Size: size, ETag: o.etag}, nil
 }
@@ -121,15 +125,20 @@ func readExactly(r io.Reader, size int64) ([]byte, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("negative size %d", size)
 	}
-	var buf bytes.Buffer
-	n, err := io.Copy(&buf, io.LimitReader(r, size+1))
-	if err != nil {
+	// Exactly size bytes, held as they are: a store of millions of small
+	// objects must not keep a growing buffer's spare capacity for each.
+	data := make([]byte, size)
+	if n, err := io.ReadFull(r, data); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("body is %d bytes, declared %d", n, size)
+		}
 		return nil, err
 	}
-	if n != size {
-		return nil, fmt.Errorf("body is %d bytes, declared %d", n, size)
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return nil, fmt.Errorf("body is more than the %d bytes declared", size)
 	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 // Put implements objstore.Store.
@@ -160,7 +169,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.objects, key)
+	if _, ok := s.objects[key]; ok {
+		delete(s.objects, key)
+		s.keys.remove(key)
+	}
 	return nil
 }
 
@@ -175,15 +187,20 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []objstore.Info
-	for k, o := range s.objects {
-		if strings.HasPrefix(k, prefix) && k > startAfter {
-			out = append(out, objstore.Info{Key: k, Size: int64(len(o.data)), ETag: o.etag})
+	// Keys under prefix sort from prefix on; start there, or after
+	// startAfter when that is later.
+	from, inclusive := prefix, true
+	if startAfter >= prefix {
+		from, inclusive = startAfter, false
+	}
+	s.keys.ascend(from, inclusive, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false // past the prefix's range
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	if len(out) > limit {
-		out = out[:limit]
-	}
+		o := s.objects[k]
+		out = append(out, objstore.Info{Key: k, Size: int64(len(o.data)), ETag: o.etag})
+		return len(out) < limit
+	})
 	return out, nil
 }
 
