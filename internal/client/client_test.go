@@ -327,3 +327,65 @@ func TestExploreAndOrgs(t *testing.T) {
 		t.Errorf("anonymous orgs: %v", err)
 	}
 }
+
+// TestListPages walks the tenants and an owner's repositories a page at a
+// time, following the server's Link rel="next" to the end.
+func TestListPages(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := f.meta.CreateTenant(ctx, fmt.Sprintf("t%d", i), meta.KindUser); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.meta.CreateRepo(ctx, "t0", fmt.Sprintf("r%d", i), i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := f.strict(t, f.admin)
+	var tenants []string
+	pages := 0
+	for after := ""; ; pages++ {
+		ts, next, err := c.ListTenantsPage(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) > 2 {
+			t.Fatalf("a page of %d", len(ts))
+		}
+		for _, tn := range ts {
+			tenants = append(tenants, tn.Name)
+		}
+		if after = next; after == "" {
+			break
+		}
+	}
+	if want := "root t0 t1 t2 t3 t4"; strings.Join(tenants, " ") != want || pages < 2 {
+		t.Errorf("tenants %v in %d pages, want %s over several", tenants, pages+1, want)
+	}
+	var repos []string
+	for after := ""; ; {
+		rs, next, err := c.ListReposPage(ctx, "t0", after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			repos = append(repos, r.Name)
+		}
+		if after = next; after == "" {
+			break
+		}
+	}
+	if want := "r0 r1 r2 r3 r4"; strings.Join(repos, " ") != want {
+		t.Errorf("repositories %v, want %s", repos, want)
+	}
+	for link, want := range map[string]string{
+		"": "",
+		`<http://h/api/tenants?after=b&per_page=2>; rel="next"`:                  "b",
+		`<http://h/x?after=a>; rel="prev", <http://h/x?after=z%2Fy>; rel="next"`: "z/y",
+		`<http://h/x?after=a>; rel="prev"`:                                       "",
+	} {
+		if got := nextCursor(link); got != want {
+			t.Errorf("nextCursor(%q) = %q, want %q", link, got, want)
+		}
+	}
+}

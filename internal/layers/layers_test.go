@@ -48,7 +48,7 @@ var floors = map[string]int{
 	// 10: the command line, and the binary.
 	"internal/cli": 10, "cmd/ghost": 11,
 	// 12: harnesses that drive the built binary; nothing imports them.
-	"internal/e2e": 12, "internal/loadtest": 12, "internal/clustertest": 12, "internal/gitbench": 12,
+	"internal/e2e": 12, "internal/loadtest": 12, "internal/clustertest": 12, "internal/gitbench": 12, "internal/scaletest": 12,
 }
 
 // httpEdge may import net/http: the HTTP edge, the S3 client, the API's
