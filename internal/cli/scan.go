@@ -189,6 +189,7 @@ func scan(ctx context.Context, env *Env, p scanParams) ([]secretscan.Finding, []
 	if err != nil {
 		return nil, nil, st, err
 	}
+	defer bs.Close()
 	fs, err := bs.Attribute(ctx, repo, nil)
 	return fs, cfg.Rules, bs.Stats, err
 }

@@ -133,9 +133,17 @@ type attribution struct {
 // logPass runs one git log --raw over revArgs with the diff options opts
 // and attributes the entries it shows.
 func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []string, st *attribution) ([]Finding, error) {
+	if s.log != nil && slices.Equal(revArgs, s.logRevs) {
+		// ScanRevs' log of the same commits: every entry of both
+		// passes is in it, and parseLog keeps those of this pass.
+		if _, err := s.log.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("secretscan: %w", err)
+		}
+		return s.parseLog(bufio.NewReaderSize(s.log, 256<<10), st)
+	}
 	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color"}, opts...)
-	args = append(append(args, "--format=%x01%H%x02%an%x02%ae%x02%aI%x02%B%x03"), revArgs...)
-	cmd := repo.command(ctx, args...)
+	args = append(append(args, logFormat), revArgs...)
+	cmd := repo.packCommand(ctx, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
@@ -160,6 +168,7 @@ func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []strin
 
 type commitInfo struct {
 	hash, author, email, date, message string
+	merge                              bool // more than one parent
 }
 
 func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error) {
@@ -185,6 +194,11 @@ func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error
 				srcP = tok
 				continue
 			}
+			// Pass 1 reads the diffs gitleaks reads: no merge, no type
+			// change (ScanRevs' log holds both, for pass 2).
+			if st.only == nil && (cur.merge || strings.ContainsAny(meta[4][:1], "TUXB")) {
+				continue
+			}
 			if out, err = s.entry(out, cur, meta, srcP, tok, st); err != nil {
 				return nil, err
 			}
@@ -195,15 +209,15 @@ func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error
 		case strings.HasPrefix(tok, "\x01"):
 			h := strings.TrimSuffix(strings.TrimPrefix(tok, "\x01"), "\x03")
 			h, _, _ = strings.Cut(h, "\x03")
-			p := strings.SplitN(h, "\x02", 5)
-			for len(p) < 5 {
+			p := strings.SplitN(h, "\x02", 6)
+			for len(p) < 6 {
 				p = append(p, "")
 			}
-			date := p[3]
+			date := p[4]
 			if t, err := time.Parse(time.RFC3339, date); err == nil {
 				date = t.UTC().Format(time.RFC3339) // as gitleaks reports it
 			}
-			cur = commitInfo{p[0], p[1], p[2], date, strings.TrimSpace(p[4])}
+			cur = commitInfo{p[0], p[2], p[3], date, strings.TrimSpace(p[5]), strings.Contains(p[1], " ")}
 		case strings.HasPrefix(tok, ":"):
 			meta = strings.Fields(tok[1:])
 			if len(meta) != 5 {
@@ -304,7 +318,7 @@ func (s *BlobScan) hunkRules(st *attribution, src, dst string, added []*candidat
 		found[r] = make(map[string]bool)
 		m := ruleMatcher{rule: r, re: e.cfg.Rules[r].Regex, keywords: e.cfg.Rules[r].Keywords}
 		for _, h := range hunks {
-			for _, c := range e.scan(m, h.text) {
+			for _, c := range e.scan(m.Match, h.text) {
 				c.startLine += h.line - 1
 				c.endLine += h.line - 1
 				found[r][c.secret] = true

@@ -132,7 +132,15 @@ func (m *KeywordMatcher) WholeBlobRules() []string {
 
 // Match implements Matcher.
 func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) {
+	m.matchSubset(content, nil, emit)
+}
+
+// matchSubset is Match without the rules omit reports (nil: none).
+func (m *KeywordMatcher) matchSubset(content []byte, omit func(rule int) bool, emit func(rule, start, end int)) {
 	for _, r := range m.noKeyword {
+		if omit != nil && omit(r) {
+			continue
+		}
 		for _, loc := range m.rules[r].Regex.FindAllIndex(content, -1) {
 			emit(r, loc[0], loc[1])
 		}
@@ -145,6 +153,10 @@ func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) 
 	m.keywordPass(content, s)
 	for _, r := range s.hit {
 		wins := s.wins[r]
+		if omit != nil && omit(r) {
+			s.wins[r] = wins[:0]
+			continue
+		}
 		re := m.rules[r].Regex
 		last := -1
 		for _, w := range snapMerge(content, wins) {

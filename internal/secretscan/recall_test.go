@@ -275,3 +275,34 @@ func TestRecallSmallHistory(t *testing.T) {
 	gl, ok := gitleaksHits(t, "git", h.dir)
 	compareHits(t, hits(fs), want, gl, beyond, ok)
 }
+
+// TestScanRevsPathSkip: a blob the history adds only at globally
+// allowlisted paths is never read (counted in Stats.PathSkipped) and
+// yields nothing, while the same content elsewhere — another blob, and
+// one blob at both kinds of path — is scanned and reported at the path
+// that is not allowlisted.
+func TestScanRevsPathSkip(t *testing.T) {
+	h := newHistory(t)
+	h.write("go.sum", "password = \"abcdefgh12345678\"\n# only here\n")
+	h.write("dup/go.sum", "password = \"x9k2m4n7p1q8zz\"\n")
+	h.write("dup/app.py", "password = \"x9k2m4n7p1q8zz\"\n")
+	c := h.commit("one blob only at go.sum, one at go.sum and app.py")
+
+	e := recallEngine(t)
+	ctx := context.Background()
+	bs, err := e.ScanRepo(ctx, h.repo(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	if bs.Stats.PathSkipped != 1 {
+		t.Errorf("PathSkipped = %d, want 1 (the blob only at go.sum)", bs.Stats.PathSkipped)
+	}
+	fs, err := bs.Attribute(ctx, h.repo(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []hit{{"generic-api-key", c, "dup/app.py", 1, secretHMAC("x9k2m4n7p1q8zz")}}
+	gl, ok := gitleaksHits(t, "git", h.dir)
+	compareHits(t, hits(fs), want, gl, nil, ok)
+}

@@ -63,6 +63,12 @@ type Engine struct {
 	opts    Options
 	pathOut []int  // path-only rules (no regexp)
 	generic []bool // per rule: its id holds "generic" (gitleaks' filter)
+	// pathRules are the rules with a regexp and a path (the first 64):
+	// ScanRevs runs them only on blobs found at a matching path.
+	// pathBit[r] is rule r's bit among them, allPathRules all bits.
+	pathRules    []int
+	pathBit      []uint64
+	allPathRules uint64
 }
 
 // New builds an Engine for cfg.
@@ -82,9 +88,15 @@ func New(cfg *Config, opts Options) (*Engine, error) {
 		e.m = km
 	}
 	e.generic = make([]bool, len(cfg.Rules))
+	e.pathBit = make([]uint64, len(cfg.Rules))
 	for i, r := range cfg.Rules {
 		if r.Regex == nil && r.Path != nil && !r.SkipReport {
 			e.pathOut = append(e.pathOut, i)
+		}
+		if r.Regex != nil && r.Path != nil && len(e.pathRules) < 64 {
+			e.pathBit[i] = 1 << len(e.pathRules)
+			e.allPathRules |= e.pathBit[i]
+			e.pathRules = append(e.pathRules, i)
 		}
 		e.generic[i] = strings.Contains(strings.ToLower(r.ID), "generic")
 	}
@@ -139,14 +151,43 @@ func (li *lineIndex) at(off int) (line, lineStart int) {
 // decoded base64, hex, percent- and unicode-escaped segments (gitleaks'
 // decoding, docs/adr/0030-secret-scanning-engine.md).
 func (e *Engine) scanContent(content []byte) []candidate {
-	return e.scan(e.m, content)
+	return e.scan(e.m.Match, content)
 }
 
-// scan is scanContent with matcher m.
-func (e *Engine) scan(m Matcher, content []byte) []candidate {
+// scanSkipping is scanContent leaving out the path-restricted rules
+// whose bits (of e.pathRules) skip has set: they apply at none of the
+// blob's paths.
+func (e *Engine) scanSkipping(content []byte, skip uint64) []candidate {
+	if skip == 0 {
+		return e.scanContent(content)
+	}
+	omit := func(r int) bool { return e.pathBit[r]&skip != 0 }
+	if sm, ok := e.m.(subsetMatcher); ok {
+		return e.scan(func(content []byte, emit func(rule, start, end int)) { sm.matchSubset(content, omit, emit) }, content)
+	}
+	return e.scan(func(content []byte, emit func(rule, start, end int)) {
+		e.m.Match(content, func(r, start, end int) {
+			if !omit(r) {
+				emit(r, start, end)
+			}
+		})
+	}, content)
+}
+
+// matchFunc is a Matcher's Match.
+type matchFunc func(content []byte, emit func(rule, start, end int))
+
+// subsetMatcher is a Matcher that can leave rules out without running
+// them.
+type subsetMatcher interface {
+	matchSubset(content []byte, omit func(rule int) bool, emit func(rule, start, end int))
+}
+
+// scan is scanContent with the matcher m.
+func (e *Engine) scan(m matchFunc, content []byte) []candidate {
 	var out []candidate
 	li := &lineIndex{content: content}
-	m.Match(content, func(ri, start, end int) {
+	m(content, func(ri, start, end int) {
 		secret := strings.Trim(string(content[start:end]), "\n")
 		// As gitleaks: the location spans len(secret) bytes from the start.
 		if c, ok := e.candidate(content, li, ri, start, start+len(secret), secret, "", nil); ok {
@@ -164,7 +205,7 @@ func (e *Engine) scan(m Matcher, content []byte) []candidate {
 // scanDecoded is gitleaks' decoding loop: decode the encoded segments,
 // match the decoded text, keep the matches that overlap a decoded
 // segment, and place them at the encoded text's position in the blob.
-func (e *Engine) scanDecoded(m Matcher, content []byte, li *lineIndex) []candidate {
+func (e *Engine) scanDecoded(m matchFunc, content []byte, li *lineIndex) []candidate {
 	var out []candidate
 	dec := codec.NewDecoder()
 	// Read-only views, not copies: blobs run to megabytes and each depth
@@ -203,7 +244,7 @@ const decodeContext = 10
 
 // matchNear runs the matcher only over the lines within decodeContext of
 // a decoded segment of text, not over all of it.
-func matchNear(m Matcher, text []byte, segs []*codec.EncodedSegment, emit func(rule, start, end int)) {
+func matchNear(m matchFunc, text []byte, segs []*codec.EncodedSegment, emit func(rule, start, end int)) {
 	var regions []span
 	for _, sg := range segs {
 		st, en := sg.DecodedSpan()
@@ -230,7 +271,7 @@ func matchNear(m Matcher, text []byte, segs []*codec.EncodedSegment, emit func(r
 		regions = append(regions, span{st, en})
 	}
 	for _, r := range regions {
-		m.Match(text[r.start:r.end], func(ri, start, end int) { emit(ri, r.start+start, r.start+end) })
+		m(text[r.start:r.end], func(ri, start, end int) { emit(ri, r.start+start, r.start+end) })
 	}
 }
 
