@@ -18,6 +18,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	pkgrecord "github.com/ghost-scm/ghost/internal/record"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -135,44 +136,35 @@ func (s *Store) fingerprintKey(ctx context.Context, t string) ([]byte, error) {
 		return k, nil
 	}
 	key := keysPrefix + t
-	var fresh [32]byte
-	_, _ = crand.Read(fresh[:])
-	var lastErr error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				break
-			}
-		}
-		b, _, err := objstore.ReadAll(ctx, s.objects, key, 1<<10)
-		if err == nil {
-			if len(b) != len(fresh) {
-				return nil, fmt.Errorf("fingerprint key %s is %d bytes, want %d", key, len(b), len(fresh))
-			}
-			s.mu.Lock()
-			s.keys[t] = b
-			s.mu.Unlock()
-			return b, nil
-		}
-		if !errors.Is(err, objstore.ErrNotFound) {
-			lastErr = err
-			continue
-		}
-		// Absent: write ours. Whatever the outcome, the next read says
-		// which key is the tenant's.
-		_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(fresh[:]), int64(len(fresh)))
-		if err == nil {
-			s.mu.Lock()
-			s.keys[t] = fresh[:]
-			s.mu.Unlock()
-			return fresh[:], nil
-		}
-		lastErr = err
+	kp, _, err := pkgrecord.Get(ctx, s.objects, keyCodec, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		// Absent: write ours; whoever wrote first, ours or another
+		// node's, is the tenant's key.
+		var fresh [32]byte
+		_, _ = crand.Read(fresh[:])
+		f := fresh[:]
+		kp, err = pkgrecord.CreateOnce(ctx, s.objects, keyCodec, key, &f)
 	}
-	if lastErr == nil {
-		lastErr = ctx.Err()
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint key of %s: %w", t, err)
 	}
-	return nil, fmt.Errorf("fingerprint key of %s: %w", t, lastErr)
+	s.mu.Lock()
+	s.keys[t] = *kp
+	s.mu.Unlock()
+	return *kp, nil
+}
+
+// keyCodec stores a fingerprint key as its 32 raw bytes.
+var keyCodec = pkgrecord.Codec[[]byte]{
+	Encode: func(k *[]byte) ([]byte, error) { return *k, nil },
+	Decode: func(b []byte, k *[]byte) error {
+		if len(b) != 32 {
+			return fmt.Errorf("%w: fingerprint key is %d bytes, want 32", ErrCorrupt, len(b))
+		}
+		*k = b
+		return nil
+	},
+	Max: 1 << 10,
 }
 
 // Fingerprint returns the hex HMAC-SHA256 of secret under the tenant's
@@ -244,90 +236,33 @@ type mutation func(rec *record) (*record, error)
 // objstore.ErrOutcomeUnknown. Only when every write certainly failed is
 // the answer ErrContention, "nothing applied".
 func (s *Store) update(ctx context.Context, key string, mut mutation) (*record, error) {
-	var lastErr error
-	ambiguous := false // some write's outcome was never learned
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				break
-			}
-		}
-		cur, etag, err := s.read(ctx, key)
-		absent := errors.Is(err, objstore.ErrNotFound)
-		if err != nil && !absent {
-			if errors.Is(err, ErrCorrupt) {
-				return nil, err // no retry mends it
-			}
-			lastErr = err
-			continue
-		}
-		next, err := mut(cur)
-		if err != nil {
-			return nil, err
-		}
-		if next == nil {
-			return cur, nil // already holds the change (perhaps our own earlier write)
-		}
-		b, err := encodeRecord(next)
-		if err != nil {
-			return nil, err
-		}
-		if absent {
-			_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-		} else {
-			_, err = s.objects.PutIfMatch(ctx, key, bytes.NewReader(b), int64(len(b)), etag)
-		}
-		switch {
-		case err == nil:
-			return next, nil
-		case errors.Is(err, objstore.ErrPreconditionFailed):
-			lastErr = err
-		default:
-			lastErr, ambiguous = err, true
-		}
+	opts := pkgrecord.Options{Attempts: maxAttempts, Backoff: backoffDelay}
+	r, err := pkgrecord.Update(ctx, s.objects, recordCodec, key, opts, pkgrecord.Mutate[record](mut))
+	if errors.Is(err, pkgrecord.ErrContention) {
+		return nil, fmt.Errorf("%w: %w", ErrContention, err)
 	}
-	if lastErr == nil {
-		lastErr = ctx.Err()
-	}
-	if ambiguous {
-		// One last look, with a bounded context of its own so that a
-		// cancelled caller still learns the answer: a write of unknown
-		// outcome may have landed, and then the change is done.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		defer cancel()
-		if cur, _, err := s.read(sctx, key); err == nil || errors.Is(err, objstore.ErrNotFound) {
-			if next, merr := mut(cur); merr == nil && next == nil {
-				return cur, nil
-			}
-		}
-		if errors.Is(lastErr, objstore.ErrOutcomeUnknown) {
-			return nil, fmt.Errorf("update %s: %w", key, lastErr)
-		}
-		return nil, fmt.Errorf("update %s: %w: %w", key, objstore.ErrOutcomeUnknown, lastErr)
-	}
-	if errors.Is(lastErr, objstore.ErrPreconditionFailed) {
-		return nil, fmt.Errorf("update %s: %w", key, ErrContention)
-	}
-	return nil, fmt.Errorf("update %s: %w", key, lastErr)
+	return r, err
 }
 
-// settleTimeout bounds the last read of an update whose outcome is in
-// doubt.
-const settleTimeout = 10 * time.Second
-
-// backoff sleeps a short, jittered, growing time before another attempt,
-// so racing recorders spread out.
-func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(min(attempt, 6)) * time.Millisecond
-	d += time.Duration(mrand.Int64N(int64(2 * time.Millisecond)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
+// recordCodec stores alert records (encodeRecord, decodeRecord); a record
+// that does not decode is ErrCorrupt.
+var recordCodec = pkgrecord.Codec[record]{
+	Encode: encodeRecord,
+	Decode: func(b []byte, r *record) error {
+		got, err := decodeRecord(b)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		*r = *got
 		return nil
-	}
+	},
+	Max: maxRecordBytes,
+}
+
+// backoffDelay is the short, jittered, growing pause before another
+// attempt, so racing recorders spread out.
+func backoffDelay(attempt int) time.Duration {
+	return time.Duration(min(attempt, 6))*time.Millisecond + time.Duration(mrand.Int64N(int64(2*time.Millisecond)))
 }
 
 // checkFinding validates a finding on its own and returns its

@@ -42,7 +42,7 @@ func TestAlertListsAreBounded(t *testing.T) {
 	seen := map[string]bool{}
 	next, pages := "", 0
 	for {
-		r := f.do("GET", "/api/repos/alice/pub/alerts?per_page=500&page="+next, "", "")
+		r := f.do("GET", "/api/repos/alice/pub/alerts?per_page=500&page="+next, f.aliceW, "")
 		if r.status != 200 {
 			t.Fatalf("list: %d %s", r.status, r.body)
 		}
@@ -63,7 +63,9 @@ func TestAlertListsAreBounded(t *testing.T) {
 				t.Fatalf("alert %s on two pages", a.ID)
 			}
 			seen[a.ID] = true
-			if a.ID != f.ids["alice/pub"] && (len(a.Locations) != alerts.ListLocations || a.LocationsCount != nLocs) {
+			// The alert store keeps at most 768 KiB of locations per
+			// alert, so of these 1 KiB matches it keeps a few hundred.
+			if a.ID != f.ids["alice/pub"] && (len(a.Locations) != alerts.ListLocations || a.LocationsCount <= 100) {
 				t.Errorf("alert %s: %d locations of %d in a list", a.ID, len(a.Locations), a.LocationsCount)
 			}
 		}
@@ -84,25 +86,26 @@ func TestAlertListsAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := 0
+	got, count := 0, 0
 	for page := 1; page != 0; {
-		r := f.do("GET", fmt.Sprintf("/api/repos/alice/pub/alerts/%s?locations_page=%d", fp, page), "", "")
+		r := f.do("GET", fmt.Sprintf("/api/repos/alice/pub/alerts/%s?locations_page=%d", fp, page), f.aliceW, "")
 		var a struct {
 			Locations []any `json:"locations"`
 			Count     int   `json:"locations_count"`
 			Next      int   `json:"locations_next_page"`
 		}
 		r.json(t, &a)
-		if len(a.Locations) > 100 || a.Count != nLocs {
+		if len(a.Locations) > 100 || a.Count <= 100 || count != 0 && a.Count != count {
 			t.Fatalf("page %d: %d locations of %d", page, len(a.Locations), a.Count)
 		}
+		count = a.Count
 		got += len(a.Locations)
 		page = a.Next
 	}
-	if got != nLocs {
-		t.Fatalf("the alert's pages held %d locations, want %d", got, nLocs)
+	if got != count {
+		t.Fatalf("the alert's pages held %d locations, want %d", got, count)
 	}
-	if r := f.do("GET", "/api/repos/alice/pub/alerts/"+fp+"?locations_page=0", "", ""); r.status != 400 {
+	if r := f.do("GET", "/api/repos/alice/pub/alerts/"+fp+"?locations_page=0", f.aliceW, ""); r.status != 400 {
 		t.Fatalf("locations_page=0: %d", r.status)
 	}
 }
@@ -121,7 +124,7 @@ func (c *countList) List(ctx context.Context, prefix, after string, limit int) (
 
 // TestTenantAlertListIsBounded replays issue 19's reproduction: the
 // tenant-wide list of alerts read every key of the tenant, including the
-// alerts of repositories the caller may not read. Now one request lists a
+// alerts of repositories the caller may not see. Now one request lists a
 // bounded number of keys and hands out a cursor to the rest.
 func TestTenantAlertListIsBounded(t *testing.T) {
 	objects := &countList{Store: memstore.New()}
@@ -143,8 +146,13 @@ func TestTenantAlertListIsBounded(t *testing.T) {
 	if shown.ID <= hidden.ID {
 		t.Fatalf("log ids out of order: %s, %s", hidden.ID, shown.ID)
 	}
-	// The private repository's alerts are never read for an anonymous
-	// caller, only listed: plain objects under their keys do.
+	// The alerts of a repository the caller may not see (here: one that
+	// was deleted, whose alerts outlive it) are never read, only listed:
+	// plain objects under their keys do. Alerts are for writers, so the
+	// caller is alice, who may write every repository she still has.
+	if err := f.s.DeleteRepo(ctx, "alice", "hidden"); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 12000 {
 		key := fmt.Sprintf("meta/alerts/alice/%s/%064x", hidden.ID, i)
 		if _, err := objects.Put(ctx, key, strings.NewReader("{}"), 2); err != nil {
@@ -160,7 +168,7 @@ func TestTenantAlertListIsBounded(t *testing.T) {
 			t.Fatal("the pages never end")
 		}
 		before := objects.keys.Load()
-		r := f.do("GET", "/api/tenants/alice/alerts?page="+next, "", "")
+		r := f.do("GET", "/api/tenants/alice/alerts?page="+next, f.aliceW, "")
 		var p struct {
 			Alerts []any  `json:"alerts"`
 			Next   string `json:"next_page"`

@@ -33,7 +33,7 @@ func TestScanListPageIsCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{"", "?per_page=5", "?per_page=100000"} {
-		if r := f.do("GET", "/api/repos/alice/pub/scans"+q, "", ""); r.status != 200 {
+		if r := f.do("GET", "/api/repos/alice/pub/scans"+q, f.aliceW, ""); r.status != 200 {
 			t.Fatalf("GET scans%s: %d %s", q, r.status, r.body)
 		}
 	}

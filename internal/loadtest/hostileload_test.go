@@ -44,7 +44,7 @@ type hostileScale struct {
 	floodConns   int // SSH connections of the channel flood
 	floodChans   int // session channels each flood connection asks for
 	viewers      int // anonymous clients viewing the huge and quadratic repositories
-	alertClients int // anonymous clients listing alerts at the largest page
+	alertClients int // clients with the owner's token listing alerts at the largest page
 	rounds       int // push-and-clone rounds of the ordinary client
 }
 
@@ -182,8 +182,16 @@ func TestHostileLoad(t *testing.T) {
 		}
 	}
 	hc := &http.Client{Timeout: time.Minute}
-	get := func(kind, url string) {
-		resp, err := hc.Get(url)
+	get := func(kind, url, token string) {
+		req, err := http.NewRequestWithContext(actx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if token != "" {
+			req.SetBasicAuth("eve", token)
+		}
+		resp, err := hc.Do(req)
 		if err != nil {
 			if actx.Err() == nil {
 				count(kind + " error")
@@ -199,10 +207,10 @@ func TestHostileLoad(t *testing.T) {
 	}
 	attack(sc.viewers, func(i int) {
 		for _, p := range []string{"/eve/huge", "/eve/huge/-/commits/main", "/eve/huge/-/branches", "/eve/quad"} {
-			get("views", base+p)
+			get("views", base+p, "")
 		}
 	})
-	attack(sc.alertClients, func(int) { get("alerts", base+"/api/repos/eve/alerts/alerts?per_page=500") })
+	attack(sc.alertClients, func(int) { get("alerts", base+"/api/repos/eve/alerts/alerts?per_page=500", eveTok) })
 	flooder, separate := loopback(3)
 	if !separate {
 		flooder = &net.Dialer{Timeout: 30 * time.Second}

@@ -65,6 +65,10 @@ var ErrInvalidName = errors.New("invalid name")
 // wraps the store's own error.
 var ErrUnavailable = errors.New("metadata storage unavailable")
 
+// ErrContention reports a record that changed under every attempt to
+// change it: nothing applied, and retrying is safe. It answers 503.
+var ErrContention = errors.New("the record changed concurrently on every attempt; retry")
+
 // ErrNotEmpty reports a tenant that cannot be deleted because it still
 // owns repositories and the delete was not forced.
 var ErrNotEmpty = errors.New("tenant owns repositories")
@@ -220,7 +224,7 @@ func HTTPStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrExists), errors.Is(err, ErrNotEmpty):
 		return http.StatusConflict
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrContention):
 		return http.StatusServiceUnavailable
 	}
 	return wal.HTTPStatus(err)

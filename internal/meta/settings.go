@@ -2,10 +2,7 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/ghost-scm/ghost/internal/objstore"
 )
 
 // SetPushProtection turns push protection of owner/name on or off
@@ -25,56 +22,30 @@ func (s *Store) SetAllowReplaceRefs(ctx context.Context, owner, name string, on 
 }
 
 // setFlag sets one boolean setting of owner/name's record to on, by
-// compare-and-swap.
-//
-// It follows the write-outcome contract (docs/adr/0006-write-outcomes.md):
-// a lost compare-and-swap certainly did not apply and is retried over a
-// fresh read; after any other write error the record is read back. If it
-// holds the wanted value the call succeeded, whoever wrote it. If it has
-// changed without that value, the failed write (conditional on the old
-// ETag) can never land, and the loop tries again. If it is unchanged, the
-// write may still land: the error then matches objstore.ErrOutcomeUnknown,
-// and calling again is the remedy, since setting a value is idempotent.
+// compare-and-swap (record.Update): the outcome follows
+// docs/adr/0006-write-outcomes.md, and setting a value is idempotent, so a
+// write of unknown outcome is settled by reading the value back.
 func (s *Store) setFlag(ctx context.Context, owner, name, what string, flag func(*repoRecord) *bool, on bool) error {
 	key, err := repoRef(owner, name)
 	if err != nil {
 		return fmt.Errorf("set %s: %w", what, err)
 	}
-	rec, etag, err := s.readRepo(ctx, owner, name)
-	if err != nil {
+	if _, _, err := s.readRepo(ctx, owner, name); err != nil {
 		return fmt.Errorf("set %s: %w", what, err)
 	}
-	for attempt := 0; ; attempt++ {
-		if *flag(&rec) == on {
-			return nil
+	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+		if cur == nil || cur.Deleted {
+			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
 		}
-		sent := etag
-		*flag(&rec) = on
-		_, werr := s.replaceRecord(ctx, key, &rec, sent)
-		if werr == nil {
-			return nil
+		if *flag(cur) == on {
+			return nil, nil
 		}
-		var rerr error
-		rec, etag, rerr = s.readRepo(ctx, owner, name)
-		switch {
-		case rerr != nil && errors.Is(rerr, ErrNotFound):
-			return fmt.Errorf("set %s: %w", what, rerr)
-		case rerr != nil:
-			if errors.Is(werr, objstore.ErrPreconditionFailed) {
-				return fmt.Errorf("set %s of %s/%s: %w", what, owner, name, rerr)
-			}
-			return fmt.Errorf("set %s of %s/%s: %w: %w (and reading it back: %v)", what, owner, name, objstore.ErrOutcomeUnknown, werr, rerr)
-		case *flag(&rec) == on:
-			return nil
-		case etag == sent && !errors.Is(werr, objstore.ErrPreconditionFailed):
-			// Unchanged: the write is neither seen nor ruled out.
-			if errors.Is(werr, objstore.ErrOutcomeUnknown) {
-				return fmt.Errorf("set %s of %s/%s: %w", what, owner, name, werr)
-			}
-			return fmt.Errorf("set %s of %s/%s: %w: %w", what, owner, name, objstore.ErrOutcomeUnknown, werr)
-		}
-		if attempt+1 >= maxCASAttempts || ctx.Err() != nil {
-			return fmt.Errorf("set %s of %s/%s: record kept changing: %w", what, owner, name, werr)
-		}
+		next := *cur
+		*flag(&next) = on
+		return &next, nil
+	})
+	if err != nil {
+		return fmt.Errorf("set %s of %s/%s: %w", what, owner, name, err)
 	}
+	return nil
 }
