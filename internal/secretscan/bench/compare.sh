@@ -35,9 +35,11 @@ shift $((OPTIND - 1))
 work=${work:-$(mktemp -d /tmp/ghost-compare.XXXXXX)}
 mkdir -p "$work"
 gl=$(command -v gitleaks || echo "$(go env GOPATH)/bin/gitleaks")
-"$gl" version | grep -q '8.30.1' || { echo "need gitleaks v8.30.1, have $("$gl" version)"; exit 1; }
+# go install leaves gitleaks' own version string unset: read the module's.
+glver=$("$gl" version 2>/dev/null | grep -o '8\.30\.1' || go version -m "$gl" | awk '$1 == "mod" {print $3}')
+case $glver in *8.30.1) ;; *) echo "need gitleaks v8.30.1, have ${glver:-unknown}"; exit 1 ;; esac
 (cd "$root" && go build -o "$work/ghost" ./cmd/ghost && go build -o "$work/reportdiff" ./internal/secretscan/bench/reportdiff)
-echo "ghost $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo +dirty), gitleaks $("$gl" version), rounds $rounds, work $work"
+echo "ghost $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo +dirty), gitleaks $glver, rounds $rounds, work $work"
 
 # run NAME OUT COMMAND...: one measured run; appends "wall cpu rss" to OUT.
 run() {
