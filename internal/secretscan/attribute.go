@@ -19,10 +19,15 @@ const zeroOID = "0000000000000000000000000000000000000000"
 // versions of a file: a candidate of the new blob whose key the old blob
 // also has was not added by the commit, so it is not reported again (this
 // is what scanning git log -p's added lines achieves in gitleaks).
+//
+// A last line without a newline is another line than the same text with
+// one: git diff shows adding the newline as the line removed and added
+// again, and gitleaks reports its secrets again there.
 type candKey struct {
 	rule     int
 	secret   string
 	lineHash uint64
+	noEOL    bool
 }
 
 // Attribute turns blob candidates into findings: for every blob with
@@ -251,7 +256,7 @@ func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, pa
 		st.replaced[src] = true
 		for _, oc := range s.blobs[src] {
 			if !oc.pathOnly {
-				old[candKey{oc.rule, oc.secret, oc.lineHash}]++
+				old[candKey{oc.rule, oc.secret, oc.lineHash, oc.noEOL}]++
 			}
 		}
 	} else {
@@ -267,7 +272,7 @@ func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, pa
 				continue
 			}
 		} else {
-			k := candKey{cd.rule, cd.secret, cd.lineHash}
+			k := candKey{cd.rule, cd.secret, cd.lineHash, cd.noEOL}
 			if old[k] > 0 {
 				old[k]--
 				continue

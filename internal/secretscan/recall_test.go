@@ -306,3 +306,36 @@ func TestScanRevsPathSkip(t *testing.T) {
 	gl, ok := gitleaksHits(t, "git", h.dir)
 	compareHits(t, hits(fs), want, gl, nil, ok)
 }
+
+// TestRecallNewlineAtEOF: a commit that only adds the newline a last line
+// lacked re-adds that line in git's diff, and gitleaks reports its
+// secret again there (seen in gitleaks' own history); ghost must too. A
+// later change elsewhere in the file re-adds nothing.
+func TestRecallNewlineAtEOF(t *testing.T) {
+	const key = "AIzaSyDtz3Di0ZrzeU5ET3UFU0p-xP4bx2FkSrg"
+	h := newHistory(t)
+	h.write("env", "A=1\n\nGOOGLE_MAPS_KEY="+key)
+	first := h.commit("no newline at the end")
+	h.write("env", "A=1\n\nGOOGLE_MAPS_KEY="+key+"\n")
+	eol := h.commit("newline at the end")
+	h.write("env", "A=2\n\nGOOGLE_MAPS_KEY="+key+"\n")
+	h.commit("another line changes")
+
+	e := recallEngine(t)
+	ctx := context.Background()
+	bs, err := e.ScanRepo(ctx, h.repo(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	fs, err := bs.Attribute(ctx, h.repo(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []hit{
+		{"gcp-api-key", first, "env", 3, secretHMAC(key)},
+		{"gcp-api-key", eol, "env", 3, secretHMAC(key)},
+	}
+	gl, ok := gitleaksHits(t, "git", h.dir)
+	compareHits(t, hits(fs), want, gl, nil, ok)
+}

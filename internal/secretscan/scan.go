@@ -119,6 +119,7 @@ type candidate struct {
 	deferred           []*Allowlist // AND allowlists awaiting path/commit
 	tags               []string     // decoding tags (decoded:base64, ...)
 	pathOnly           bool
+	noEOL              bool // ends on the blob's last line, which has no newline
 }
 
 func isBinary(b []byte) bool {
@@ -197,9 +198,24 @@ func (e *Engine) scan(m matchFunc, content []byte) []candidate {
 	if e.opts.MaxDecodeDepth > 0 && codec.MayHoldEncoded(content) {
 		out = append(out, e.scanDecoded(m, content, li)...)
 	}
+	markNoEOL(out, content)
 	// A generic candidate that a specific one shadows is kept: whether
 	// it is shadowed depends on where the blob is (findingsAt).
 	return out
+}
+
+// markNoEOL sets noEOL on the candidates that end on content's last
+// line when that line has no newline (candKey).
+func markNoEOL(cs []candidate, content []byte) {
+	if len(cs) == 0 || len(content) == 0 || content[len(content)-1] == '\n' {
+		return
+	}
+	last := bytes.Count(content, []byte{'\n'}) + 1
+	for i := range cs {
+		if cs[i].endLine == last {
+			cs[i].noEOL = true
+		}
+	}
 }
 
 // scanDecoded is gitleaks' decoding loop: decode the encoded segments,
