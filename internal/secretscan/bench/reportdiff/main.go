@@ -2,11 +2,12 @@
 // report of the same history, for bench/compare.sh
 // (docs/adr/0036-scanner-on-real-histories.md). It prints one line:
 //
-//	strict ghost=N gitleaks=M missed=A extra=B loose ghost=N gitleaks=M missed=A extra=B
+//	strict ghost=N gitleaks=M missed=A extra=B loose ... secret ...
 //
 // Strict keys are (rule, commit, file, line): where gitleaks reports a
 // finding. Loose keys are (rule, file, secret): the same secret of the
-// same rule in the same file, at any commit or line. ghost's report
+// same rule in the same file, at any commit or line. Secret keys are
+// (file, secret): the same secret in the same file under any rule. ghost's report
 // holds no secret, only its HMAC-SHA256 under the scan's fingerprint key
 // (empty unless -key-file is given); gitleaks' secrets are hashed the
 // same way to compare. With -missed FILE the keys gitleaks has and ghost
@@ -82,15 +83,18 @@ func run(ghostPath, gitleaksPath, keyFile, missedPath string) error {
 	}
 	strict := func(f finding) string { return fmt.Sprintf("%s %s %s:%d", f.RuleID, f.Commit, f.File, f.StartLine) }
 	loose := func(f finding, secret string) string { return fmt.Sprintf("%s %s %s", f.RuleID, f.File, secret) }
-	gs, gls := map[string]bool{}, map[string]bool{}
-	ts, tls := map[string]bool{}, map[string]bool{}
+	anyRule := func(f finding, secret string) string { return fmt.Sprintf("%s %s", f.File, secret) }
+	gs, gls, gas := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	ts, tls, tas := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, f := range gh {
 		gs[strict(f)] = true
 		gls[loose(f, f.SecretHMAC)] = true
+		gas[anyRule(f, f.SecretHMAC)] = true
 	}
 	for _, f := range gl {
 		ts[strict(f)] = true
 		tls[loose(f, hash(f.Secret))] = true
+		tas[anyRule(f, hash(f.Secret))] = true
 	}
 	var lines []string
 	count := func(a, b map[string]bool, tag string) (only int) {
@@ -106,8 +110,9 @@ func run(ghostPath, gitleaksPath, keyFile, missedPath string) error {
 	}
 	sm, se := count(ts, gs, "strict"), count(gs, ts, "")
 	lm, le := count(tls, gls, "loose"), count(gls, tls, "")
-	fmt.Printf("strict ghost=%d gitleaks=%d missed=%d extra=%d loose ghost=%d gitleaks=%d missed=%d extra=%d\n",
-		len(gs), len(ts), sm, se, len(gls), len(tls), lm, le)
+	am, ae := count(tas, gas, "secret"), count(gas, tas, "")
+	fmt.Printf("strict ghost=%d gitleaks=%d missed=%d extra=%d loose ghost=%d gitleaks=%d missed=%d extra=%d secret ghost=%d gitleaks=%d missed=%d extra=%d\n",
+		len(gs), len(ts), sm, se, len(gls), len(tls), lm, le, len(gas), len(tas), am, ae)
 	if missedPath != "" {
 		slices.Sort(lines)
 		var b []byte
