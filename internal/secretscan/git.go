@@ -217,7 +217,7 @@ func (e *Engine) ScanRevs(ctx context.Context, repo Repo, revs []string, progres
 	if _, err := list.Seek(0, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("secretscan: %w", err))
 	}
-	if err := e.scanList(ctx, repo, list, s, progress); err != nil {
+	if err := e.scanList(ctx, repo, list, s, progress, true); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -314,7 +314,7 @@ func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progres
 	if _, err := list.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
 	}
-	if err := e.scanList(ctx, repo, list, s, progress); err != nil {
+	if err := e.scanList(ctx, repo, list, s, progress, false); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -547,8 +547,10 @@ type job struct {
 
 // scanList streams the objects listed in list through one long-lived
 // git cat-file --batch and scans them on e.opts.Workers goroutines. At
-// most 2×Workers+1 objects are in memory at once.
-func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc) error {
+// most 2×Workers+1 objects are in memory at once. wholeHistory selects
+// the pack settings of a whole-history scan (packCommand); otherwise
+// (push protection, scan runs) the reader keeps the small ones below.
+func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc, wholeHistory bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// git's defaults map up to 8 GiB of pack and cache 96 MiB of delta
@@ -556,7 +558,14 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 	// same speed, since blobs are read in pack order (measured in
 	// docs/adr/0030-secret-scanning-engine.md, "Memory").
 	args := []string{"cat-file", "--batch", "--buffer"}
-	cmd := repo.packCommand(ctx, args...)
+	var cmd *gitexec.Cmd
+	if wholeHistory {
+		cmd = repo.packCommand(ctx, args...)
+	} else {
+		args = append([]string{"-c", "core.deltaBaseCacheLimit=4m", "-c", "core.packedGitWindowSize=1m",
+			"-c", "core.packedGitLimit=16m"}, args...)
+		cmd = repo.command(ctx, args...)
+	}
 	cmd.Stdin = list // git reads the oids straight from the file
 	out, err := cmd.StdoutPipe()
 	if err != nil {
