@@ -19,7 +19,7 @@ import (
 // have no GHOST_* variable. Every other flag has one.
 var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format", "push-protection", "allow-replace-refs",
 	// ghost scan: per-call options, as in gitleaks
-	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth", "skip-binary",
+	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth", "skip-binary", "rev",
 	// ghost repo scan, scans
 	"wait", "poll", "limit",
 	// confirmations, alert changes, settings

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -43,7 +44,7 @@ func newScanCmd(env *Env) *cobra.Command {
 	var (
 		noGit, noProgress, skipBinary  bool
 		configPath, format, reportPath string
-		ignorePath, keyFile            string
+		ignorePath, keyFile, rev       string
 		exitCode, workers, decode      int
 		maxSize                        int64
 	)
@@ -65,6 +66,7 @@ func newScanCmd(env *Env) *cobra.Command {
 	f.StringVar(&keyFile, "fingerprint-key-file", "", "file holding the HMAC key of the secrets' fingerprints (default: empty key)")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar even on a terminal")
 	f.BoolVar(&skipBinary, "skip-binary", false, "skip (and count) blobs git calls binary, as gitleaks does; by default they are scanned too")
+	f.StringVar(&rev, "rev", "", "scan only the history this git revision reaches (a branch, a tag, A..B); default every ref")
 	f.IntVar(&decode, "max-decode-depth", 5, "decode base64/hex/percent/unicode-escaped text and rescan it up to this many times, as gitleaks does; 0 for none")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -89,6 +91,12 @@ func newScanCmd(env *Env) *cobra.Command {
 		if workers < 1 {
 			return usageErrorf("--workers must be at least 1")
 		}
+		if strings.HasPrefix(rev, "-") || strings.ContainsAny(rev, "\x00\n") {
+			return usageErrorf("--rev must be a git revision, not an option")
+		}
+		if rev != "" && noGit {
+			return usageErrorf("--rev needs a git history, not --no-git")
+		}
 
 		// A scan's garbage is transient blob buffers and regexp state: a
 		// tighter GC target keeps peak RSS near the live heap for little CPU
@@ -97,7 +105,7 @@ func newScanCmd(env *Env) *cobra.Command {
 		start := time.Now()
 		findings, rules, stats, err := scan(ctx, env, scanParams{
 			path: path, noGit: noGit, config: configPath, workers: workers,
-			maxSize: maxSize, ignore: ignorePath, keyFile: keyFile, decode: decode, skipBinary: skipBinary,
+			maxSize: maxSize, ignore: ignorePath, keyFile: keyFile, decode: decode, skipBinary: skipBinary, rev: rev,
 			progress: !noProgress && isTerminal(env.Stderr),
 		})
 		if err != nil {
@@ -136,6 +144,7 @@ func newScanCmd(env *Env) *cobra.Command {
 
 type scanParams struct {
 	path, config, ignore, keyFile string
+	rev                           string // "" for every ref
 	noGit, progress, skipBinary   bool
 	workers, decode               int
 	maxSize                       int64
@@ -185,11 +194,16 @@ func scan(ctx context.Context, env *Env, p scanParams) ([]secretscan.Finding, []
 	// git runs through gitexec (no replace refs), but with the user's
 	// own git configuration: this is their repository.
 	repo := secretscan.Repo{Dir: p.path, Git: &gitexec.Runner{HostConfig: true}}
-	bs, err := eng.ScanRepo(ctx, repo, progress)
+	var revs []string // nil: every ref
+	if p.rev != "" {
+		revs = []string{p.rev}
+	}
+	bs, err := eng.ScanRevs(ctx, repo, revs, progress)
 	if err != nil {
 		return nil, nil, st, err
 	}
-	fs, err := bs.Attribute(ctx, repo, nil)
+	defer bs.Close()
+	fs, err := bs.Attribute(ctx, repo, revs)
 	return fs, cfg.Rules, bs.Stats, err
 }
 

@@ -130,3 +130,35 @@ func TestScanBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestScanRev: --rev scans only what the revision reaches — a secret on
+// another branch is not reported — and an option in its place is a
+// usage error, never passed to git.
+func TestScanRev(t *testing.T) {
+	dir := scanRepo(t, map[string]string{"a.go": "package a\n"})
+	env := gittest.Env(t.TempDir())
+	base := strings.TrimSpace(gittest.Git(t, env, dir, "rev-parse", "HEAD"))
+	gittest.Git(t, env, dir, "checkout", "-q", "-b", "side")
+	if err := os.WriteFile(filepath.Join(dir, "b.go"), []byte("const t = \""+fakePAT+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, env, dir, "add", "-A")
+	gittest.Git(t, env, dir, "commit", "-q", "-m", "side")
+	if code, out, e := runGhost("scan", "--rev", base, dir); code != 0 {
+		t.Errorf("--rev %s: code %d, want 0\n%s%s", base, code, out, e)
+	}
+	if code, out, e := runGhost("scan", "--rev", "side", dir); code != 1 || !strings.Contains(out, "b.go:1") {
+		t.Errorf("--rev side: code %d, want 1 with b.go:1\n%s%s", code, out, e)
+	}
+	if code, out, _ := runGhost("scan", dir); code != 1 || !strings.Contains(out, "b.go:1") {
+		t.Errorf("every ref: code %d, want 1 with b.go:1\n%s", code, out)
+	}
+	for _, bad := range []string{"--output=/tmp/x", "-p"} {
+		if code, _, e := runGhost("scan", "--rev="+bad, dir); code != 2 || !strings.Contains(e, "--rev") {
+			t.Errorf("--rev=%s: code %d, want 2 with a usage error\n%s", bad, code, e)
+		}
+	}
+	if code, _, _ := runGhost("scan", "--rev", "no-such-branch", dir); code != 2 {
+		t.Errorf("--rev of an unknown revision: code %d, want 2", code)
+	}
+}

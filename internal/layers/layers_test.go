@@ -47,8 +47,9 @@ var floors = map[string]int{
 	"internal/server": 9,
 	// 10: the command line, and the binary.
 	"internal/cli": 10, "cmd/ghost": 11,
-	// 12: harnesses that drive the built binary; nothing imports them.
+	// 12: harnesses and bench tools; nothing imports them.
 	"internal/e2e": 12, "internal/loadtest": 12, "internal/clustertest": 12, "internal/gitbench": 12, "internal/scaletest": 12,
+	"internal/secretscan/bench/scanbench": 12, "internal/secretscan/bench/reportdiff": 12,
 }
 
 // httpEdge may import net/http: the HTTP edge, the S3 client, the API's

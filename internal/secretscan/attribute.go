@@ -2,10 +2,13 @@ package secretscan
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,10 +19,15 @@ const zeroOID = "0000000000000000000000000000000000000000"
 // versions of a file: a candidate of the new blob whose key the old blob
 // also has was not added by the commit, so it is not reported again (this
 // is what scanning git log -p's added lines achieves in gitleaks).
+//
+// A last line without a newline is another line than the same text with
+// one: git diff shows adding the newline as the line removed and added
+// again, and gitleaks reports its secrets again there.
 type candKey struct {
 	rule     int
 	secret   string
 	lineHash uint64
+	noEOL    bool
 }
 
 // Attribute turns blob candidates into findings: for every blob with
@@ -86,7 +94,7 @@ func (s *BlobScan) AttributeAll(ctx context.Context, repo Repo, revArgs []string
 	if revArgs == nil {
 		revArgs = []string{"--all"}
 	}
-	st := &attribution{seen: make(map[string]bool), replaced: make(map[string]bool)}
+	st := &attribution{ctx: ctx, repo: repo, seen: make(map[string]bool), replaced: make(map[string]bool)}
 	fs, err := s.logPass(ctx, repo, revArgs, []string{"--diff-filter=tuxdb"}, st)
 	if err != nil {
 		return nil, err
@@ -120,6 +128,8 @@ func (s *BlobScan) AttributeAll(ctx context.Context, repo Repo, revArgs []string
 
 // attribution is the state of one AttributeAll across its passes.
 type attribution struct {
+	ctx      context.Context
+	repo     Repo
 	seen     map[string]bool // blobs with candidates some entry added
 	replaced map[string]bool // source blobs of those entries
 	only     map[string]bool // pass 2: the blobs it looks for
@@ -128,9 +138,17 @@ type attribution struct {
 // logPass runs one git log --raw over revArgs with the diff options opts
 // and attributes the entries it shows.
 func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []string, st *attribution) ([]Finding, error) {
+	if s.log != nil && slices.Equal(revArgs, s.logRevs) {
+		// ScanRevs' log of the same commits: every entry of both
+		// passes is in it, and parseLog keeps those of this pass.
+		if _, err := s.log.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("secretscan: %w", err)
+		}
+		return s.parseLog(bufio.NewReaderSize(s.log, 256<<10), st)
+	}
 	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color"}, opts...)
-	args = append(append(args, "--format=%x01%H%x02%an%x02%ae%x02%aI%x02%B%x03"), revArgs...)
-	cmd := repo.command(ctx, args...)
+	args = append(append(args, logFormat), revArgs...)
+	cmd := repo.packCommand(ctx, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
@@ -155,6 +173,7 @@ func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []strin
 
 type commitInfo struct {
 	hash, author, email, date, message string
+	merge                              bool // more than one parent
 }
 
 func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error) {
@@ -180,7 +199,14 @@ func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error
 				srcP = tok
 				continue
 			}
-			out = s.entry(out, cur, meta, srcP, tok, st)
+			// Pass 1 reads the diffs gitleaks reads: no merge, no type
+			// change (ScanRevs' log holds both, for pass 2).
+			if st.only == nil && (cur.merge || strings.ContainsAny(meta[4][:1], "TUXB")) {
+				continue
+			}
+			if out, err = s.entry(out, cur, meta, srcP, tok, st); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		tok = strings.TrimLeft(tok, "\n")
@@ -188,15 +214,15 @@ func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error
 		case strings.HasPrefix(tok, "\x01"):
 			h := strings.TrimSuffix(strings.TrimPrefix(tok, "\x01"), "\x03")
 			h, _, _ = strings.Cut(h, "\x03")
-			p := strings.SplitN(h, "\x02", 5)
-			for len(p) < 5 {
+			p := strings.SplitN(h, "\x02", 6)
+			for len(p) < 6 {
 				p = append(p, "")
 			}
-			date := p[3]
+			date := p[4]
 			if t, err := time.Parse(time.RFC3339, date); err == nil {
 				date = t.UTC().Format(time.RFC3339) // as gitleaks reports it
 			}
-			cur = commitInfo{p[0], p[1], p[2], date, strings.TrimSpace(p[4])}
+			cur = commitInfo{p[0], p[2], p[3], date, strings.TrimSpace(p[5]), strings.Contains(p[1], " ")}
 		case strings.HasPrefix(tok, ":"):
 			meta = strings.Fields(tok[1:])
 			if len(meta) != 5 {
@@ -214,26 +240,30 @@ func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error
 }
 
 // entry handles one raw diff entry: meta is [srcMode dstMode src dst status].
-func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, path string, st *attribution) []Finding {
+func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, path string, st *attribution) ([]Finding, error) {
 	if meta[1] == "160000" { // a submodule's commit, not a blob
-		return out
+		return out, nil
 	}
 	dst := meta[3]
 	cands, ok := s.blobs[dst]
 	if !ok || st.only != nil && !st.only[dst] {
-		return out
+		return out, nil
 	}
 	st.seen[dst] = true
 	old := make(map[candKey]int)
-	if src := meta[2]; src != zeroOID && meta[0] != "160000" {
+	src := meta[2]
+	if src != zeroOID && meta[0] != "160000" {
 		st.replaced[src] = true
 		for _, oc := range s.blobs[src] {
 			if !oc.pathOnly {
-				old[candKey{oc.rule, oc.secret, oc.lineHash}]++
+				old[candKey{oc.rule, oc.secret, oc.lineHash, oc.noEOL}]++
 			}
 		}
+	} else {
+		src = ""
 	}
 	e := s.e
+	var added []*candidate
 	for i := range cands {
 		cd := &cands[i]
 		r := e.cfg.Rules[cd.rule]
@@ -242,23 +272,246 @@ func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, pa
 				continue
 			}
 		} else {
-			k := candKey{cd.rule, cd.secret, cd.lineHash}
+			k := candKey{cd.rule, cd.secret, cd.lineHash, cd.noEOL}
 			if old[k] > 0 {
 				old[k]--
 				continue
 			}
 		}
-		if f, ok := e.locate(cd, c, dst, path); ok {
-			out = append(out, f)
+		added = append(added, cd)
+	}
+	if src != "" {
+		var err error
+		if added, err = s.hunkRules(st, src, dst, added); err != nil {
+			return nil, err
 		}
+	}
+	return append(out, e.findingsAt(added, c, dst, path)...), nil
+}
+
+// hunkRules places the matches of rules that span lines as gitleaks
+// does (issue 27, 1.3). A whole-blob match may start in lines the
+// commit did not touch, where gitleaks, which reads only the added lines
+// of each diff hunk, never looks; there it can also swallow a later
+// match on a changed line (a curl command over several lines before a
+// one-line one). So when src or dst has a candidate over several lines,
+// that rule is run again over the added lines of git diff -U0 src dst,
+// hunk by hunk, as gitleaks runs it, and its findings are those; a
+// whole-blob candidate of the rule is kept besides only when its secret
+// is not among them — what gitleaks misses, such as a private key of
+// which only middle lines changed.
+func (s *BlobScan) hunkRules(st *attribution, src, dst string, added []*candidate) ([]*candidate, error) {
+	var rules []int
+	for _, id := range []string{src, dst} {
+		for _, c := range s.blobs[id] {
+			if !c.pathOnly && c.endLine > c.startLine && !slices.Contains(rules, c.rule) {
+				rules = append(rules, c.rule)
+			}
+		}
+	}
+	if len(rules) == 0 {
+		return added, nil
+	}
+	hunks, err := diffHunks(st.ctx, st.repo, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	e := s.e
+	var out []*candidate
+	found := make(map[int]map[string]bool) // rule -> secrets found in hunks
+	for _, r := range rules {
+		found[r] = make(map[string]bool)
+		m := ruleMatcher{rule: r, re: e.cfg.Rules[r].Regex, keywords: e.cfg.Rules[r].Keywords}
+		for _, h := range hunks {
+			for _, c := range e.scan(m.Match, h.text) {
+				c.startLine += h.line - 1
+				c.endLine += h.line - 1
+				found[r][c.secret] = true
+				out = append(out, &c)
+			}
+		}
+	}
+	for _, c := range added {
+		if f, ok := found[c.rule]; !ok || !f[c.secret] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// hunk is the added lines of one diff hunk and the line number of the
+// first of them in the new file.
+type hunk struct {
+	line int
+	text []byte
+}
+
+// maxDiffBytes bounds the git diff output hunkRules reads for one pair of
+// blobs (both are at most Options.MaxBlobSize, but the diff of two such
+// is bounded here on its own).
+const maxDiffBytes = 256 << 20
+
+// diffHunks runs git diff -U0 between two blobs and returns the added
+// lines of each hunk, as gitleaks reads git log -p -U0. A binary pair
+// has no hunks.
+func diffHunks(ctx context.Context, repo Repo, src, dst string) ([]hunk, error) {
+	args := []string{"diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", src, dst}
+	cmd := repo.command(ctx, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("secretscan: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("secretscan: start git diff: %w", err)
+	}
+	hunks, perr := parseHunks(bufio.NewReaderSize(io.LimitReader(out, maxDiffBytes), 64<<10))
+	io.Copy(io.Discard, out)
+	werr := cmd.Wait()
+	if perr != nil {
+		return nil, perr
+	}
+	if werr != nil {
+		return nil, gitError(cmd, args, werr)
+	}
+	return hunks, nil
+}
+
+// parseHunks reads a unified diff with no context lines: each "@@ -a,b
+// +c,d @@" header starts a hunk whose "+" lines are the new file's lines
+// c, c+1, ...; a "\ No newline at end of file" after the last added line
+// removes its newline.
+func parseHunks(br *bufio.Reader) ([]hunk, error) {
+	var (
+		hunks []hunk
+		cur   *hunk
+		last  byte // the op of the previous line in this hunk
+	)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			switch {
+			case bytes.HasPrefix(line, []byte("@@ ")):
+				n, ok := hunkStart(line)
+				if !ok {
+					return nil, fmt.Errorf("secretscan: git diff: bad hunk header %q", line)
+				}
+				hunks = append(hunks, hunk{line: n})
+				cur, last = &hunks[len(hunks)-1], 0
+			case cur == nil:
+			case line[0] == '+':
+				cur.text = append(cur.text, line[1:]...)
+				last = '+'
+			case line[0] == '\\':
+				if last == '+' && bytes.HasSuffix(cur.text, []byte("\n")) {
+					cur.text = cur.text[:len(cur.text)-1]
+				}
+			default:
+				last = line[0]
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("secretscan: read git diff: %w", err)
+		}
+	}
+	out := hunks[:0]
+	for _, h := range hunks {
+		if len(h.text) > 0 {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// hunkStart parses the new file's first line, c, from "@@ -a[,b] +c[,d] @@".
+func hunkStart(header []byte) (int, bool) {
+	f := strings.Fields(string(header))
+	if len(f) < 4 || f[3] != "@@" || !strings.HasPrefix(f[2], "+") {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(f[2][1:], ",")
+	n, err := strconv.Atoi(num)
+	return n, err == nil && n >= 0
+}
+
+// ruleMatcher runs one rule as gitleaks runs it on a fragment: over all
+// of it, when one of the rule's keywords is in it (or it has none).
+type ruleMatcher struct {
+	rule     int
+	re       *regexp.Regexp
+	keywords []string
+}
+
+func (m ruleMatcher) Match(content []byte, emit func(rule, start, end int)) {
+	if len(m.keywords) > 0 {
+		lower := bytes.ToLower(content)
+		hit := false
+		for _, k := range m.keywords {
+			if bytes.Contains(lower, []byte(k)) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return
+		}
+	}
+	for _, loc := range m.re.FindAllIndex(content, -1) {
+		emit(m.rule, loc[0], loc[1])
+	}
+}
+
+// findingsAt turns the candidates of one blob at one location (a commit
+// and path, or a path, or a message) into findings, in gitleaks' order:
+// first what depends on the location (rule paths, allowlist paths and
+// commits), then the rule that a generic finding yields to a specific
+// one on the same line, then .gitleaksignore. A specific rule whose path
+// does not match therefore cannot hide a generic finding (issue 27: in
+// app.py, hashicorp-tf-password's match must not swallow generic-api-key).
+func (e *Engine) findingsAt(cands []*candidate, c commitInfo, blob, path string) []Finding {
+	var (
+		fs   []Finding
+		kept []*candidate
+	)
+	for _, cd := range cands {
+		if f, ok := e.located(cd, c, blob, path); ok {
+			fs = append(fs, f)
+			kept = append(kept, cd)
+		}
+	}
+	out := fs[:0]
+	for i := range fs {
+		if e.shadowed(i, kept) || e.opts.Ignore.Ignored(&fs[i]) {
+			continue
+		}
+		out = append(out, fs[i])
 	}
 	return out
 }
 
-// locate applies the checks that depend on where a candidate is — rule
-// path, allowlist paths and commits, .gitleaksignore — and builds the
-// Finding.
-func (e *Engine) locate(cd *candidate, c commitInfo, blob, path string) (Finding, bool) {
+// shadowed is gitleaks' filter: a finding of a "generic" rule is dropped
+// when a finding of a non-generic rule on the same line has a secret
+// that contains its secret.
+func (e *Engine) shadowed(i int, cs []*candidate) bool {
+	c := cs[i]
+	if !e.generic[c.rule] {
+		return false
+	}
+	for j, o := range cs {
+		if j != i && o.startLine == c.startLine && o.rule != c.rule && !e.generic[o.rule] &&
+			strings.Contains(o.secret, c.secret) {
+			return true
+		}
+	}
+	return false
+}
+
+// located applies the checks that depend on where a candidate is — rule
+// path, allowlist paths and commits — and builds the Finding.
+// .gitleaksignore is findingsAt's, after the generic filter.
+func (e *Engine) located(cd *candidate, c commitInfo, blob, path string) (Finding, bool) {
 	r := e.cfg.Rules[cd.rule]
 	if e.cfg.Path != "" && path == e.cfg.Path {
 		return Finding{}, false
@@ -290,9 +543,6 @@ func (e *Engine) locate(cd *candidate, c commitInfo, blob, path string) (Finding
 	} else {
 		f.Match = redact(cd.match, cd.secret)
 		f.Fingerprint = e.fingerprint(cd.secret)
-	}
-	if e.opts.Ignore.Ignored(&f) {
-		return Finding{}, false
 	}
 	return f, true
 }

@@ -51,12 +51,17 @@ func TestCorpusStandalone(t *testing.T) {
 	}
 	for _, s := range samples {
 		cs := e.scanContent([]byte("first line\n" + s.line + "\n"))
-		var got []string
-		for _, c := range cs {
-			got = append(got, e.cfg.Rules[c.rule].ID)
+		var here []*candidate
+		for i := range cs {
+			here = append(here, &cs[i])
 		}
-		if len(cs) != 1 || got[0] != s.rule || cs[0].startLine != 2 {
-			t.Errorf("%s: got %v (%+v) in %q", s.rule, got, cs, s.line)
+		fs := e.findingsAt(here, commitInfo{}, "", "conf.txt")
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.RuleID)
+		}
+		if len(fs) != 1 || got[0] != s.rule || fs[0].StartLine != 2 {
+			t.Errorf("%s: got %v (%+v) in %q", s.rule, got, fs, s.line)
 		}
 	}
 }

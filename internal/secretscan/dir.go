@@ -123,19 +123,16 @@ feed:
 
 func (e *Engine) scanFile(root, rel string, size int64) ([]Finding, Stats, error) {
 	var st Stats
-	var out []Finding
+	var here []*candidate
 	for _, ri := range e.pathOut {
-		cd := candidate{rule: ri, pathOnly: true}
 		if e.cfg.Rules[ri].Path.MatchString(rel) {
-			if f, ok := e.locate(&cd, commitInfo{}, "", rel); ok {
-				out = append(out, f)
-			}
+			here = append(here, &candidate{rule: ri, pathOnly: true})
 		}
 	}
 	if e.opts.MaxBlobSize > 0 && size > e.opts.MaxBlobSize {
 		st.LargeSkipped++
 		st.LargeBytes += size
-		return out, st, nil
+		return e.findingsAt(here, commitInfo{}, "", rel), st, nil
 	}
 	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
@@ -144,7 +141,7 @@ func (e *Engine) scanFile(root, rel string, size int64) ([]Finding, Stats, error
 	if isBinary(data) {
 		if e.opts.SkipBinary {
 			st.BinarySkipped++
-			return out, st, nil
+			return e.findingsAt(here, commitInfo{}, "", rel), st, nil
 		}
 		st.BinaryScanned++
 	}
@@ -152,9 +149,7 @@ func (e *Engine) scanFile(root, rel string, size int64) ([]Finding, Stats, error
 	st.BytesScanned += int64(len(data))
 	cands := e.scanContent(data)
 	for i := range cands {
-		if f, ok := e.locate(&cands[i], commitInfo{}, "", rel); ok {
-			out = append(out, f)
-		}
+		here = append(here, &cands[i])
 	}
-	return out, st, nil
+	return e.findingsAt(here, commitInfo{}, "", rel), st, nil
 }

@@ -72,6 +72,9 @@ type Stats struct {
 	BinaryScanned int64 // binary blobs scanned, of BlobsScanned
 	LargeSkipped  int64 // blobs and messages over Options.MaxBlobSize
 	LargeBytes    int64 // bytes of LargeSkipped objects
+	// PathSkipped counts the blobs ScanRevs never read: every path the
+	// history adds them at is excluded by the global allowlist.
+	PathSkipped int64
 	// Commit and tag objects enumerated and scanned (Options.Messages).
 	Messages        int64
 	MessageBytes    int64

@@ -2,11 +2,13 @@ package secretscan
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,24 @@ func (r Repo) command(ctx context.Context, args ...string) *gitexec.Cmd {
 	return g.Command(ctx, "", r.Env, append([]string{"-C", r.Dir}, args...)...)
 }
 
+// Pack access settings for the git processes of a whole-history scan,
+// which read most of a repository's packs: a delta base cache large
+// enough that deep delta chains are not inflated again and again, and
+// pack windows mapped a few at a time, so that the pages a process has
+// read of a large pack do not all stay resident
+// (docs/adr/0036-scanner-on-real-histories.md, "Feeding git").
+const (
+	deltaBaseCacheLimit = "96m"
+	packedGitWindowSize = "32m"
+	packedGitLimit      = "128m"
+)
+
+// packCommand is command with the pack access settings.
+func (r Repo) packCommand(ctx context.Context, args ...string) *gitexec.Cmd {
+	return r.command(ctx, append([]string{"-c", "core.deltaBaseCacheLimit=" + deltaBaseCacheLimit,
+		"-c", "core.packedGitWindowSize=" + packedGitWindowSize, "-c", "core.packedGitLimit=" + packedGitLimit}, args...)...)
+}
+
 // gitError wraps a failed git process's error with its stderr.
 func gitError(cmd *gitexec.Cmd, args []string, err error) error {
 	return &GitError{Args: args, Stderr: cmd.StderrText(), Err: err}
@@ -74,6 +94,24 @@ type BlobScan struct {
 	Stats    Stats
 	blobs    map[string][]candidate
 	messages map[string]message
+	// skipRules holds, for a blob found at no path where some
+	// path-restricted rules apply, those rules (bits of e.pathRules).
+	skipRules map[string]uint64
+	// log is ScanRevs' git log, for AttributeAll when its revisions are
+	// logRevs; nil after ScanObjects.
+	log     *os.File
+	logRevs []string
+}
+
+// Close releases the log ScanRevs kept for attribution. A BlobScan that
+// is not closed keeps a file descriptor until it is garbage.
+func (s *BlobScan) Close() error {
+	if s.log == nil {
+		return nil
+	}
+	err := s.log.Close()
+	s.log = nil
+	return err
 }
 
 // message is the candidates of one commit or tag object.
@@ -90,26 +128,151 @@ func (s *BlobScan) FindingBlobs() int { return len(s.blobs) }
 func (s *BlobScan) FindingMessages() int { return len(s.messages) }
 
 // ScanRepo scans every blob reachable from any ref of repo, each once
-// (and, with Options.Messages, every commit and tag message).
+// (and, with Options.Messages, every commit and tag message): ScanRevs
+// of --all.
 func (e *Engine) ScanRepo(ctx context.Context, repo Repo, progress ProgressFunc) (*BlobScan, error) {
-	args := []string{"rev-list", "--objects", "--all"}
-	rl := repo.command(ctx, args...)
-	out, err := rl.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("secretscan: %w", err)
+	return e.ScanRevs(ctx, repo, nil, progress)
+}
+
+// ScanRevs scans every blob reachable from the commits revs select (git
+// revision arguments; nil means --all), each once, and with
+// Options.Messages their commit and tag messages. It reads the history's
+// diffs first (one git log --raw, kept for Attribute): a blob found only
+// at paths the global allowlist excludes is never read, and a rule
+// restricted to paths runs only on blobs found at one of them
+// (docs/adr/0036-scanner-on-real-histories.md). Blobs are then read in
+// pack order. With --all, blobs reached only through refs to trees and
+// blobs are scanned too, whatever their path. Close the BlobScan when
+// done with it.
+func (e *Engine) ScanRevs(ctx context.Context, repo Repo, revs []string, progress ProgressFunc) (*BlobScan, error) {
+	all := revs == nil
+	if all {
+		revs = []string{"--all"}
 	}
-	if err := rl.Start(); err != nil {
-		return nil, fmt.Errorf("secretscan: start git rev-list: %w", err)
-	}
-	s, err := e.scanFrom(ctx, repo, out, progress)
-	io.Copy(io.Discard, out)
-	if werr := rl.Wait(); werr != nil && err == nil {
-		err = gitError(rl, args, werr)
-	}
+	h, err := e.readHistory(ctx, repo, revs)
 	if err != nil {
 		return nil, err
 	}
+	s := &BlobScan{e: e, blobs: make(map[string][]candidate), messages: make(map[string]message),
+		log: h.log, logRevs: revs}
+	fail := func(err error) (*BlobScan, error) {
+		s.Close()
+		return nil, err
+	}
+	if all {
+		if err := e.addTreeRefBlobs(ctx, repo, h); err != nil {
+			return fail(err)
+		}
+	}
+	var ids strings.Builder
+	for _, k := range sortedKeys(h.blobs) {
+		b := h.blobs[k]
+		if b.flags == 0 {
+			s.Stats.PathSkipped++
+			continue
+		}
+		id := hexOID(k)
+		for i, r := range e.pathOut {
+			if i < 64 && b.pathOnly&(1<<i) != 0 {
+				s.blobs[id] = append(s.blobs[id], candidate{rule: r, pathOnly: true})
+			}
+		}
+		if b.pathRules != e.allPathRules {
+			if s.skipRules == nil {
+				s.skipRules = make(map[string]uint64)
+			}
+			s.skipRules[id] = e.allPathRules &^ b.pathRules
+		}
+		ids.WriteString(id)
+		ids.WriteByte('\n')
+	}
+	h.blobs = nil
+	if e.opts.Messages {
+		if err := e.messageObjects(ctx, repo, revs, &ids); err != nil {
+			return fail(err)
+		}
+	}
+	list, err := os.CreateTemp("", "ghost-scan-*")
+	if err != nil {
+		return fail(fmt.Errorf("secretscan: %w", err))
+	}
+	defer os.Remove(list.Name())
+	defer list.Close()
+	objs, err := e.enumerateObjects(ctx, repo, strings.NewReader(ids.String()), s)
+	if err != nil {
+		return fail(err)
+	}
+	ids.Reset()
+	if err := packOrder(ctx, repo, objs); err != nil {
+		return fail(err)
+	}
+	w := bufio.NewWriter(list)
+	for _, o := range objs {
+		w.WriteString(hexOID(o.key))
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		return fail(fmt.Errorf("secretscan: write object list: %w", err))
+	}
+	if _, err := list.Seek(0, io.SeekStart); err != nil {
+		return fail(fmt.Errorf("secretscan: %w", err))
+	}
+	if err := e.scanList(ctx, repo, list, s, progress, true); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// addTreeRefBlobs adds the blobs reachable from refs to trees and blobs
+// (TreeAndBlobRefs): no commit adds them, so the log does not name them.
+// They are scanned whatever their path.
+func (e *Engine) addTreeRefBlobs(ctx context.Context, repo Repo, h *logState) error {
+	refs, err := TreeAndBlobRefs(ctx, repo)
+	if err != nil || len(refs) == 0 {
+		return err
+	}
+	var in strings.Builder
+	for _, r := range refs {
+		in.WriteString(r.Tip + "\n")
+	}
+	args := []string{"rev-list", "--objects", "--stdin", "--no-walk"}
+	cmd := repo.packCommand(ctx, args...)
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.Output()
+	if err != nil {
+		return gitError(cmd, args, err)
+	}
+	cache := make(map[string]pathVerdict)
+	for line := range strings.Lines(string(out)) {
+		id, path, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		k, ok := keyOf(id)
+		if !ok {
+			continue
+		}
+		e.addPath(h, k, path, cache)
+		h.blobs[k].flags |= blobMustScan
+	}
+	return nil
+}
+
+// messageObjects adds the commits and tags revs reach to ids (with
+// Options.Messages): git rev-list --objects --filter=tree:0 lists them
+// without walking trees.
+func (e *Engine) messageObjects(ctx context.Context, repo Repo, revs []string, ids *strings.Builder) error {
+	args := append([]string{"rev-list", "--objects", "--filter=tree:0"}, revs...)
+	cmd := repo.packCommand(ctx, args...)
+	out, err := cmd.Output()
+	if err != nil {
+		return gitError(cmd, args, err)
+	}
+	for line := range strings.Lines(string(out)) {
+		id, _, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if _, ok := keyOf(id); ok {
+			ids.WriteString(id)
+			ids.WriteByte('\n')
+		}
+	}
+	return nil
 }
 
 // ScanObjects scans the given object ids of repo, each once: the entry
@@ -151,7 +314,7 @@ func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progres
 	if _, err := list.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
 	}
-	if err := e.scanList(ctx, repo, list, s, progress); err != nil {
+	if err := e.scanList(ctx, repo, list, s, progress, false); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -238,6 +401,138 @@ func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list i
 	return nil
 }
 
+// scanObj is an object ScanRevs reads: its id, type and size.
+type scanObj struct {
+	key  oidKey
+	typ  string
+	size int64
+}
+
+// enumerateObjects runs git cat-file --batch-check over ids (one a line)
+// and returns the blobs, commits and tags to read, counting them in
+// s.Stats; oversized ones are counted and left out.
+func (e *Engine) enumerateObjects(ctx context.Context, repo Repo, ids io.Reader, s *BlobScan) ([]scanObj, error) {
+	args := []string{"cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
+	cmd := repo.packCommand(ctx, args...)
+	cmd.Stdin = ids
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("secretscan: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("secretscan: start git cat-file: %w", err)
+	}
+	var objs []scanObj
+	br := bufio.NewReaderSize(out, 64<<10)
+	var perr error
+	for {
+		line, err := br.ReadString('\n')
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			perr = fmt.Errorf("secretscan: read git cat-file: %w", err)
+			break
+		}
+		f := strings.Fields(line)
+		if len(f) == 2 && f[1] == "missing" {
+			perr = fmt.Errorf("secretscan: object %s: %w", f[0], ErrMissingObject)
+			break
+		}
+		if len(f) != 3 {
+			perr = fmt.Errorf("secretscan: bad git cat-file line %q", line)
+			break
+		}
+		key, ok := keyOf(f[1])
+		size, err := strconv.ParseInt(f[2], 10, 64)
+		if !ok || err != nil || size < 0 {
+			perr = fmt.Errorf("secretscan: bad git cat-file line %q", line)
+			break
+		}
+		switch f[0] {
+		case "blob":
+			s.Stats.Blobs++
+			s.Stats.Bytes += size
+		case "commit", "tag":
+			s.Stats.Messages++
+			s.Stats.MessageBytes += size
+		default:
+			continue
+		}
+		if e.opts.MaxBlobSize > 0 && size > e.opts.MaxBlobSize {
+			s.Stats.LargeSkipped++
+			s.Stats.LargeBytes += size
+			continue
+		}
+		objs = append(objs, scanObj{key: key, typ: f[0], size: size})
+	}
+	if perr != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, perr
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, gitError(cmd, args, err)
+	}
+	return objs, nil
+}
+
+// packOrder sorts objs by where they are in the repository's packs —
+// the order git cat-file reads fastest, and the one in which a delta's
+// base comes before it. Objects in no pack (loose, or in a pack this
+// reader cannot index) come last.
+func packOrder(ctx context.Context, repo Repo, objs []scanObj) error {
+	dirs, err := objectDirs(ctx, repo)
+	if err != nil {
+		return err
+	}
+	ps := openPacks(dirs)
+	defer ps.Close()
+	order := make([]int, len(objs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(objs[a].key[:], objs[b].key[:]) })
+	ids := make([][]byte, len(objs))
+	for i, o := range order {
+		ids[i] = objs[o].key.raw()
+	}
+	sorted := make([]packLoc, len(objs))
+	ps.locate(ids, sorted)
+	locs := make([]packLoc, len(objs))
+	for i, o := range order {
+		locs[o] = sorted[i]
+	}
+	idx := make([]int, len(objs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		la, lb := locs[a], locs[b]
+		switch {
+		case la.pack < 0 && lb.pack < 0:
+			return 0
+		case la.pack < 0:
+			return 1
+		case lb.pack < 0:
+			return -1
+		case la.pack != lb.pack:
+			return int(la.pack - lb.pack)
+		case la.off < lb.off:
+			return -1
+		case la.off > lb.off:
+			return 1
+		}
+		return 0
+	})
+	sortedObjs := make([]scanObj, len(objs))
+	for i, j := range idx {
+		sortedObjs[i] = objs[j]
+	}
+	copy(objs, sortedObjs)
+	return nil
+}
+
 // ErrMissingObject is returned when a requested object is not in the repo.
 var ErrMissingObject = errors.New("object missing")
 
@@ -252,17 +547,25 @@ type job struct {
 
 // scanList streams the objects listed in list through one long-lived
 // git cat-file --batch and scans them on e.opts.Workers goroutines. At
-// most 2×Workers+1 objects are in memory at once.
-func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc) error {
+// most 2×Workers+1 objects are in memory at once. wholeHistory selects
+// the pack settings of a whole-history scan (packCommand); otherwise
+// (push protection, scan runs) the reader keeps the small ones below.
+func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc, wholeHistory bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// git's defaults map up to 8 GiB of pack and cache 96 MiB of delta
 	// bases; with these limits the reader's RSS stays under ~20 MiB at the
 	// same speed, since blobs are read in pack order (measured in
 	// docs/adr/0030-secret-scanning-engine.md, "Memory").
-	args := []string{"-c", "core.deltaBaseCacheLimit=4m", "-c", "core.packedGitWindowSize=1m",
-		"-c", "core.packedGitLimit=16m", "cat-file", "--batch", "--buffer"}
-	cmd := repo.command(ctx, args...)
+	args := []string{"cat-file", "--batch", "--buffer"}
+	var cmd *gitexec.Cmd
+	if wholeHistory {
+		cmd = repo.packCommand(ctx, args...)
+	} else {
+		args = append([]string{"-c", "core.deltaBaseCacheLimit=4m", "-c", "core.packedGitWindowSize=1m",
+			"-c", "core.packedGitLimit=16m"}, args...)
+		cmd = repo.command(ctx, args...)
+	}
 	cmd.Stdin = list // git reads the oids straight from the file
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -315,7 +618,7 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 					if isBinary(data) {
 						binScan.Add(1)
 					}
-					if cs := e.scanContent(data); len(cs) > 0 {
+					if cs := e.scanSkipping(data, s.skipRules[j.oid]); len(cs) > 0 {
 						mu.Lock()
 						s.blobs[j.oid] = append(s.blobs[j.oid], cs...)
 						mu.Unlock()

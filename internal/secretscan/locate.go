@@ -167,15 +167,17 @@ func (s *BlobScan) LocatedFindings(ids []string, reach map[string]Reach) []Findi
 	for _, id := range ids {
 		cands := s.blobs[id]
 		at := reach[id]
+		var here []*candidate
 		for i := range cands {
 			cd := &cands[i]
 			if cd.pathOnly && !s.e.cfg.Rules[cd.rule].Path.MatchString(at.Path) {
 				continue
 			}
-			if f, ok := s.e.locate(cd, commitInfo{}, id, at.Path); ok {
-				f.Ref = at.Ref
-				out = append(out, f)
-			}
+			here = append(here, cd)
+		}
+		for _, f := range s.e.findingsAt(here, commitInfo{}, id, at.Path) {
+			f.Ref = at.Ref
+			out = append(out, f)
 		}
 	}
 	return out
@@ -199,11 +201,13 @@ func (s *BlobScan) MessageFindings() []Finding {
 		if m.source == SourceCommitMessage {
 			c.hash = id
 		}
+		here := make([]*candidate, len(m.cands))
 		for i := range m.cands {
-			if f, ok := s.e.locate(&m.cands[i], c, id, ""); ok {
-				f.Source = m.source
-				out = append(out, f)
-			}
+			here[i] = &m.cands[i]
+		}
+		for _, f := range s.e.findingsAt(here, c, id, "") {
+			f.Source = m.source
+			out = append(out, f)
 		}
 	}
 	return out

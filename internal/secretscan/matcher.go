@@ -54,7 +54,11 @@ type KeywordMatcher struct {
 	kwRules   [][]int  // keyword index -> rule indexes
 	bounds    []bounds // per rule
 	noKeyword []int    // rules with a regexp and no keyword
-	pool      sync.Pool
+	// whole marks the rules whose matches need not contain a keyword:
+	// once a keyword appears anywhere in a blob they run over all of it,
+	// as gitleaks runs every triggered rule over its whole fragment.
+	whole []bool
+	pool  sync.Pool
 }
 
 type matchScratch struct {
@@ -67,7 +71,7 @@ type span struct{ start, end int }
 
 // NewKeywordMatcher builds the two-stage matcher for rules.
 func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
-	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules))}
+	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules)), whole: make([]bool, len(rules))}
 	kwIndex := make(map[string]int)
 	var kws []string
 	for i, r := range rules {
@@ -75,6 +79,7 @@ func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
 			continue
 		}
 		m.bounds[i] = ruleBounds(r.Regex.String(), r.Keywords)
+		m.whole[i] = len(r.Keywords) > 0 && !matchHoldsKeyword(r.Regex.String(), r.Keywords)
 		if len(r.Keywords) == 0 {
 			m.noKeyword = append(m.noKeyword, i)
 			continue
@@ -111,9 +116,31 @@ func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
 // they have no keyword.
 func (m *KeywordMatcher) KeywordlessRules() int { return len(m.noKeyword) }
 
+// WholeBlobRules returns the ids of the rules whose matches need not
+// contain one of their keywords (sourcegraph-access-token's 40 hex
+// digits, facebook-access-token's digits): a keyword anywhere in a blob
+// runs them over the whole blob, not in windows around the keyword.
+func (m *KeywordMatcher) WholeBlobRules() []string {
+	var out []string
+	for i, w := range m.whole {
+		if w {
+			out = append(out, m.rules[i].ID)
+		}
+	}
+	return out
+}
+
 // Match implements Matcher.
 func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) {
+	m.matchSubset(content, nil, emit)
+}
+
+// matchSubset is Match without the rules omit reports (nil: none).
+func (m *KeywordMatcher) matchSubset(content []byte, omit func(rule int) bool, emit func(rule, start, end int)) {
 	for _, r := range m.noKeyword {
+		if omit != nil && omit(r) {
+			continue
+		}
 		for _, loc := range m.rules[r].Regex.FindAllIndex(content, -1) {
 			emit(r, loc[0], loc[1])
 		}
@@ -126,6 +153,10 @@ func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) 
 	m.keywordPass(content, s)
 	for _, r := range s.hit {
 		wins := s.wins[r]
+		if omit != nil && omit(r) {
+			s.wins[r] = wins[:0]
+			continue
+		}
 		re := m.rules[r].Regex
 		last := -1
 		for _, w := range snapMerge(content, wins) {
@@ -160,8 +191,15 @@ func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
 			}
 			p, q := off+h.Start, off+h.End
 			for _, r := range m.kwRules[h.PatternID] {
-				w := m.bounds[r].window(content, p, q)
 				ws := s.wins[r]
+				if m.whole[r] {
+					if len(ws) == 0 {
+						s.hit = append(s.hit, r)
+						s.wins[r] = append(ws, span{0, len(content)})
+					}
+					continue
+				}
+				w := m.bounds[r].window(content, p, q)
 				if len(ws) == 0 {
 					s.hit = append(s.hit, r)
 				}
@@ -295,6 +333,154 @@ func ruleBounds(expr string, keywords []string) bounds {
 		return bounds{min(bl, windowBefore), min(al, windowAfter), bn, an}
 	}
 	return b
+}
+
+// matchHoldsKeyword reports whether every match of expr contains one of
+// keywords (compared lower-cased, as gitleaks compares them): only then
+// do windows around keyword hits hold every match. It looks for a part
+// every match must pass through — a literal run, or an alternation of
+// them — whose every string holds a keyword; when it cannot prove it,
+// it answers false and the rule runs over whole blobs, which is always
+// correct.
+func matchHoldsKeyword(expr string, keywords []string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	return holdsKeyword(re.Simplify(), keywords)
+}
+
+// litInfo is what holdsKeyword knows of a regexp: the finite set of
+// strings it matches (exact, nil if unknown or over setLimit), sets that
+// every match starts and ends with (prefix, suffix: {""} when nothing is
+// known), and whether every match provably holds a keyword (must).
+type litInfo struct {
+	exact, prefix, suffix []string
+	must                  bool
+}
+
+// setLimit bounds the literal sets holdsKeyword builds.
+const setLimit = 64
+
+func holdsKeyword(re *syntax.Regexp, keywords []string) bool {
+	return analyze(re, keywords).must
+}
+
+func analyze(re *syntax.Regexp, kws []string) litInfo {
+	if set := literalSet(re, setLimit); set != nil {
+		return litInfo{exact: set, prefix: set, suffix: set, must: allHoldKeyword(set, kws)}
+	}
+	unknown := litInfo{prefix: []string{""}, suffix: []string{""}}
+	switch re.Op {
+	case syntax.OpCapture:
+		return analyze(re.Sub[0], kws)
+	case syntax.OpPlus:
+		in := analyze(re.Sub[0], kws)
+		return litInfo{prefix: in.prefix, suffix: in.suffix, must: in.must}
+	case syntax.OpRepeat:
+		if re.Min < 1 {
+			return unknown
+		}
+		in := analyze(re.Sub[0], kws)
+		return litInfo{prefix: in.prefix, suffix: in.suffix, must: in.must}
+	case syntax.OpAlternate:
+		out := litInfo{must: true}
+		for _, sub := range re.Sub {
+			in := analyze(sub, kws)
+			out.must = out.must && in.must
+			out.prefix = shrink(append(out.prefix, in.prefix...), true)
+			out.suffix = shrink(append(out.suffix, in.suffix...), false)
+		}
+		return out
+	case syntax.OpConcat:
+		acc := analyze(re.Sub[0], kws)
+		for _, sub := range re.Sub[1:] {
+			in := analyze(sub, kws)
+			// Every match passes through acc's suffix followed by in's
+			// prefix: a keyword may straddle the junction.
+			junction := cross(acc.suffix, in.prefix)
+			next := litInfo{must: acc.must || in.must || allHoldKeyword(junction, kws)}
+			if acc.exact != nil && in.exact != nil {
+				next.exact = cross(acc.exact, in.exact)
+			}
+			next.prefix = acc.prefix
+			if acc.exact != nil {
+				next.prefix = crossShrink(acc.exact, in.prefix, true)
+			}
+			next.suffix = in.suffix
+			if in.exact != nil {
+				next.suffix = crossShrink(acc.suffix, in.exact, false)
+			}
+			acc = next
+		}
+		return acc
+	}
+	return unknown
+}
+
+// cross is every a+b, or nil when there would be more than setLimit.
+func cross(as, bs []string) []string {
+	if as == nil || bs == nil || len(as)*len(bs) > setLimit {
+		return nil
+	}
+	out := make([]string, 0, len(as)*len(bs))
+	for _, a := range as {
+		for _, b := range bs {
+			out = append(out, a+b)
+		}
+	}
+	return out
+}
+
+// crossShrink is every a+b; when there would be more than setLimit, as
+// alone (a prefix of every a+b) or bs alone (a suffix of every a+b).
+func crossShrink(as, bs []string, prefix bool) []string {
+	if out := cross(as, bs); out != nil {
+		return out
+	}
+	if prefix {
+		return as
+	}
+	return bs
+}
+
+// shrink deduplicates a set of prefixes (or suffixes) and, when it has
+// more than setLimit strings, cuts them to the longest length at which
+// at most setLimit remain: a prefix of a prefix is still one. At worst
+// it is {""}, which says nothing.
+func shrink(set []string, prefix bool) []string {
+	cut := func(l int) []string {
+		out := make([]string, 0, len(set))
+		for _, s := range set {
+			if len(s) > l {
+				if prefix {
+					s = s[:l]
+				} else {
+					s = s[len(s)-l:]
+				}
+			}
+			out = append(out, s)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	longest := 0
+	for _, s := range set {
+		longest = max(longest, len(s))
+	}
+	if out := cut(longest); len(out) <= setLimit {
+		return out
+	}
+	lo, hi := 0, longest // cut(lo) fits, cut(hi) does not
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if len(cut(mid)) <= setLimit {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return cut(lo)
 }
 
 func allHoldKeyword(set []string, keywords []string) bool {

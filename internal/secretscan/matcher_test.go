@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -139,6 +140,53 @@ func TestMaxMatchLen(t *testing.T) {
 	} {
 		if got := maxMatchLen(expr); got != want {
 			t.Errorf("maxMatchLen(%q) = %d, want %d", expr, got, want)
+		}
+	}
+}
+
+// TestWholeBlobRules: the default rules whose matches need not contain a
+// keyword are exactly those gitleaks would find far from it
+// (issue 27, 1.2). The list is computed from the regexps; a new rule
+// set that adds one must show up here.
+func TestWholeBlobRules(t *testing.T) {
+	cfg, err := DefaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	km, err := NewKeywordMatcher(cfg.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := km.WholeBlobRules()
+	// The first three need not hold their keyword at all; the others
+	// spell theirs with '.', which matches any byte.
+	want := []string{"airtable-personnal-access-token", "facebook-access-token", "sidekiq-sensitive-url",
+		"slack-config-access-token", "slack-webhook-url", "sourcegraph-access-token"}
+	if !slices.Equal(got, want) {
+		t.Errorf("whole-blob rules = %q, want %q", got, want)
+	}
+}
+
+func TestMatchHoldsKeyword(t *testing.T) {
+	for _, c := range []struct {
+		expr string
+		kws  []string
+		want bool
+	}{
+		{`abc[0-9]+`, []string{"abc"}, true},
+		{`(?i)ABC[0-9]+`, []string{"abc"}, true},
+		{`[0-9]{40}`, []string{"abc"}, false},
+		{`abc_[0-9]+|[0-9]{40}`, []string{"abc_"}, false},                                 // sourcegraph's shape
+		{`fo1_[\w-]{4}|fm1[ar]_[a-z]+|fm2_[a-z]+`, []string{"fo1_", "fm1", "fm2_"}, true}, // prefixes factored out by the parser
+		{`xox[pe](?:-[0-9]{10,13}){3}`, []string{"xoxp-", "xoxe-"}, true},                 // keyword across a junction
+		{`xox[pe](?:-[0-9]{10,13}){0,3}`, []string{"xoxp-", "xoxe-"}, false},              // the junction may be absent
+		{`hooks.slack.com/x`, []string{"hooks.slack.com"}, false},                         // '.' is any byte
+		{`hooks\.slack\.com/x`, []string{"hooks.slack.com"}, true},
+		{`a(?:key|token)?b`, []string{"key", "token"}, false},
+		{`(?:x|y)+key`, []string{"key"}, true},
+	} {
+		if got := matchHoldsKeyword(c.expr, c.kws); got != c.want {
+			t.Errorf("matchHoldsKeyword(%q, %q) = %v, want %v", c.expr, c.kws, got, c.want)
 		}
 	}
 }

@@ -120,7 +120,8 @@ func TestSkips(t *testing.T) {
 
 // FuzzParseLog: the git log decoder never panics on any input.
 func FuzzParseLog(f *testing.F) {
-	f.Add([]byte("\x01c3dc6312763\x02A\x02a@b\x022026\x02two\n\x03\x00\n:100644 100644 7898192 422c2b7 R050\x00f\x00g\x00\x01c204\x02A\x02a@b\x022026\x02one\x03\x00\n:000000 100644 0000 7898 A\x00f\x00"))
+	f.Add([]byte("\x01c3dc6312763\x02c204\x02A\x02a@b\x022026\x02two\n\x03\x00\n:100644 100644 7898192 422c2b7 R050\x00f\x00g\x00\x01c204\x02\x02A\x02a@b\x022026\x02one\x03\x00\n:000000 100644 0000 7898 A\x00f\x00"))
+	f.Add([]byte("\x01c3dc6312763\x02c204 c205\x02A\x02a@b\x022026\x02merge\n\x03\x00\n:100644 100644 7898192 422c2b7 M\x00f\x00"))
 	f.Add([]byte(":1 2 3 4 C\x00a\x00b\x00"))
 	e := defaultEngine(f)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -61,7 +61,14 @@ type Engine struct {
 	cfg     *Config
 	m       Matcher
 	opts    Options
-	pathOut []int // path-only rules (no regexp)
+	pathOut []int  // path-only rules (no regexp)
+	generic []bool // per rule: its id holds "generic" (gitleaks' filter)
+	// pathRules are the rules with a regexp and a path (the first 64):
+	// ScanRevs runs them only on blobs found at a matching path.
+	// pathBit[r] is rule r's bit among them, allPathRules all bits.
+	pathRules    []int
+	pathBit      []uint64
+	allPathRules uint64
 }
 
 // New builds an Engine for cfg.
@@ -80,10 +87,18 @@ func New(cfg *Config, opts Options) (*Engine, error) {
 		}
 		e.m = km
 	}
+	e.generic = make([]bool, len(cfg.Rules))
+	e.pathBit = make([]uint64, len(cfg.Rules))
 	for i, r := range cfg.Rules {
 		if r.Regex == nil && r.Path != nil && !r.SkipReport {
 			e.pathOut = append(e.pathOut, i)
 		}
+		if r.Regex != nil && r.Path != nil && len(e.pathRules) < 64 {
+			e.pathBit[i] = 1 << len(e.pathRules)
+			e.allPathRules |= e.pathBit[i]
+			e.pathRules = append(e.pathRules, i)
+		}
+		e.generic[i] = strings.Contains(strings.ToLower(r.ID), "generic")
 	}
 	return e, nil
 }
@@ -104,6 +119,7 @@ type candidate struct {
 	deferred           []*Allowlist // AND allowlists awaiting path/commit
 	tags               []string     // decoding tags (decoded:base64, ...)
 	pathOnly           bool
+	noEOL              bool // ends on the blob's last line, which has no newline
 }
 
 func isBinary(b []byte) bool {
@@ -136,9 +152,43 @@ func (li *lineIndex) at(off int) (line, lineStart int) {
 // decoded base64, hex, percent- and unicode-escaped segments (gitleaks'
 // decoding, docs/adr/0030-secret-scanning-engine.md).
 func (e *Engine) scanContent(content []byte) []candidate {
+	return e.scan(e.m.Match, content)
+}
+
+// scanSkipping is scanContent leaving out the path-restricted rules
+// whose bits (of e.pathRules) skip has set: they apply at none of the
+// blob's paths.
+func (e *Engine) scanSkipping(content []byte, skip uint64) []candidate {
+	if skip == 0 {
+		return e.scanContent(content)
+	}
+	omit := func(r int) bool { return e.pathBit[r]&skip != 0 }
+	if sm, ok := e.m.(subsetMatcher); ok {
+		return e.scan(func(content []byte, emit func(rule, start, end int)) { sm.matchSubset(content, omit, emit) }, content)
+	}
+	return e.scan(func(content []byte, emit func(rule, start, end int)) {
+		e.m.Match(content, func(r, start, end int) {
+			if !omit(r) {
+				emit(r, start, end)
+			}
+		})
+	}, content)
+}
+
+// matchFunc is a Matcher's Match.
+type matchFunc func(content []byte, emit func(rule, start, end int))
+
+// subsetMatcher is a Matcher that can leave rules out without running
+// them.
+type subsetMatcher interface {
+	matchSubset(content []byte, omit func(rule int) bool, emit func(rule, start, end int))
+}
+
+// scan is scanContent with the matcher m.
+func (e *Engine) scan(m matchFunc, content []byte) []candidate {
 	var out []candidate
 	li := &lineIndex{content: content}
-	e.m.Match(content, func(ri, start, end int) {
+	m(content, func(ri, start, end int) {
 		secret := strings.Trim(string(content[start:end]), "\n")
 		// As gitleaks: the location spans len(secret) bytes from the start.
 		if c, ok := e.candidate(content, li, ri, start, start+len(secret), secret, "", nil); ok {
@@ -146,15 +196,32 @@ func (e *Engine) scanContent(content []byte) []candidate {
 		}
 	})
 	if e.opts.MaxDecodeDepth > 0 && codec.MayHoldEncoded(content) {
-		out = append(out, e.scanDecoded(content, li)...)
+		out = append(out, e.scanDecoded(m, content, li)...)
 	}
-	return dropGenericDuplicates(e.cfg.Rules, out)
+	markNoEOL(out, content)
+	// A generic candidate that a specific one shadows is kept: whether
+	// it is shadowed depends on where the blob is (findingsAt).
+	return out
+}
+
+// markNoEOL sets noEOL on the candidates that end on content's last
+// line when that line has no newline (candKey).
+func markNoEOL(cs []candidate, content []byte) {
+	if len(cs) == 0 || len(content) == 0 || content[len(content)-1] == '\n' {
+		return
+	}
+	last := bytes.Count(content, []byte{'\n'}) + 1
+	for i := range cs {
+		if cs[i].endLine == last {
+			cs[i].noEOL = true
+		}
+	}
 }
 
 // scanDecoded is gitleaks' decoding loop: decode the encoded segments,
 // match the decoded text, keep the matches that overlap a decoded
 // segment, and place them at the encoded text's position in the blob.
-func (e *Engine) scanDecoded(content []byte, li *lineIndex) []candidate {
+func (e *Engine) scanDecoded(m matchFunc, content []byte, li *lineIndex) []candidate {
 	var out []candidate
 	dec := codec.NewDecoder()
 	// Read-only views, not copies: blobs run to megabytes and each depth
@@ -168,7 +235,7 @@ func (e *Engine) scanDecoded(content []byte, li *lineIndex) []candidate {
 			break
 		}
 		text := unsafe.Slice(unsafe.StringData(raw), len(raw))
-		e.matchNear(text, segs, func(ri, start, end int) {
+		matchNear(m, text, segs, func(ri, start, end int) {
 			over := codec.SegmentsWithDecodedOverlap(segs, start, end)
 			if len(over) == 0 {
 				return // found by an earlier pass
@@ -193,7 +260,7 @@ const decodeContext = 10
 
 // matchNear runs the matcher only over the lines within decodeContext of
 // a decoded segment of text, not over all of it.
-func (e *Engine) matchNear(text []byte, segs []*codec.EncodedSegment, emit func(rule, start, end int)) {
+func matchNear(m matchFunc, text []byte, segs []*codec.EncodedSegment, emit func(rule, start, end int)) {
 	var regions []span
 	for _, sg := range segs {
 		st, en := sg.DecodedSpan()
@@ -220,7 +287,7 @@ func (e *Engine) matchNear(text []byte, segs []*codec.EncodedSegment, emit func(
 		regions = append(regions, span{st, en})
 	}
 	for _, r := range regions {
-		e.m.Match(text[r.start:r.end], func(ri, start, end int) { emit(ri, r.start+start, r.start+end) })
+		m(text[r.start:r.end], func(ri, start, end int) { emit(ri, r.start+start, r.start+end) })
 	}
 }
 
@@ -312,29 +379,6 @@ func contentAllowed(a *Allowlist, c *candidate, line string) (allowed, deferred 
 		return false, true
 	}
 	return a.hasContentChecks(), false
-}
-
-// dropGenericDuplicates drops a "generic" rule's candidate when a specific
-// rule found a secret containing it on the same line (gitleaks' filter).
-func dropGenericDuplicates(rules []*Rule, cs []candidate) []candidate {
-	out := cs[:0]
-	for i, c := range cs {
-		drop := false
-		if strings.Contains(strings.ToLower(rules[c.rule].ID), "generic") {
-			for j, o := range cs {
-				if i != j && o.startLine == c.startLine && o.rule != c.rule &&
-					!strings.Contains(strings.ToLower(rules[o.rule].ID), "generic") &&
-					strings.Contains(o.secret, c.secret) {
-					drop = true
-					break
-				}
-			}
-		}
-		if !drop {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // shannonEntropy is gitleaks' entropy: bits per character over runes.

@@ -1,0 +1,91 @@
+// Command scanbench runs the secretscan engine on one local repository
+// with the options a measurement needs (decoding depth, workers, a CPU
+// profile) and prints its counters and the time the phases took. It is
+// the engine's own bench entry, beside ghost scan, for the figures in
+// docs/adr/0036-scanner-on-real-histories.md; it fetches nothing.
+//
+//	go run ./internal/secretscan/bench/scanbench -cpuprofile cpu.out /work/bench/gitleaks.git
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/secretscan"
+	"github.com/ghost-scm/ghost/internal/secretscan/report"
+)
+
+func main() {
+	var (
+		workers    = flag.Int("workers", 2, "blobs scanned in parallel")
+		decode     = flag.Int("max-decode-depth", 5, "decoding passes, 0 for none")
+		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile here")
+		out        = flag.String("report-path", "", "write the JSON report here")
+	)
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: scanbench [flags] REPO")
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *workers, *decode, *cpuprofile, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "scanbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, workers, decode int, cpuprofile, out string) error {
+	debug.SetGCPercent(50) // as ghost scan
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cfg, err := secretscan.DefaultConfig()
+	if err != nil {
+		return err
+	}
+	e, err := secretscan.New(cfg, secretscan.Options{Workers: workers, MaxDecodeDepth: decode, MaxBlobSize: -1})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	repo := secretscan.Repo{Dir: dir}
+	t0 := time.Now()
+	bs, err := e.ScanRepo(ctx, repo, nil)
+	if err != nil {
+		return err
+	}
+	defer bs.Close()
+	t1 := time.Now()
+	fs, err := bs.Attribute(ctx, repo, nil)
+	if err != nil {
+		return err
+	}
+	t2 := time.Now()
+	st, _ := json.Marshal(bs.Stats)
+	fmt.Printf("scan %.2fs attribute %.2fs findings %d\nstats %s\n", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), len(fs), st)
+	if out == "" {
+		return nil
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteJSON(f, fs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
