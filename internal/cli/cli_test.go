@@ -21,7 +21,9 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// ghost scan: per-call options, as in gitleaks
 	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth",
 	// ghost repo scan, scans
-	"wait", "poll", "limit"}
+	"wait", "poll", "limit",
+	// ghost repo compact
+	"full"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

@@ -117,6 +117,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		reconcile time.Duration
 		logLevel  string
 		batch     int
+		nice      int
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -129,8 +130,12 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	config.DurationVar(f, &reconcile, "reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", 0, "how often to start the push runs missing after the scan watermarks; 0 leaves it to serve")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	config.IntVar(f, &batch, "checkpoint-blobs", "GHOST_SCAN_CHECKPOINT_BLOBS", scanner.DefaultCheckpointBlobs, "blobs scanned between checkpoints: at most this many are scanned again after a crash")
+	registerNice(f, &nice)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
+		if err := lowerProcess(env, nice); err != nil {
+			return err
+		}
 		if batch < 1 {
 			return usageErrorf("--checkpoint-blobs must be at least 1")
 		}
@@ -454,13 +459,10 @@ func newCoordUnparkCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-// Serve's scanning defaults: two in-process workers (a node scans its own
-// pushes without a farm; more come from ghost worker), and a reconcile
-// pass a minute.
-const (
-	defaultScanWorkers   = 2
-	defaultScanReconcile = time.Minute
-)
+// Serve's scanning defaults: in-process workers (defaultScanWorkers: a
+// node scans its own pushes without a farm; more come from ghost
+// worker), and a reconcile pass a minute.
+const defaultScanReconcile = time.Minute
 
 // startServeScanning runs serve's in-process scan workers and reconciler
 // on the server's scanner and cache; the returned func stops them and
@@ -474,7 +476,9 @@ func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Se
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := runScanWorkers(ctx, logger, sc, scanner.WorkerOptions{Cache: srv.Cache()}, srv.Meta(), n, every); err != nil && ctx.Err() == nil {
+		// In-process workers yield to serving (docs/adr/0051-geometric-checkpoints.md).
+		wo := scanner.WorkerOptions{Cache: srv.Cache(), Background: srv.Background()}
+		if err := runScanWorkers(ctx, logger, sc, wo, srv.Meta(), n, every); err != nil && ctx.Err() == nil {
 			logger.Warn("scan workers stopped", "err", err)
 		}
 	}()

@@ -39,6 +39,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		scanN     int
 		scanEvery time.Duration
 		scanShard int
+		bg        backgroundFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,9 +61,10 @@ func newServeCmd(env *Env) *cobra.Command {
 	compact.register(f)
 	config.DurationVar(f, &gcEvery, "coord-gc-interval", "GHOST_COORD_GC_INTERVAL", defaultCoordGCInterval, "how often to remove old run summaries from etcd, one node at a time; 0 disables")
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
-	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers, "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
+	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers(), "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
 	config.DurationVar(f, &scanEvery, "scan-reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", defaultScanReconcile, "how often to start the push scans missing after each repository's scan watermark; 0 disables")
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
+	bg.register(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -71,6 +73,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		if scanN < 0 || scanEvery < 0 || scanShard < 1 || scanShard > 1<<16 {
 			return usageErrorf("--scan-workers and --scan-reconcile-interval must not be negative, --scan-shards must be 1 to 65536")
+		}
+		if err := bg.err(); err != nil {
+			return err
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
@@ -117,6 +122,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
 			Compaction:           compact.options(),
+			Background:           bg.options(),
 			Coordination:         coordStore,
 			Scan:                 scanner.Options{InitialShards: scanShard},
 			SSHCloneURL:          sshCloneURL(sshURL, sshListen),

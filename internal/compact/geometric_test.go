@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -362,5 +364,38 @@ func TestRollUpPreservesUnscanned(t *testing.T) {
 	}
 	if !slices.Equal(cov.preserved, []uint64{22, 23}) {
 		t.Fatalf("preserved %v, want [22 23]", cov.preserved)
+	}
+}
+
+// TestCompactionYieldsToServing: with a background runner, a compaction
+// starts no git process while a git request is served, and completes
+// once it is done (docs/adr/0051-geometric-checkpoints.md).
+func TestCompactionYieldsToServing(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	main := newPusher(t, log, "main")
+	main.history(ctx, 3, nil)
+	cache := newCache(t, log, repocache.Options{})
+	bg := gitexec.NewBackground(gitexec.BackgroundOptions{MaxPause: time.Hour})
+	comp := compact.New(log, cache, compact.Options{Git: bg.Runner(cache.Git())})
+	served := bg.Serving()
+	done := make(chan error, 1)
+	go func() {
+		_, err := comp.Compact(ctx, repo)
+		done <- err
+	}()
+	for bg.Stats().Pausing == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("the compaction ended while a request was served (%v)", err)
+		case <-time.After(time.Millisecond): // polling for the pause, not a timed assertion
+		}
+	}
+	served()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != 3 {
+		t.Fatalf("not compacted: %+v", x)
 	}
 }

@@ -43,10 +43,18 @@ func inShard(bs []blob, start, end, after []byte, hasAfter bool) []blob {
 	return slices.CompactFunc(out, func(a, b blob) bool { return a.id == b.id })
 }
 
+// starter starts a git process and returns what to call after its Wait:
+// gitexec.Background.Start for a worker's git (docs/adr/0051-geometric-checkpoints.md),
+// or plain starts (startNow).
+type starter func(ctx context.Context, cmd *exec.Cmd) (release func(), err error)
+
+// startNow starts cmd as it is.
+func startNow(_ context.Context, cmd *exec.Cmd) (func(), error) { return func() {}, cmd.Start() }
+
 // batchCheck runs git cat-file --batch-check over ids (all objects when
 // ids is nil) and returns the blobs among them, and how many of ids the
 // repository lacks.
-func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, error) {
+func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([]blob, int, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
 	if ids == nil {
@@ -62,9 +70,11 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := cmd.Start(); err != nil {
+	release, err := start(ctx, cmd)
+	if err != nil {
 		return nil, 0, fmt.Errorf("start git cat-file: %w", err)
 	}
+	defer release()
 	var bs []blob
 	missing := 0
 	sc := bufio.NewScanner(out)
@@ -98,7 +108,7 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 // pack index (git show-index). ok is false when the layer has no stored
 // index: the caller then lists every blob of its range instead, which
 // over-scans but never misses (alerts are idempotent).
-func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Layer) (ids []string, ok bool, err error) {
+func layerObjects(ctx context.Context, start starter, log *wal.Log, repo string, layer wal.Layer) (ids []string, ok bool, err error) {
 	if layer.Size == 0 {
 		return nil, true, nil
 	}
@@ -110,17 +120,23 @@ func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Laye
 		return nil, false, err
 	}
 	defer rc.Close()
-	ids, err = showIndex(ctx, rc)
+	ids, err = showIndex(ctx, start, rc)
 	return ids, err == nil, err
 }
 
 // showIndex lists the object ids of a git pack index (git show-index).
-func showIndex(ctx context.Context, idx io.Reader) ([]string, error) {
+func showIndex(ctx context.Context, start starter, idx io.Reader) ([]string, error) {
 	cmd := exec.CommandContext(ctx, "git", "show-index")
 	cmd.Stdin = idx
-	var stderr bytes.Buffer
+	var stderr, stdout bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	cmd.Stdout = &stdout
+	release, err := start(ctx, cmd)
+	if err == nil {
+		err = cmd.Wait()
+		release()
+	}
+	out := stdout.Bytes()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -148,7 +164,7 @@ func (c *Coverage) preservedObjects(ctx context.Context, p preserved) ([]string,
 		return nil, err
 	}
 	defer rc.Close()
-	return showIndex(ctx, rc)
+	return showIndex(ctx, startNow, rc)
 }
 
 // errSuperseded reports a push run whose layer was folded by a
@@ -180,7 +196,7 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			if i >= len(x.Layers) {
 				return nil, fmt.Errorf("%w: seq %d is past the log's head %d", ErrInvalid, spec.Seq, x.Seq)
 			}
-			objs, ok, err = layerObjects(ctx, w.s.opts.Log, spec.RepoID, x.Layers[i])
+			objs, ok, err = layerObjects(ctx, w.start, w.s.opts.Log, spec.RepoID, x.Layers[i])
 		} else {
 			var p preserved
 			p, ok, err = w.s.preservedAt(ctx, spec.RepoID, spec.Seq)
@@ -201,7 +217,7 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			ids = objs
 		}
 	}
-	bs, missing, err := batchCheck(ctx, snap.Dir, ids)
+	bs, missing, err := batchCheck(ctx, w.start, snap.Dir, ids)
 	if err != nil {
 		return nil, err
 	}

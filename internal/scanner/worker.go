@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os/exec"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 )
@@ -65,6 +67,14 @@ type WorkerOptions struct {
 	TransientRetries int
 	// EngineWorkers is the scan engine's parallelism; 0 means NumCPU.
 	EngineWorkers int
+	// Background, when set, makes the worker yield to serving: it pauses
+	// before each batch while git requests are served, its git processes
+	// run within the node's background budget at a lower priority, and
+	// it scans on threads of lower priority
+	// (docs/adr/0051-geometric-checkpoints.md). serve sets it for its
+	// in-process workers; nil scans at full priority (ghost worker, which
+	// lowers its whole process instead).
+	Background *gitexec.Background
 
 	// OnClaim and OnBatch observe the worker (tests, metrics): a shard
 	// claimed, a batch of blobs scanned, recorded and checkpointed, and a
@@ -122,12 +132,22 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 	return &Worker{s: s, o: o, id: id, logger: s.logger.With("worker", uint64(id)), engines: map[string]*secretscan.Engine{}}, nil
 }
 
+// start starts one of the worker's git processes, within the node's
+// background budget when the worker has one.
+func (w *Worker) start(ctx context.Context, cmd *exec.Cmd) (func(), error) {
+	return w.o.Background.Start(ctx, cmd)
+}
+
 // ID returns the worker's coord id.
 func (w *Worker) ID() coord.WorkerID { return w.id }
 
 // Run claims and scans shards until ctx ends, waiting Idle between polls
-// when there is nothing to do.
+// when there is nothing to do. With a Background it runs on a thread of
+// lower priority, which ends with it.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.o.Background != nil {
+		w.o.Background.LowerThread()
+	}
 	for {
 		did, err := w.Step(ctx)
 		if ctx.Err() != nil {
@@ -286,7 +306,11 @@ func (w *Worker) engine(ctx context.Context, tenant string) (*secretscan.Engine,
 	if err != nil {
 		return nil, err
 	}
-	e, err = secretscan.New(w.s.rules, secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers})
+	opts := secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers}
+	if w.o.Background != nil {
+		opts.WorkerSetup = w.o.Background.LowerThread
+	}
+	e, err = secretscan.New(w.s.rules, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +497,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		return err
 	}
 	tk := parseToken(sh.Cursor.Token)
-	repo := secretscan.Repo{Dir: snap.Dir}
+	repo := secretscan.Repo{Dir: snap.Dir, Start: w.start}
 	ref := alerts.RunRef{ID: u64(uint64(lease.Run)), Seq: spec.Seq}
 	sliceStart := time.Now()
 	shardOp := func(what string, extra string) coord.OpID {
@@ -490,6 +514,11 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 			ids = append(ids, bl.id)
 		}
 		input := fmt.Sprintf("%d blobs %s..%s", len(ids), ids[0], ids[len(ids)-1])
+		// Between batches, background work waits for the git requests
+		// being served (docs/adr/0051-geometric-checkpoints.md).
+		if err := w.o.Background.Pause(ctx); err != nil {
+			return err
+		}
 		scan, err := eng.ScanObjects(ctx, repo, ids, nil)
 		if err != nil {
 			return &inputError{input, err}

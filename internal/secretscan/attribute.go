@@ -46,9 +46,11 @@ func (s *BlobScan) Attribute(ctx context.Context, repo Repo, revArgs []string) (
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	release, err := repo.start(ctx, cmd)
+	if err != nil {
 		return nil, fmt.Errorf("secretscan: start git log: %w", err)
 	}
+	defer release()
 	findings, perr := s.parseLog(bufio.NewReaderSize(out, 256<<10))
 	if perr != nil {
 		cmd.Process.Kill()

@@ -22,12 +22,27 @@ type Repo struct {
 	// Env is added to git's environment: a receive-pack quarantine passes
 	// GIT_OBJECT_DIRECTORY and GIT_ALTERNATE_OBJECT_DIRECTORIES here.
 	Env []string
+	// Start, when set, starts each git process instead of cmd.Start and
+	// returns what to call once it has been waited for. Background
+	// scanning passes gitexec.Background.Start, so that its git processes
+	// yield to serving (docs/adr/0051-geometric-checkpoints.md). The
+	// processes of ScanObjects and Attribute start through it, one at a
+	// time per scan; ScanRepo's rev-list, which feeds another, does not.
+	Start func(ctx context.Context, cmd *exec.Cmd) (release func(), err error)
 }
 
 func (r Repo) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", r.Dir}, args...)...)
 	cmd.Env = append(os.Environ(), r.Env...)
 	return cmd
+}
+
+// start starts cmd (through r.Start when set); call release after Wait.
+func (r Repo) start(ctx context.Context, cmd *exec.Cmd) (release func(), err error) {
+	if r.Start != nil {
+		return r.Start(ctx, cmd)
+	}
+	return func() {}, cmd.Start()
 }
 
 // GitError is a failed git command, with its stderr.
@@ -140,9 +155,11 @@ func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list i
 	if err != nil {
 		return fmt.Errorf("secretscan: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	release, err := repo.start(ctx, cmd)
+	if err != nil {
 		return fmt.Errorf("secretscan: start git cat-file: %w", err)
 	}
+	defer release()
 	w := bufio.NewWriter(list)
 	br := bufio.NewReaderSize(out, 64<<10)
 	var perr error
@@ -231,9 +248,11 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 	if err != nil {
 		return fmt.Errorf("secretscan: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	release, err := repo.start(ctx, cmd)
+	if err != nil {
 		return fmt.Errorf("secretscan: start git cat-file --batch: %w", err)
 	}
+	defer release()
 
 	var (
 		// A free list, not a sync.Pool: it holds at most as many buffers
@@ -251,6 +270,9 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if e.opts.WorkerSetup != nil {
+				e.opts.WorkerSetup()
+			}
 			for j := range jobs {
 				data := *j.data
 				if isBinary(data) {
