@@ -163,6 +163,8 @@ type Result struct {
 	Objects int
 	// Full is set for a full repack, unset for a geometric roll-up.
 	Full bool
+	// Took is how long the compaction ran.
+	Took time.Duration
 }
 
 func (c *Compactor) progress(format string, args ...any) {
@@ -193,6 +195,7 @@ func (c *Compactor) CompactFull(ctx context.Context, repo string) (Result, error
 }
 
 func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result, error) {
+	start := time.Now()
 	// 1. The seq to cover: the head now.
 	x, err := c.log.Head(ctx, repo)
 	if err != nil {
@@ -280,7 +283,7 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 	res, err := c.log.Compact(ctx, repo, wal.CheckpointPack{
 		At: x, Keep: keep, Pack: pf, Size: size, SHA256: sum, PackIndex: xf, PackIndexSize: xi.Size(),
 	})
-	out := Result{CompactResult: res, Objects: n, Full: keep == 0}
+	out := Result{CompactResult: res, Objects: n, Full: keep == 0, Took: time.Since(start)}
 	if err != nil {
 		return out, err
 	}

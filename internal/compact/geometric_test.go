@@ -70,6 +70,19 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// seedBig lands 4 small pushes and one of 64 KiB that does not
+// compress, so that the first checkpoint is far larger than a few small
+// pushes after it, and returns the head's seq (5).
+func seedBig(t *testing.T, ctx context.Context, main *pusher) uint64 {
+	t.Helper()
+	main.history(ctx, 4, nil)
+	os.WriteFile(filepath.Join(main.dir, "big.bin"), randomish(64<<10, 3), 0o644)
+	if err := main.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return 5
+}
+
 // readRecorder is a store that records the keys read.
 type readRecorder struct {
 	*faultstore.Store
@@ -123,7 +136,7 @@ func TestGeometricCompaction(t *testing.T) {
 	log := wal.New(inner, wal.Options{})
 	comp := compact.New(wal.New(rec, wal.Options{}), newCache(t, log, repocache.Options{}), compact.Options{KeepRecent: -1})
 	main := newPusher(t, log, "main")
-	main.history(ctx, 30, nil)
+	seedBig(t, ctx, main)
 	first, err := comp.Compact(ctx, repo)
 	if err != nil || !first.Full {
 		t.Fatalf("first compaction: %+v, %v; want a full repack", first, err)
@@ -175,7 +188,7 @@ func TestGeometricCompaction(t *testing.T) {
 	if target <= second.Size/2 {
 		t.Fatalf("checkpoints of %d and %d bytes leave no room for a roll-up of the second alone", first.Checkpoint.Size, second.Size)
 	}
-	os.WriteFile(filepath.Join(main.dir, "big.bin"), randomish(int(target)-600, 1), 0o644)
+	os.WriteFile(filepath.Join(main.dir, "big2.bin"), randomish(int(target)-600, 1), 0o644)
 	if err := main.push(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,20 +273,20 @@ func TestWarmCacheCatchesUpByCheckpoints(t *testing.T) {
 	var ev repocache.Event
 	warm := newCache(t, log, repocache.Options{Observe: func(e repocache.Event) { ev = e }})
 	main := newPusher(t, log, "main")
-	main.history(ctx, 20, nil)
+	seedBig(t, ctx, main)
 	if _, err := comp.Compact(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
 	if err := main.push(ctx); err != nil {
 		t.Fatal(err)
 	}
-	materialize(t, warm) // at seq 21, past the checkpoint at 20
+	materialize(t, warm) // at seq 6, past the checkpoint at 5
 	for range 2 {
 		if err := main.push(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := comp.Compact(ctx, repo) // a roll-up through 23
+	res, err := comp.Compact(ctx, repo) // a roll-up through 8
 	if err != nil || res.Full {
 		t.Fatalf("%+v, %v; want a roll-up", res, err)
 	}
@@ -302,7 +315,7 @@ func TestWarmCacheCatchesUpByCheckpoints(t *testing.T) {
 	if _, err := comp.CompactFull(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	// The warm node is at seq 25, the full repack through 26.
+	// The warm node is at seq 10, the full repack through 11.
 	checkSnapshot(t, log, materialize(t, warm))
 	if !ev.Rebuilt {
 		t.Fatalf("the warm node did %+v; want a rebuild behind the oldest checkpoint", ev)
@@ -340,7 +353,7 @@ func TestRollUpPreservesUnscanned(t *testing.T) {
 	ctx := context.Background()
 	log := wal.New(memstore.New(), wal.Options{})
 	main := newPusher(t, log, "main")
-	main.history(ctx, 20, nil)
+	seedBig(t, ctx, main)
 	cache := newCache(t, log, repocache.Options{})
 	if _, err := compact.New(log, cache, compact.Options{}).Compact(ctx, repo); err != nil {
 		t.Fatal(err)
@@ -350,20 +363,20 @@ func TestRollUpPreservesUnscanned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	failing := &coverageRec{scanned: 21, fail: true}
+	failing := &coverageRec{scanned: 6, fail: true}
 	if _, err := compact.New(log, cache, compact.Options{Coverage: failing}).Compact(ctx, repo); err == nil {
 		t.Fatal("a roll-up that could not preserve an object list landed")
 	}
-	if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != 20 {
+	if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != 5 {
 		t.Fatalf("folded without the lists: %+v", x)
 	}
-	cov := &coverageRec{scanned: 21}
+	cov := &coverageRec{scanned: 6}
 	res, err := compact.New(log, cache, compact.Options{Coverage: cov}).Compact(ctx, repo)
 	if err != nil || res.Full {
 		t.Fatalf("%+v, %v; want a roll-up", res, err)
 	}
-	if !slices.Equal(cov.preserved, []uint64{22, 23}) {
-		t.Fatalf("preserved %v, want [22 23]", cov.preserved)
+	if !slices.Equal(cov.preserved, []uint64{7, 8}) {
+		t.Fatalf("preserved %v, want [7 8]", cov.preserved)
 	}
 }
 
