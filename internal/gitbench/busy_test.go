@@ -23,6 +23,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -85,7 +86,7 @@ func BenchmarkBusyRepository(b *testing.B) {
 	hb := httpBackend(b, env, filepath.Join(work, "hb"))
 	hbRepo := filepath.Join(work, "hb", "repo.git")
 	gittest.Git(b, env, hbRepo, "config", "receive.autogc", "true")
-	gh := busyGhost(b, filepath.Join(work, "ghost"))
+	gh := busyGhost(b, filepath.Join(work, "ghost"), true)
 
 	var prof io.Closer = io.NopCloser(nil)
 	if outDir != "" {
@@ -240,8 +241,10 @@ type busyNode struct {
 
 // busyGhost starts a node on an fsstore under root with serve's defaults
 // for compaction, scanning (an embedded etcd, serve's in-process scan
-// workers) and background work.
-func busyGhost(b *testing.B, root string) *busyNode {
+// workers) and background work; with yield false, background work runs
+// as it did before it yielded (full priority, no budget, no pauses, two
+// scan workers).
+func busyGhost(b *testing.B, root string, yield bool) *busyNode {
 	ctx := context.Background()
 	fs, err := fsstore.Open(filepath.Join(root, "objects"))
 	if err != nil {
@@ -263,21 +266,31 @@ func busyGhost(b *testing.B, root string) *busyNode {
 	}
 	n := &busyNode{store: newCountingStore(fs), compactions: &compactionLog{start: time.Now()}}
 	cache := filepath.Join(root, "cache")
-	srv, err := server.New(ctx, server.Options{
+	so := server.Options{
 		Store: n.store, CacheDir: cache,
 		Compaction: compact.TriggerOptions{Done: n.compactions.done},
 		Scan:       scanner.Options{Coord: func() coord.Backend { return backend }},
-	})
+	}
+	workers := max(1, min(2, runtime.NumCPU()/2)) // serve's default (cli.defaultScanWorkers)
+	if !yield {
+		so.Background = gitexec.BackgroundOptions{Nice: -1, Processes: -1, MaxPause: -1}
+		workers = 2
+	}
+	srv, err := server.New(ctx, so)
 	if err != nil {
 		b.Fatal(err)
 	}
 	n.srv = srv
 	b.Cleanup(func() { srv.Close() })
-	// serve's in-process workers: cli.defaultScanWorkers, yielding.
+	// serve's in-process workers.
 	wctx, cancel := context.WithCancel(ctx)
 	n.cancel = cancel
-	for range max(1, min(2, runtime.NumCPU()/2)) {
-		w, err := srv.Scanner().NewWorker(scanner.WorkerOptions{Cache: srv.Cache(), Background: srv.Background()})
+	wo := scanner.WorkerOptions{Cache: srv.Cache()}
+	if yield {
+		wo.Background = srv.Background()
+	}
+	for range workers {
+		w, err := srv.Scanner().NewWorker(wo)
 		if err != nil {
 			b.Fatal(err)
 		}
