@@ -28,8 +28,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,25 +124,26 @@ func New(log *wal.Log, cache *repocache.Cache, opts Options) *Compactor {
 const DefaultFactor = 2
 
 // Plan returns how many of x's checkpoints, oldest first, a compaction of
-// x keeps: the newest checkpoints roll up, with x's layers, while a
+// x keeps, given layers, the size of the pack the compaction made of x's
+// layers: the newest checkpoints roll up, with that pack, while a
 // checkpoint is smaller than factor times everything rolled up after it,
 // as `git repack --geometric` decides which packs to merge. 0 means a
-// full repack; a factor of 0 or less always plans one. The result
-// leaves room for the new checkpoint under wal.MaxCheckpoints.
+// full repack; a factor of 0 or less always plans one. The result leaves
+// room for the new checkpoint under wal.MaxCheckpoints.
 //
+// The layers are weighed by their repacked size, not by the sizes the
+// index records: a layer's pack carries the full bases of its deltas
+// (design §3.2), several times what it adds to a repacked checkpoint.
 // Each checkpoint that stays is thus at least factor times the one
 // written after it, so a log holds about log_factor(size of the oldest
 // over the smallest) checkpoints, and an object is rewritten only when
 // the checkpoint holding it grows by a factor of at least 1 + 1/factor
 // (docs/adr/0051-geometric-checkpoints.md).
-func Plan(x *wal.Index, factor int) int {
+func Plan(x *wal.Index, factor int, layers int64) int {
 	if factor <= 0 || x == nil {
 		return 0
 	}
-	var total int64
-	for _, l := range x.Layers {
-		total += l.Size
-	}
+	total := layers
 	keep := min(len(x.Checkpoints), wal.MaxCheckpoints-1)
 	for _, c := range x.Checkpoints[keep:] {
 		total += c.Size
@@ -204,18 +207,11 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 	if len(x.Layers) == 0 {
 		return Result{}, fmt.Errorf("%s at seq %d: %w", repo, x.Seq, ErrNothingToCompact)
 	}
-	keep := 0
-	if !full {
-		keep = Plan(x, c.opts.Factor)
-	}
-	kind := "a full repack"
-	if keep > 0 {
-		kind = fmt.Sprintf("a roll-up of %d checkpoints", len(x.Checkpoints)-keep)
-	}
-	c.progress("compacting %s: seq %d, %d layers since checkpoint %d; %s", repo, x.Seq, len(x.Layers), x.CompactedThroughSeq, kind)
+	full = full || c.opts.Factor < 0
+	c.progress("compacting %s: seq %d, %d layers since checkpoint %d", repo, x.Seq, len(x.Layers), x.CompactedThroughSeq)
 
-	// 2. A scratch repository at that seq: the whole log for a full
-	// repack, only what rolls up otherwise.
+	// 2. A scratch repository with the layers; the checkpoints the plan
+	// rolls up join them below.
 	tmpRoot, err := c.cache.TempDir()
 	if err != nil {
 		return Result{}, err
@@ -226,35 +222,66 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 	}
 	defer os.RemoveAll(scratch)
 	dir := filepath.Join(scratch, "repo.git")
-	var built *repocache.Built
-	if keep == 0 {
-		built, err = c.cache.Build(ctx, repo, x, dir, c.git)
-	} else {
-		built, err = c.cache.BuildObjects(ctx, repo, x.Checkpoints[keep:], x.Layers, dir, c.git)
-	}
+	built, err := c.cache.BuildObjects(ctx, repo, nil, x.Layers, dir, c.git)
 	if err != nil {
 		return Result{}, err
 	}
 	c.progress("built seq %d in a scratch repository", x.Seq)
-
-	// 3. The pack: for a full repack everything the refs reach, plus
-	// recent strays and every object of the pushes not scanned yet; for a
-	// roll-up every object of what it rolls up.
 	scanned := x.Seq
 	if c.opts.Coverage != nil {
 		if scanned, err = c.opts.Coverage.ScannedThrough(ctx, repo); err != nil {
 			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 		}
 	}
+
+	// 3. The pack. A roll-up first packs the layers, whose size decides
+	// how many checkpoints roll up with it (Plan), and then those with
+	// it: every object of what it rolls up. A full repack packs
+	// everything the refs reach, plus recent strays and every object of
+	// the pushes not scanned yet.
+	keep := 0
 	var base string
 	var n int
-	if keep == 0 {
-		base, n, err = c.pack(ctx, dir, x, built, scanned)
-	} else {
-		base, n, err = c.rollUp(ctx, dir, built)
+	if !full {
+		var lbase string
+		lbase, n, err = c.rollUp(ctx, dir, slices.Collect(maps.Values(built.Layers)))
+		if err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+		st, err := os.Stat(lbase + ".pack")
+		if err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+		keep = Plan(x, c.opts.Factor, st.Size())
+		switch {
+		case keep == len(x.Checkpoints):
+			base = lbase
+		case keep > 0:
+			more, err := c.cache.AddObjects(ctx, repo, x.Checkpoints[keep:], nil, dir, c.git)
+			if err != nil {
+				return Result{}, err
+			}
+			base, n, err = c.rollUp(ctx, dir, append(more.Checkpoints, strings.TrimPrefix(filepath.Base(lbase), "pack-")))
+			if err != nil {
+				return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+			}
+		}
 	}
-	if err != nil {
-		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+	if keep == 0 {
+		c.progress("a full repack")
+		more, err := c.cache.AddObjects(ctx, repo, x.Checkpoints, nil, dir, c.git)
+		if err != nil {
+			return Result{}, err
+		}
+		built.Checkpoints = more.Checkpoints
+		if err := c.cache.SetRefs(ctx, dir, x.Refs, c.git); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+		if base, n, err = c.pack(ctx, dir, x, built, scanned); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+	} else {
+		c.progress("a roll-up of the layers and %d checkpoints, after %d", len(x.Checkpoints)-keep, keep)
 	}
 	sum, size, err := hashFile(base + ".pack")
 	if err != nil {
@@ -292,29 +319,22 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 	return out, nil
 }
 
-// rollUp writes a pack of every object of every pack in the scratch
-// repository, which holds exactly the checkpoints and layers that roll
-// up, and returns its path without extension and its object count.
-// `git pack-objects --stdin-packs` is what `git repack --geometric`
-// runs: it needs no reachability walk, reuses the packs' deltas where
-// their bases roll up too, and searches for new ones among what it packs
-// (docs/adr/0051-geometric-checkpoints.md).
-func (c *Compactor) rollUp(ctx context.Context, dir string, built *repocache.Built) (string, int, error) {
+// rollUp writes a pack of every object of the given packs of the scratch
+// repository into it, and returns its path without extension and its
+// object count. `git pack-objects --stdin-packs` is what `git repack
+// --geometric` runs: it needs no reachability walk, reuses the packs'
+// deltas where their bases roll up too, and searches for new ones among
+// what it packs (docs/adr/0051-geometric-checkpoints.md).
+func (c *Compactor) rollUp(ctx context.Context, dir string, packs []string) (string, int, error) {
 	seen := map[string]bool{}
 	var names strings.Builder
-	add := func(p string) {
+	for _, p := range slices.Sorted(slices.Values(packs)) {
 		if p != "" && !seen[p] {
 			seen[p] = true
 			fmt.Fprintf(&names, "pack-%s.pack\n", p)
 		}
 	}
-	for _, p := range built.Checkpoints {
-		add(p)
-	}
-	for _, p := range built.Layers {
-		add(p)
-	}
-	out := filepath.Join(filepath.Dir(dir), "checkpoint")
+	out := filepath.Join(dir, "objects", "pack", "pack")
 	po := c.git.Command(ctx, dir, nil, "pack-objects", "-q", "--delta-base-offset", "--stdin-packs", out)
 	po.Stdin = strings.NewReader(names.String())
 	stdout, err := po.Output()

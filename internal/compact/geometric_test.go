@@ -27,19 +27,27 @@ import (
 // oldest is a full repack (0); the list never outgrows wal.MaxCheckpoints
 // (docs/adr/0051-geometric-checkpoints.md).
 func TestPlan(t *testing.T) {
-	ix := func(layers []int64, cks ...int64) *wal.Index {
+	type plan struct {
+		x      *wal.Index
+		layers int64
+	}
+	ix := func(layers []int64, cks ...int64) plan {
 		x := &wal.Index{}
 		for i, s := range cks {
 			x.Checkpoints = append(x.Checkpoints, wal.Checkpoint{Seq: uint64(i + 1), Size: s})
 		}
+		var total int64
 		for _, s := range layers {
-			x.Layers = append(x.Layers, wal.Layer{Size: s})
+			// The index records what the layers hold; the plan weighs
+			// what the compaction packed of them.
+			x.Layers = append(x.Layers, wal.Layer{Size: 1 << 40})
+			total += s
 		}
-		return x
+		return plan{x, total}
 	}
 	for _, tc := range []struct {
 		name   string
-		x      *wal.Index
+		x      plan
 		factor int
 		want   int
 	}{
@@ -55,7 +63,7 @@ func TestPlan(t *testing.T) {
 		{"factor off", ix([]int64{1}, 1000), -1, 0},
 		{"factor 4", ix([]int64{30}, 1000, 100), 4, 1},
 	} {
-		if got := compact.Plan(tc.x, tc.factor); got != tc.want {
+		if got := compact.Plan(tc.x.x, tc.factor, tc.x.layers); got != tc.want {
 			t.Errorf("%s: Plan = %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -65,8 +73,8 @@ func TestPlan(t *testing.T) {
 	for i := range wal.MaxCheckpoints {
 		sizes = append(sizes, int64(1)<<(62-min(i, 62)))
 	}
-	if got := compact.Plan(ix([]int64{0}, sizes...), 1); got != wal.MaxCheckpoints-1 {
-		t.Errorf("full list: Plan = %d, want %d", got, wal.MaxCheckpoints-1)
+	if p := ix([]int64{0}, sizes...); compact.Plan(p.x, 1, p.layers) != wal.MaxCheckpoints-1 {
+		t.Errorf("full list: Plan = %d, want %d", compact.Plan(p.x, 1, p.layers), wal.MaxCheckpoints-1)
 	}
 }
 
@@ -134,7 +142,8 @@ func TestGeometricCompaction(t *testing.T) {
 	inner := memstore.New()
 	rec := newReadRecorder(inner)
 	log := wal.New(inner, wal.Options{})
-	comp := compact.New(wal.New(rec, wal.Options{}), newCache(t, log, repocache.Options{}), compact.Options{KeepRecent: -1})
+	recLog := wal.New(rec, wal.Options{})
+	comp := compact.New(recLog, newCache(t, recLog, repocache.Options{}), compact.Options{KeepRecent: -1})
 	main := newPusher(t, log, "main")
 	seedBig(t, ctx, main)
 	first, err := comp.Compact(ctx, repo)
@@ -170,11 +179,15 @@ func TestGeometricCompaction(t *testing.T) {
 	if res.Objects > layerObjects || res.Objects == 0 {
 		t.Fatalf("the roll-up holds %d objects; its layers hold %d", res.Objects, layerObjects)
 	}
-	for _, k := range rec.take() {
-		if strings.Contains(k, wal.CheckpointKey(repo, first.Checkpoint)[:len(wal.CheckpointKey(repo, first.Checkpoint))-len(".pack")]) {
-			t.Fatalf("the roll-up read the checkpoint it keeps: %s", k)
+	noReadOf := func(ck wal.Checkpoint) {
+		t.Helper()
+		for _, k := range rec.take() {
+			if k == wal.CheckpointKey(repo, ck) || k == wal.CheckpointIndexKey(repo, ck) {
+				t.Fatalf("the roll-up read the checkpoint it keeps: %s", k)
+			}
 		}
 	}
+	noReadOf(first.Checkpoint)
 	snap := materialize(t, newCache(t, log, repocache.Options{}))
 	checkSnapshot(t, log, snap)
 	if !hasObject(snap.Dir, junk.tip) {
@@ -192,10 +205,6 @@ func TestGeometricCompaction(t *testing.T) {
 	if err := main.push(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x, _ = log.Head(ctx, repo)
-	if keep := compact.Plan(x, compact.DefaultFactor); keep != 1 {
-		t.Fatalf("checkpoints %+v and layers %+v: the plan keeps %d, the test wants it to roll the second one up", x.Checkpoints, x.Layers, keep)
-	}
 	res, err = comp.Compact(ctx, repo)
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +213,7 @@ func TestGeometricCompaction(t *testing.T) {
 	if res.Full || res.Replaced != 1 || len(x.Checkpoints) != 2 || x.Checkpoints[0] != first.Checkpoint {
 		t.Fatalf("third compaction: %+v, checkpoints %+v; want a roll-up of the second", res, x.Checkpoints)
 	}
+	noReadOf(first.Checkpoint)
 	snap = materialize(t, newCache(t, log, repocache.Options{}))
 	checkSnapshot(t, log, snap)
 	if !hasObject(snap.Dir, junk.tip) {
@@ -411,4 +421,29 @@ func TestCompactionYieldsToServing(t *testing.T) {
 	if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != 3 {
 		t.Fatalf("not compacted: %+v", x)
 	}
+}
+
+// TestRollUpOfNothing: a roll-up of layers without objects (pushes that
+// only delete refs) writes an empty checkpoint, which nodes install.
+func TestRollUpOfNothing(t *testing.T) {
+	ctx := context.Background()
+	log := wal.New(memstore.New(), wal.Options{})
+	main := newPusher(t, log, "main")
+	seedBig(t, ctx, main)
+	side := newPusher(t, log, "side")
+	if err := side.push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	comp := compact.New(log, newCache(t, log, repocache.Options{}), compact.Options{})
+	if _, err := comp.Compact(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Commit(ctx, repo, wal.Push{Transitions: []wal.Transition{{Ref: "refs/heads/side", Old: side.tip, New: wal.ZeroID}}, Pack: bytes.NewReader(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := comp.Compact(ctx, repo)
+	if err != nil || res.Full || res.Objects != 0 {
+		t.Fatalf("%+v, %v; want a roll-up of no objects", res, err)
+	}
+	checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
 }

@@ -56,6 +56,24 @@ func (c *Cache) BuildObjects(ctx context.Context, repo string, cks []wal.Checkpo
 	if err := c.initRepo(ctx, git, dir); err != nil {
 		return nil, err
 	}
+	return c.AddObjects(ctx, repo, cks, layers, dir, git)
+}
+
+// SetRefs makes the refs of the repository at dir (a build's) equal refs.
+func (c *Cache) SetRefs(ctx context.Context, dir string, refs []wal.Ref, git *gitexec.Runner) error {
+	if git == nil {
+		git = c.git
+	}
+	return c.reconcileRefs(ctx, git, dir, refs)
+}
+
+// AddObjects is BuildObjects into the existing repository at dir (one a
+// build made): a compaction adds the checkpoints its plan rolls up once
+// it knows them.
+func (c *Cache) AddObjects(ctx context.Context, repo string, cks []wal.Checkpoint, layers []wal.Layer, dir string, git *gitexec.Runner) (*Built, error) {
+	if git == nil {
+		git = c.git
+	}
 	b := &Built{Layers: make(map[ulid.ULID]string, len(layers))}
 	for _, ck := range cks {
 		pack, _, err := c.installPack(ctx, git, dir, repo, checkpointSource(c.log, repo, ck))
