@@ -336,6 +336,12 @@ func busyGhost(b *testing.B, root string, yield bool) *busyNode {
 	return n
 }
 
+// stopScanning stops the node's scan workers and waits for them.
+func (n *busyNode) stopScanning() {
+	n.cancel()
+	n.workers.Wait()
+}
+
 // scanLag is how many pushes are not scanned yet.
 func (n *busyNode) scanLag(ctx context.Context) uint64 {
 	x, err := n.srv.Log().Head(ctx, n.repoID)
