@@ -109,8 +109,8 @@ func BenchmarkBusyRepository(b *testing.B) {
 	}
 	lat := map[string][]time.Duration{}
 	type sample struct {
-		pushes         int
-		pushed, stored int64
+		pushes                      int
+		pushed, stored, checkpoints int64
 	}
 	var samples []sample
 	t0 := time.Now()
@@ -127,7 +127,7 @@ func BenchmarkBusyRepository(b *testing.B) {
 			lat[tg.name] = append(lat[tg.name], push(tg, rev))
 		}
 		if (i+1)%max(1, pushes/8) == 0 || i+1 == pushes {
-			samples = append(samples, sample{i + 1, gh.pushed.Load(), gh.store.total()})
+			samples = append(samples, sample{i + 1, gh.pushed.Load(), gh.store.total(), gh.store.class("checkpoints")})
 		}
 	}
 	replay := time.Since(t0)
@@ -191,7 +191,8 @@ func BenchmarkBusyRepository(b *testing.B) {
 	b.Logf("ghost's log: %d checkpoints (sizes %s), %d layers; %d compactions (%d full), %v in all",
 		len(x.Checkpoints), checkpointSizes(x), len(x.Layers), gh.compactions.n, gh.compactions.full, gh.compactions.took.Round(time.Second))
 	for _, s := range samples {
-		b.Logf("after %4d pushes: %12d bytes pushed, %12d written to the object store: %.2f per pushed byte", s.pushes, s.pushed, s.stored, float64(s.stored)/float64(s.pushed))
+		b.Logf("after %4d pushes: %12d bytes pushed, %12d written to the object store: %.2f per pushed byte, %.2f of it to checkpoints",
+			s.pushes, s.pushed, s.stored, float64(s.stored)/float64(s.pushed), float64(s.checkpoints)/float64(s.pushed))
 	}
 	last := samples[len(samples)-1]
 	b.ReportMetric(float64(last.stored)/float64(last.pushed), "store-bytes-per-pushed-byte")
