@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,8 +52,9 @@ import (
 // (default 10), so a push carries those first-parent commits and
 // whatever they merged. Without GHOST_BENCH_REPO it is skipped.
 // GHOST_BENCH_OUT, when set, is a directory that receives each push's
-// latency (pushes.csv), the compactions (compactions.csv) and a CPU
-// profile of the ghost process during the replay (cpu.pprof).
+// latency (pushes.csv), the compactions (compactions.csv), the node's
+// log with each push's steps (ghost.log) and a CPU profile of the test
+// process during the replay (cpu.pprof; git's processes are not in it).
 func BenchmarkBusyRepository(b *testing.B) {
 	srcRepo := os.Getenv("GHOST_BENCH_REPO")
 	if srcRepo == "" {
@@ -86,7 +88,7 @@ func BenchmarkBusyRepository(b *testing.B) {
 	hb := httpBackend(b, env, filepath.Join(work, "hb"))
 	hbRepo := filepath.Join(work, "hb", "repo.git")
 	gittest.Git(b, env, hbRepo, "config", "receive.autogc", "true")
-	gh := busyGhost(b, filepath.Join(work, "ghost"), true)
+	gh := busyGhost(b, filepath.Join(work, "ghost"), true, outDir)
 
 	var prof io.Closer = io.NopCloser(nil)
 	if outDir != "" {
@@ -244,8 +246,9 @@ type busyNode struct {
 // for compaction, scanning (an embedded etcd, serve's in-process scan
 // workers) and background work; with yield false, background work runs
 // as it did before it yielded (full priority, no budget, no pauses, two
-// scan workers).
-func busyGhost(b *testing.B, root string, yield bool) *busyNode {
+// scan workers). With logDir set, the node logs (info, JSON) to
+// logDir/ghost.log.
+func busyGhost(b *testing.B, root string, yield bool, logDir string) *busyNode {
 	ctx := context.Background()
 	fs, err := fsstore.Open(filepath.Join(root, "objects"))
 	if err != nil {
@@ -267,8 +270,17 @@ func busyGhost(b *testing.B, root string, yield bool) *busyNode {
 	}
 	n := &busyNode{store: newCountingStore(fs), compactions: &compactionLog{start: time.Now()}}
 	cache := filepath.Join(root, "cache")
+	logger := slog.New(slog.DiscardHandler)
+	if logDir != "" {
+		f, err := os.Create(filepath.Join(logDir, "ghost.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		logger = slog.New(slog.NewJSONHandler(f, nil))
+	}
 	so := server.Options{
-		Store: n.store, CacheDir: cache,
+		Store: n.store, CacheDir: cache, Logger: logger,
 		Compaction: compact.TriggerOptions{Done: n.compactions.done},
 		Scan:       scanner.Options{Coord: func() coord.Backend { return backend }},
 	}

@@ -46,7 +46,7 @@ func BenchmarkCloneDuringScan(b *testing.B) {
 		}
 	}
 	hb := httpBackend(b, env, filepath.Join(work, "hb"))
-	gh := busyGhost(b, filepath.Join(work, "ghost"), yield)
+	gh := busyGhost(b, filepath.Join(work, "ghost"), yield, os.Getenv("GHOST_BENCH_OUT"))
 	for _, tg := range []target{hb, gh.target} {
 		d := timed(func() {
 			gittest.Git(b, env, src, "-c", "http.postBuffer=2147483647", "push", "-q", tg.pushURL, "refs/heads/"+branch+":refs/heads/main")
