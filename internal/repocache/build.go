@@ -19,29 +19,6 @@ type Built struct {
 	Layers map[ulid.ULID]string
 }
 
-// Build materializes x into a new bare repository at dir, which must not
-// exist, outside the cache: every object of x's checkpoints and layers,
-// and x's refs. A full compaction builds its checkpoint from it
-// (docs/adr/0050-compaction.md). git runs the git processes; nil means
-// the cache's runner (a compactor passes one that yields to serving,
-// docs/adr/0051-geometric-checkpoints.md).
-func (c *Cache) Build(ctx context.Context, repo string, x *wal.Index, dir string, git *gitexec.Runner) (*Built, error) {
-	if x == nil || x.Deleted {
-		return nil, fmt.Errorf("build %s: %w", repo, wal.ErrRepoDeleted)
-	}
-	if git == nil {
-		git = c.git
-	}
-	b, err := c.BuildObjects(ctx, repo, x.Checkpoints, x.Layers, dir, git)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.reconcileRefs(ctx, git, dir, x.Refs); err != nil {
-		return nil, fmt.Errorf("build %s: %w", repo, err)
-	}
-	return b, nil
-}
-
 // BuildObjects installs the packs of the given checkpoints and layers of
 // repo's log, in that order, into a new bare repository at dir, which
 // must not exist, and sets no refs. A geometric compaction rolls up
