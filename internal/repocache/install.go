@@ -36,7 +36,11 @@ func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string
 	if err := c.setHead(ctx, dir, x.Refs); err != nil {
 		return err
 	}
-	c.consolidate(ctx, repo, x, dir, st, ev)
+	if c.bg == nil {
+		c.consolidate(ctx, repo, x, dir, st, ev)
+	} else if c.maxPks >= 0 && len(recordedNames(st)) > c.maxPks {
+		c.consolidateLater(repo)
+	}
 	return nil
 }
 

@@ -166,17 +166,19 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
 	metrics := gitsvc.NewMetrics(opts.Registry)
+	s.bgWork = gitexec.NewBackground(opts.Background)
+	registerBackground(opts.Registry, s.bgWork)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
 		Observe: cacheadapter.Observe(metrics),
+		// The cache's own repacks are background work too.
+		Background: s.bgWork,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.cache = cache
-	s.bgWork = gitexec.NewBackground(opts.Background)
-	registerBackground(opts.Registry, s.bgWork)
 	copts := opts.Compaction
 	if copts.Logger == nil {
 		copts.Logger = opts.Logger
