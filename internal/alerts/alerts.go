@@ -124,10 +124,30 @@ const (
 	// MaxHistory bounds the state changes and bypasses an alert keeps;
 	// the oldest are dropped first.
 	MaxHistory = 100
-	// maxField bounds every other string of a finding or a change.
+	// maxField bounds every other string of a finding or a change. A
+	// finding's free text (path, match, description, ref) beyond it is
+	// cut and ends in TruncatedMarker; an identifier beyond it makes the
+	// finding invalid.
 	maxField = 4 << 10
+	// maxLocationBytes bounds the bytes an alert's locations hold, so that
+	// a thousand locations with the longest paths still fit in a record;
+	// beyond it, as beyond MaxLocations, locations are dropped and the
+	// alert says so.
+	maxLocationBytes = 768 << 10
 	// maxRecordBytes bounds an alert record read from the store.
 	maxRecordBytes = 2 << 20
+)
+
+// TruncatedMarker ends a finding's path, match, description or ref that
+// was longer than the store keeps.
+const TruncatedMarker = "…[truncated]"
+
+// Sources of a finding: a file (a blob at a path), or a commit or tag
+// object (its headers and message), as the scan engine names them.
+const (
+	SourceFile          = ""
+	SourceCommitMessage = "commit-message"
+	SourceTagMessage    = "tag-message"
 )
 
 // Finding is one secret at one place, the input of Record. It is this
@@ -140,11 +160,20 @@ const (
 type Finding struct {
 	RuleID      string
 	Description string // of the rule
-	Commit      string
-	Path        string
-	Line        int // 1-based
-	Column      int // 1-based; 0 if unknown
-	BlobID      string
+	// Commit is the commit whose diff added the secret, or whose message
+	// holds it; empty when none does (a blob reached only through a tag,
+	// or through no ref: Ref then says which ref reaches it, if any).
+	Commit string
+	Path   string
+	Line   int // 1-based
+	Column int // 1-based; 0 if unknown
+	// BlobID is the object that holds the secret: a blob, or the commit
+	// or tag object of a message finding.
+	BlobID string
+	// Source is SourceFile, SourceCommitMessage or SourceTagMessage.
+	Source string
+	// Ref names a ref that reaches a finding no commit adds.
+	Ref string
 	// Match is the matched text with the secret redacted. It is what
 	// lists show.
 	Match string
@@ -175,11 +204,36 @@ type Location struct {
 	Line      int
 	Column    int
 	BlobID    string
+	Source    string // as Finding.Source
+	Ref       string // as Finding.Ref
 	RuleID    string
 	Match     string // redacted
 	FirstSeen time.Time
 	Seq       uint64 // of the run that found it first; 0 for a push-protection bypass
 	RunID     string
+}
+
+// Where names the location for people, on one line: "path:line" for a
+// file a commit added, "commit message of <id>, line N" (or "tag
+// message"), "path:line in blob <id>, reached from <ref>" for a blob no
+// commit adds, and "blob <id>, line N, reached from no ref" for one no
+// ref reaches any more.
+func (l Location) Where() string {
+	switch {
+	case l.Source == SourceCommitMessage:
+		return fmt.Sprintf("commit message of %s, line %d", l.BlobID, l.Line)
+	case l.Source == SourceTagMessage:
+		return fmt.Sprintf("tag message of %s, line %d", l.BlobID, l.Line)
+	case l.Commit != "":
+		return fmt.Sprintf("%s:%d", l.Path, l.Line)
+	case l.Ref == "" && l.Path == "":
+		return fmt.Sprintf("blob %s, line %d, reached from no ref", l.BlobID, l.Line)
+	case l.Ref == "":
+		return fmt.Sprintf("%s:%d in blob %s, reached from no ref", l.Path, l.Line, l.BlobID)
+	case l.Path == "":
+		return fmt.Sprintf("blob %s, line %d, reached from %s", l.BlobID, l.Line, l.Ref)
+	}
+	return fmt.Sprintf("%s:%d in blob %s, reached from %s", l.Path, l.Line, l.BlobID, l.Ref)
 }
 
 // Bypass records one push-protection bypass of the alert's secret.
@@ -191,6 +245,8 @@ type Bypass struct {
 	Commit string
 	Path   string
 	Line   int
+	Source string // as Finding.Source
+	Ref    string // as Finding.Ref
 }
 
 // Event is one state change, kept in the alert's history.
@@ -225,7 +281,10 @@ type Alert struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 
-	Locations          []Location
+	Locations []Location
+	// LocationCount is how many locations the alert holds: more than
+	// Locations in a List (see ListLocations).
+	LocationCount      int
 	LocationsTruncated bool
 	Bypasses           []Bypass
 	History            []Event

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
@@ -149,7 +150,7 @@ func testConcurrentRecord(t *testing.T, objects objstore.Store) {
 		}
 	}
 	s := New(objects)
-	page, err := s.List(ctx, Filter{Tenant: "acme"}, "", MaxPageSize)
+	page, err := s.ListFull(ctx, Filter{Tenant: "acme"}, "", MaxPageSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,33 +582,101 @@ func TestLocationsBounded(t *testing.T) {
 	}
 }
 
+// TestInvalidFindings: each finding is checked on its own. An invalid
+// one is refused with ErrInvalidArgument, named by its index in a
+// *RejectedError, and its valid neighbour is recorded all the same.
 func TestInvalidFindings(t *testing.T) {
 	ctx := context.Background()
-	s := New(memstore.New())
 	for name, mod := range map[string]func(*Finding){
 		"no rule":       func(f *Finding) { f.RuleID = "" },
+		"long rule":     func(f *Finding) { f.RuleID = strings.Repeat("r", maxField+1) },
 		"no blob":       func(f *Finding) { f.BlobID = "" },
+		"bad blob":      func(f *Finding) { f.BlobID = strings.Repeat("g", 40) },
+		"bad commit":    func(f *Finding) { f.Commit = "c1" },
 		"no secret":     func(f *Finding) { f.Secret = "" },
 		"bad line":      func(f *Finding) { f.Line = -1 },
+		"bad source":    func(f *Finding) { f.Source = "stdin" },
 		"huge secret":   func(f *Finding) { f.Secret = strings.Repeat("x", MaxSecretBytes+1) },
 		"bad fp":        func(f *Finding) { f.Secret, f.Fingerprint = "", "abc" },
-		"long path":     func(f *Finding) { f.Path = strings.Repeat("p", maxField+1) },
 		"wrong fp here": func(f *Finding) { f.Fingerprint = strings.Repeat("0", 64) },
 	} {
+		s := New(memstore.New())
 		f := finding(1, 1)
 		mod(&f)
-		if err := s.Record(ctx, "acme", repo, []Finding{finding(2, 2), f}, RunRef{}); !errors.Is(err, ErrInvalidArgument) {
+		err := s.Record(ctx, "acme", repo, []Finding{finding(2, 2), f, finding(3, 3)}, RunRef{})
+		var rej *RejectedError
+		if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &rej) || len(rej.Rejected) != 1 || rej.Rejected[0].Index != 1 || rej.Rest != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+		p, err := s.List(ctx, Filter{Tenant: "acme"}, "", 0)
+		if err != nil || len(p.Alerts) != 2 {
+			t.Errorf("%s: the valid neighbours were not both recorded: %d alerts (%v)", name, len(p.Alerts), err)
+		}
 	}
-	p, err := s.List(ctx, Filter{Tenant: "acme"}, "", 0)
-	if err != nil || len(p.Alerts) != 0 {
-		t.Errorf("a refused Record wrote %d alerts (%v)", len(p.Alerts), err)
-	}
+	s := New(memstore.New())
 	for _, bad := range []struct{ tenant, repo string }{{"", repo}, {"a/b", repo}, {"acme", "../x"}, {"acme", ""}} {
 		if err := s.Record(ctx, bad.tenant, bad.repo, nil, RunRef{}); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Record(%q, %q): %v", bad.tenant, bad.repo, err)
 		}
+	}
+}
+
+// TestLongFieldsTruncated: a path (and a match, a description, a ref)
+// over the limit is cut and marked, and the finding recorded; an alert
+// of a thousand such locations still fits in its record.
+func TestLongFieldsTruncated(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New())
+	long := strings.Repeat("é", maxField) // 2 bytes a character: the cut must not split one
+	var fs []Finding
+	for p := 0; p < MaxLocations; p++ {
+		f := finding(1, p)
+		f.Path = fmt.Sprintf("%d/%s", p, long)
+		f.Match, f.Description, f.Ref = long, long, "refs/tags/"+long
+		fs = append(fs, f)
+	}
+	if err := s.Record(ctx, "acme", repo, fs, RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	a := mustAlert(t, s, "acme", fpOf(t, s, "acme", "s3cr3t-1"))
+	if !a.LocationsTruncated || len(a.Locations) == 0 || len(a.Locations) == MaxLocations {
+		t.Fatalf("%d locations, truncated %v: want the byte budget to cut the list", len(a.Locations), a.LocationsTruncated)
+	}
+	l := a.Locations[0]
+	for name, v := range map[string]string{"path": l.Path, "match": l.Match, "ref": l.Ref, "description": a.Description} {
+		if len(v) > maxField || !strings.HasSuffix(v, TruncatedMarker) || !utf8.ValidString(v) {
+			t.Errorf("%s: %d bytes, marked %v, valid UTF-8 %v", name, len(v), strings.HasSuffix(v, TruncatedMarker), utf8.ValidString(v))
+		}
+	}
+	// A record with more than the budget could not be written at all:
+	// later findings still land (none here: it is full), and Record
+	// keeps succeeding.
+	if err := s.Record(ctx, "acme", repo, []Finding{finding(1, MaxLocations+1)}, RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSourceAndRef: a message finding and a finding reached from a ref
+// keep their source and ref.
+func TestSourceAndRef(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New())
+	msg := finding(1, 1)
+	msg.Path, msg.Source = "", SourceCommitMessage
+	tagged := finding(1, 2)
+	tagged.Commit, tagged.Ref = "", "refs/tags/v1"
+	if err := s.Record(ctx, "acme", repo, []Finding{msg, tagged}, RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	a := mustAlert(t, s, "acme", fpOf(t, s, "acme", "s3cr3t-1"))
+	if len(a.Locations) != 2 || a.Locations[0].Source != SourceCommitMessage || a.Locations[1].Ref != "refs/tags/v1" || a.Locations[1].Commit != "" {
+		t.Fatalf("locations %+v", a.Locations)
+	}
+	if _, err := s.RecordBypass(ctx, "acme", repo, msg, "bob (token t1)", BypassWillFixLater); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustAlert(t, s, "acme", fpOf(t, s, "acme", "s3cr3t-1")); len(a.Bypasses) != 1 || a.Bypasses[0].Source != SourceCommitMessage {
+		t.Fatalf("bypasses %+v", a.Bypasses)
 	}
 }
 

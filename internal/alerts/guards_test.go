@@ -238,3 +238,123 @@ func TestSetStateFaults(t *testing.T) {
 		}
 	}
 }
+
+// walkList follows List's pages from the first and returns the alerts in
+// order and the number of pages, failing if any alert shows twice.
+func walkList(t *testing.T, s *Store, f Filter, limit int) ([]Alert, int) {
+	t.Helper()
+	var all []Alert
+	seen := map[string]bool{}
+	tok, pages := "", 0
+	for {
+		p, err := s.List(context.Background(), f, tok, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range p.Alerts {
+			if seen[a.RepoID+a.Fingerprint] {
+				t.Fatalf("alert %s on two pages", a.Fingerprint)
+			}
+			seen[a.RepoID+a.Fingerprint] = true
+		}
+		all = append(all, p.Alerts...)
+		pages++
+		if p.Next == "" {
+			return all, pages
+		}
+		if pages > 1000 {
+			t.Fatal("the pages never end")
+		}
+		tok = p.Next
+	}
+}
+
+// TestTenantListListsBoundedKeys: a tenant-wide list for a caller who may
+// read one repository, whose alerts come last in key order, lists at most
+// maxListed keys per page (skipped keys count), and carries a cursor to
+// the rest instead of listing the whole tenant in one request.
+func TestTenantListListsBoundedKeys(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New())
+	s.maxListed = 4
+	repos := []string{"01JREPOA000000000000000000", "01JREPOB000000000000000000", "01JREPOZ000000000000000000"}
+	for _, r := range repos {
+		var fs []Finding
+		for i := range 5 {
+			fs = append(fs, finding(i, i))
+		}
+		if err := s.Record(ctx, "acme", r, fs, RunRef{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, pages := walkList(t, s, Filter{Tenant: "acme", Repos: map[string]bool{repos[2]: true}}, 10)
+	if len(got) != 5 || pages != 4 {
+		t.Fatalf("%d alerts in %d pages, want 5 in 4 (15 keys, 4 a page)", len(got), pages)
+	}
+	for _, a := range got {
+		if a.RepoID != repos[2] {
+			t.Fatalf("an alert of %s was listed", a.RepoID)
+		}
+	}
+}
+
+// TestListByteBudgets: a page ends when the records it read or the
+// alerts it holds reach their byte budgets (but holds at least one), and
+// following Next visits every alert once.
+func TestListByteBudgets(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New())
+	var fs []Finding
+	for i := range 6 {
+		for l := range 10 {
+			f := finding(i, l)
+			f.Match = strings.Repeat("m", 1000)
+			fs = append(fs, f)
+		}
+	}
+	if err := s.Record(ctx, "acme", repo, fs, RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{Tenant: "acme", RepoID: repo}
+	if all, pages := walkList(t, s, f, 100); len(all) != 6 || pages != 1 {
+		t.Fatalf("unbounded: %d alerts in %d pages", len(all), pages)
+	}
+	s.maxPageBytes = 1 // every page holds one alert
+	if all, pages := walkList(t, s, f, 100); len(all) != 6 || pages != 6 {
+		t.Fatalf("a page budget of one byte: %d alerts in %d pages, want 6 in 6", len(all), pages)
+	}
+	s.maxPageBytes = defaultMaxPageBytes
+	s.maxReadBytes = 25 << 10 // a record is about 12 KiB
+	if all, pages := walkList(t, s, f, 100); len(all) != 6 || pages != 3 {
+		t.Fatalf("a read budget of two records: %d alerts in %d pages, want 6 in 3", len(all), pages)
+	}
+}
+
+// TestListTrimsAlerts: a list's alerts carry their first ListLocations
+// locations and the count of all; Get and ListFull carry all of them.
+func TestListTrimsAlerts(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New())
+	var fs []Finding
+	for l := range 10 {
+		fs = append(fs, finding(1, l))
+	}
+	if err := s.Record(ctx, "acme", repo, fs, RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.List(ctx, Filter{Tenant: "acme"}, "", 10)
+	if err != nil || len(p.Alerts) != 1 {
+		t.Fatalf("List: %+v, %v", p, err)
+	}
+	if a := p.Alerts[0]; len(a.Locations) != ListLocations || a.LocationCount != 10 {
+		t.Fatalf("a listed alert has %d locations of %d", len(a.Locations), a.LocationCount)
+	}
+	full, err := s.ListFull(ctx, Filter{Tenant: "acme"}, "", 10)
+	if err != nil || len(full.Alerts[0].Locations) != 10 {
+		t.Fatalf("ListFull: %+v, %v", full, err)
+	}
+	a, err := s.Get(ctx, "acme", repo, p.Alerts[0].Fingerprint)
+	if err != nil || len(a.Locations) != 10 || a.LocationCount != 10 {
+		t.Fatalf("Get: %d locations of %d, %v", len(a.Locations), a.LocationCount, err)
+	}
+}

@@ -47,6 +47,8 @@ type locationRecord struct {
 	Line      int       `json:"line"`
 	Column    int       `json:"column,omitempty"`
 	BlobID    string    `json:"blob"`
+	Source    string    `json:"source,omitempty"`
+	Ref       string    `json:"ref,omitempty"`
 	RuleID    string    `json:"rule_id"`
 	Match     string    `json:"match,omitempty"`
 	FirstSeen time.Time `json:"first_seen"`
@@ -62,6 +64,8 @@ type bypassRecord struct {
 	Commit string       `json:"commit,omitempty"`
 	Path   string       `json:"path,omitempty"`
 	Line   int          `json:"line,omitempty"`
+	Source string       `json:"source,omitempty"`
+	Ref    string       `json:"ref,omitempty"`
 }
 
 type eventRecord struct {
@@ -83,6 +87,11 @@ type place struct {
 
 func (l *locationRecord) place() place { return place{l.BlobID, l.Path, l.Line, l.Column} }
 
+// size is what the location adds to its record, about.
+func (l *locationRecord) size() int {
+	return 160 + len(l.Commit) + len(l.Path) + len(l.BlobID) + len(l.Ref) + len(l.RuleID) + len(l.Match) + len(l.RunID)
+}
+
 func (r *record) alert() Alert {
 	a := Alert{
 		Tenant: r.Tenant, RepoID: r.RepoID, Fingerprint: r.Fingerprint,
@@ -90,6 +99,7 @@ func (r *record) alert() Alert {
 		State: r.State, Resolution: r.Resolution, ResolvedBy: r.ResolvedBy, ResolvedAt: r.ResolvedAt, Comment: r.Comment,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		LocationsTruncated: r.Truncated,
+		LocationCount:      len(r.Locations),
 		HasSecret:          r.Secret != "",
 	}
 	a.Locations = make([]Location, 0, len(r.Locations))
@@ -168,6 +178,11 @@ func (r *record) check() error {
 	}
 	seen := make(map[place]bool, len(r.Locations))
 	for i := range r.Locations {
+		switch r.Locations[i].Source {
+		case SourceFile, SourceCommitMessage, SourceTagMessage:
+		default:
+			return fmt.Errorf("alert %s has a location of source %q", r.Fingerprint, r.Locations[i].Source)
+		}
 		p := r.Locations[i].place()
 		if seen[p] {
 			return fmt.Errorf("alert %s lists the location %s:%d:%d twice", r.Fingerprint, p.path, p.line, p.column)

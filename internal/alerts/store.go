@@ -14,9 +14,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	pkgrecord "github.com/ghost-scm/ghost/internal/record"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -36,9 +38,12 @@ type Store struct {
 	objects objstore.Store
 	now     func() time.Time
 	newID   func() string
-	// maxExamined bounds the records one List call reads (see List);
-	// a field so tests can make it small.
-	maxExamined int
+	// The bounds of one List call (see List); fields so tests can make
+	// them small.
+	maxExamined  int
+	maxListed    int
+	maxReadBytes int64
+	maxPageBytes int64
 
 	mu   sync.Mutex
 	keys map[string][]byte // tenant -> fingerprint key
@@ -55,8 +60,11 @@ func New(objects objstore.Store) *Store {
 			_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 			return hex.EncodeToString(b[:])
 		},
-		keys:        make(map[string][]byte),
-		maxExamined: defaultMaxExamined,
+		keys:         make(map[string][]byte),
+		maxExamined:  defaultMaxExamined,
+		maxListed:    defaultMaxListed,
+		maxReadBytes: defaultMaxReadBytes,
+		maxPageBytes: defaultMaxPageBytes,
 	}
 }
 
@@ -128,44 +136,35 @@ func (s *Store) fingerprintKey(ctx context.Context, t string) ([]byte, error) {
 		return k, nil
 	}
 	key := keysPrefix + t
-	var fresh [32]byte
-	_, _ = crand.Read(fresh[:])
-	var lastErr error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				break
-			}
-		}
-		b, _, err := objstore.ReadAll(ctx, s.objects, key, 1<<10)
-		if err == nil {
-			if len(b) != len(fresh) {
-				return nil, fmt.Errorf("fingerprint key %s is %d bytes, want %d", key, len(b), len(fresh))
-			}
-			s.mu.Lock()
-			s.keys[t] = b
-			s.mu.Unlock()
-			return b, nil
-		}
-		if !errors.Is(err, objstore.ErrNotFound) {
-			lastErr = err
-			continue
-		}
-		// Absent: write ours. Whatever the outcome, the next read says
-		// which key is the tenant's.
-		_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(fresh[:]), int64(len(fresh)))
-		if err == nil {
-			s.mu.Lock()
-			s.keys[t] = fresh[:]
-			s.mu.Unlock()
-			return fresh[:], nil
-		}
-		lastErr = err
+	kp, _, err := pkgrecord.Get(ctx, s.objects, keyCodec, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		// Absent: write ours; whoever wrote first, ours or another
+		// node's, is the tenant's key.
+		var fresh [32]byte
+		_, _ = crand.Read(fresh[:])
+		f := fresh[:]
+		kp, err = pkgrecord.CreateOnce(ctx, s.objects, keyCodec, key, &f)
 	}
-	if lastErr == nil {
-		lastErr = ctx.Err()
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint key of %s: %w", t, err)
 	}
-	return nil, fmt.Errorf("fingerprint key of %s: %w", t, lastErr)
+	s.mu.Lock()
+	s.keys[t] = *kp
+	s.mu.Unlock()
+	return *kp, nil
+}
+
+// keyCodec stores a fingerprint key as its 32 raw bytes.
+var keyCodec = pkgrecord.Codec[[]byte]{
+	Encode: func(k *[]byte) ([]byte, error) { return *k, nil },
+	Decode: func(b []byte, k *[]byte) error {
+		if len(b) != 32 {
+			return fmt.Errorf("%w: fingerprint key is %d bytes, want 32", ErrCorrupt, len(b))
+		}
+		*k = b
+		return nil
+	},
+	Max: 1 << 10,
 }
 
 // Fingerprint returns the hex HMAC-SHA256 of secret under the tenant's
@@ -202,6 +201,19 @@ func (s *Store) read(ctx context.Context, key string) (*record, string, error) {
 	return r, info.ETag, nil
 }
 
+// readSized is read for List: the record and the bytes it took.
+func (s *Store) readSized(ctx context.Context, key string) (*record, int64, error) {
+	b, _, err := objstore.ReadAll(ctx, s.objects, key, maxRecordBytes)
+	if err != nil {
+		return nil, int64(len(b)), fmt.Errorf("read %s: %w", key, err)
+	}
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, int64(len(b)), fmt.Errorf("%w %s: %w", ErrCorrupt, key, err)
+	}
+	return r, int64(len(b)), nil
+}
+
 // mutation changes rec in place (rec is nil for an absent alert) and
 // returns the record to write, or nil when there is nothing to change.
 // It must be idempotent: applied to a record that already holds its
@@ -224,108 +236,61 @@ type mutation func(rec *record) (*record, error)
 // objstore.ErrOutcomeUnknown. Only when every write certainly failed is
 // the answer ErrContention, "nothing applied".
 func (s *Store) update(ctx context.Context, key string, mut mutation) (*record, error) {
-	var lastErr error
-	ambiguous := false // some write's outcome was never learned
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				break
-			}
-		}
-		cur, etag, err := s.read(ctx, key)
-		absent := errors.Is(err, objstore.ErrNotFound)
-		if err != nil && !absent {
-			if errors.Is(err, ErrCorrupt) {
-				return nil, err // no retry mends it
-			}
-			lastErr = err
-			continue
-		}
-		next, err := mut(cur)
-		if err != nil {
-			return nil, err
-		}
-		if next == nil {
-			return cur, nil // already holds the change (perhaps our own earlier write)
-		}
-		b, err := encodeRecord(next)
-		if err != nil {
-			return nil, err
-		}
-		if absent {
-			_, err = s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-		} else {
-			_, err = s.objects.PutIfMatch(ctx, key, bytes.NewReader(b), int64(len(b)), etag)
-		}
-		switch {
-		case err == nil:
-			return next, nil
-		case errors.Is(err, objstore.ErrPreconditionFailed):
-			lastErr = err
-		default:
-			lastErr, ambiguous = err, true
-		}
+	opts := pkgrecord.Options{Attempts: maxAttempts, Backoff: backoffDelay}
+	r, err := pkgrecord.Update(ctx, s.objects, recordCodec, key, opts, pkgrecord.Mutate[record](mut))
+	if errors.Is(err, pkgrecord.ErrContention) {
+		return nil, fmt.Errorf("%w: %w", ErrContention, err)
 	}
-	if lastErr == nil {
-		lastErr = ctx.Err()
-	}
-	if ambiguous {
-		// One last look, with a bounded context of its own so that a
-		// cancelled caller still learns the answer: a write of unknown
-		// outcome may have landed, and then the change is done.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		defer cancel()
-		if cur, _, err := s.read(sctx, key); err == nil || errors.Is(err, objstore.ErrNotFound) {
-			if next, merr := mut(cur); merr == nil && next == nil {
-				return cur, nil
-			}
-		}
-		if errors.Is(lastErr, objstore.ErrOutcomeUnknown) {
-			return nil, fmt.Errorf("update %s: %w", key, lastErr)
-		}
-		return nil, fmt.Errorf("update %s: %w: %w", key, objstore.ErrOutcomeUnknown, lastErr)
-	}
-	if errors.Is(lastErr, objstore.ErrPreconditionFailed) {
-		return nil, fmt.Errorf("update %s: %w", key, ErrContention)
-	}
-	return nil, fmt.Errorf("update %s: %w", key, lastErr)
+	return r, err
 }
 
-// settleTimeout bounds the last read of an update whose outcome is in
-// doubt.
-const settleTimeout = 10 * time.Second
-
-// backoff sleeps a short, jittered, growing time before another attempt,
-// so racing recorders spread out.
-func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(min(attempt, 6)) * time.Millisecond
-	d += time.Duration(mrand.Int64N(int64(2 * time.Millisecond)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
+// recordCodec stores alert records (encodeRecord, decodeRecord); a record
+// that does not decode is ErrCorrupt.
+var recordCodec = pkgrecord.Codec[record]{
+	Encode: encodeRecord,
+	Decode: func(b []byte, r *record) error {
+		got, err := decodeRecord(b)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		*r = *got
 		return nil
-	}
+	},
+	Max: maxRecordBytes,
 }
 
-// checkFinding validates a finding and returns its fingerprint.
+// backoffDelay is the short, jittered, growing pause before another
+// attempt, so racing recorders spread out.
+func backoffDelay(attempt int) time.Duration {
+	return time.Duration(min(attempt, 6))*time.Millisecond + time.Duration(mrand.Int64N(int64(2*time.Millisecond)))
+}
+
+// checkFinding validates a finding on its own and returns its
+// fingerprint. Free text longer than the store keeps (path, match,
+// description, ref) is cut in place and marked with TruncatedMarker;
+// anything that cannot be cut (a missing or malformed identifier, a
+// negative line, an unknown source, a secret beyond MaxSecretBytes, a
+// fingerprint that is not the secret's) makes the finding invalid.
 func checkFinding(key []byte, f *Finding) (string, error) {
 	switch {
-	case f.RuleID == "":
-		return "", fmt.Errorf("%w: finding without a rule id", ErrInvalidArgument)
-	case f.BlobID == "":
-		return "", fmt.Errorf("%w: finding without a blob id", ErrInvalidArgument)
+	case f.RuleID == "" || len(f.RuleID) > maxField:
+		return "", fmt.Errorf("%w: finding without a rule id of at most %d bytes", ErrInvalidArgument, maxField)
+	case !wal.IsObjectID(f.BlobID):
+		return "", fmt.Errorf("%w: finding's object id %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.BlobID, 80))
+	case f.Commit != "" && !wal.IsObjectID(f.Commit):
+		return "", fmt.Errorf("%w: finding's commit %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.Commit, 80))
 	case f.Line < 0 || f.Column < 0:
 		return "", fmt.Errorf("%w: finding at line %d, column %d", ErrInvalidArgument, f.Line, f.Column)
 	case len(f.Secret) > MaxSecretBytes:
 		return "", fmt.Errorf("%w: secret longer than %d bytes", ErrInvalidArgument, MaxSecretBytes)
 	}
-	for _, s := range []string{f.RuleID, f.Description, f.Commit, f.Path, f.BlobID, f.Match} {
-		if len(s) > maxField {
-			return "", fmt.Errorf("%w: finding field longer than %d bytes", ErrInvalidArgument, maxField)
-		}
+	switch f.Source {
+	case SourceFile, SourceCommitMessage, SourceTagMessage:
+	default:
+		return "", fmt.Errorf("%w: finding's source %q: want %q, %q or none", ErrInvalidArgument, clip(f.Source, 80), SourceCommitMessage, SourceTagMessage)
+	}
+	for _, s := range []*string{&f.Path, &f.Match, &f.Description, &f.Ref} {
+		*s = truncateField(*s)
 	}
 	fp := strings.ToLower(f.Fingerprint)
 	if f.Secret != "" {
@@ -343,15 +308,80 @@ func checkFinding(key []byte, f *Finding) (string, error) {
 	return fp, nil
 }
 
+// truncateField cuts s to maxField bytes, at a character boundary, ending
+// in TruncatedMarker.
+func truncateField(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	n := maxField - len(TruncatedMarker)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + TruncatedMarker
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// RejectedError reports the findings Record refused, each for a reason no
+// retry mends (it matches ErrInvalidArgument), next to any other error of
+// the same call (Rest, which a retry may mend). Every finding it does not
+// list was recorded, or is in Rest's failures.
+type RejectedError struct {
+	Rejected []Rejected
+	Rest     error
+}
+
+// Rejected is one refused finding: its index in Record's input, and why.
+type Rejected struct {
+	Index  int
+	RuleID string
+	Err    error
+}
+
+func (e *RejectedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d finding(s) refused", len(e.Rejected))
+	for i, r := range e.Rejected {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Rejected)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; finding %d (%s): %v", r.Index, clip(r.RuleID, 80), r.Err)
+	}
+	if e.Rest != nil {
+		fmt.Fprintf(&b, "; and: %v", e.Rest)
+	}
+	return b.String()
+}
+
+// Unwrap makes the error match ErrInvalidArgument and whatever Rest
+// matches.
+func (e *RejectedError) Unwrap() []error {
+	if e.Rest == nil {
+		return []error{ErrInvalidArgument}
+	}
+	return []error{ErrInvalidArgument, e.Rest}
+}
+
 // Record files findings in repository repoID of tenant: one alert per
 // fingerprint, with every new location added. It is idempotent (a
 // location already held is not added again, so a full-history scan over
 // a repository already scanned adds nothing) and safe against racing
 // recorders on any node. A new alert is open.
 //
-// The alerts are written one after another; an error on one does not
-// stop the others, and all errors are returned joined. Calling Record
-// again with the same findings completes what failed.
+// Each finding is checked on its own (checkFinding): one that is invalid
+// is left out and reported in a *RejectedError, and never keeps the
+// others from being recorded. The alerts are written one after another;
+// an error on one does not stop the others, and all errors are returned
+// joined. Calling Record again with the same findings completes what
+// failed.
 func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Finding, run RunRef) error {
 	t, err := tenantKey(tenant)
 	if err != nil {
@@ -369,15 +399,18 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 	}
 	groups := make(map[string][]Finding)
 	var order []string
+	var rejected []Rejected
 	for i := range findings {
-		fp, err := checkFinding(k, &findings[i])
+		f := findings[i] // checkFinding truncates its own copy
+		fp, err := checkFinding(k, &f)
 		if err != nil {
-			return fmt.Errorf("finding %d: %w", i, err)
+			rejected = append(rejected, Rejected{Index: i, RuleID: f.RuleID, Err: err})
+			continue
 		}
 		if _, ok := groups[fp]; !ok {
 			order = append(order, fp)
 		}
-		groups[fp] = append(groups[fp], findings[i])
+		groups[fp] = append(groups[fp], f)
 	}
 	var errs []error
 	for _, fp := range order {
@@ -389,6 +422,9 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(rejected) > 0 {
+		return &RejectedError{Rejected: rejected, Rest: errors.Join(errs...)}
 	}
 	return errors.Join(errs...)
 }
@@ -413,8 +449,10 @@ func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record 
 		next.Locations = slices.Clone(cur.Locations)
 	}
 	have := make(map[place]bool, len(next.Locations))
+	used := 0
 	for i := range next.Locations {
 		have[next.Locations[i].place()] = true
+		used += next.Locations[i].size()
 	}
 	for _, f := range fs {
 		if f.Secret != "" && next.Secret == "" {
@@ -428,13 +466,14 @@ func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record 
 		}
 		l := locationRecord{
 			Commit: f.Commit, Path: f.Path, Line: f.Line, Column: f.Column, BlobID: f.BlobID,
+			Source: f.Source, Ref: f.Ref,
 			RuleID: f.RuleID, Match: f.Match, FirstSeen: now, Seq: run.Seq, RunID: run.ID,
 		}
 		p := l.place()
 		if have[p] {
 			continue
 		}
-		if len(next.Locations) >= MaxLocations {
+		if len(next.Locations) >= MaxLocations || used+l.size() > maxLocationBytes {
 			if !next.Truncated {
 				next.Truncated = true
 				changed = true
@@ -442,6 +481,7 @@ func merge(cur *record, r ref, fs []Finding, run RunRef, now time.Time) *record 
 			continue
 		}
 		have[p] = true
+		used += l.size()
 		next.Locations = append(next.Locations, l)
 		changed = true
 	}
@@ -518,7 +558,7 @@ func (s *Store) RecordBypass(ctx context.Context, tenant, repoID string, f Findi
 	}
 	r := ref{t, repoID, fp}
 	now := s.now()
-	bp := bypassRecord{ID: s.newID(), By: by, Reason: reason, At: now, Commit: f.Commit, Path: f.Path, Line: f.Line}
+	bp := bypassRecord{ID: s.newID(), By: by, Reason: reason, At: now, Commit: f.Commit, Path: f.Path, Line: f.Line, Source: f.Source, Ref: f.Ref}
 	rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
 		if cur != nil && slices.ContainsFunc(cur.Bypasses, func(b bypassRecord) bool { return b.ID == bp.ID }) {
 			return nil, nil

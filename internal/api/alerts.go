@@ -23,11 +23,11 @@ func WithAlerts(a *alerts.Store) Option {
 	return func(h *handler) { h.alerts = a }
 }
 
-// The alert endpoints (docs/adr/0070-alert-store.md). Who sees what
-// follows the repository: whoever may read a repository sees its alerts,
-// redacted; changing an alert's state and revealing its secret need write
-// access, and every reveal is logged. A repository the caller may not
-// read is 404, as elsewhere.
+// The alert endpoints (docs/adr/0070-alert-store.md). Only whoever may
+// write a repository sees its alerts (redacted), changes their state and
+// reveals a secret, and every reveal is logged: an alert points at a
+// leaked secret, file and line, and only those who can act on it should
+// be led there, as on GitHub. Anyone else gets 404 (securityView).
 func (h *handler) routeAlerts() {
 	h.route("GET /api/repos/{owner}/{name}/alerts", h.listRepoAlerts)
 	h.route("GET /api/repos/{owner}/{name}/alerts/{id}", h.getAlert)
@@ -74,11 +74,20 @@ func alertError(err error) error {
 }
 
 type alertLocationJSON struct {
-	Commit    string    `json:"commit,omitempty"`
-	Path      string    `json:"path"`
-	Line      int       `json:"line"`
-	Column    int       `json:"column,omitempty"`
-	BlobID    string    `json:"blob_id"`
+	Commit string `json:"commit,omitempty"`
+	Path   string `json:"path"`
+	Line   int    `json:"line"`
+	Column int    `json:"column,omitempty"`
+	BlobID string `json:"blob_id"`
+	// Source is "commit-message" or "tag-message" for a secret in a
+	// commit or tag object (BlobID is its id, Line counts from its first
+	// header line); absent for a file.
+	Source string `json:"source,omitempty"`
+	// Ref names a ref that reaches a blob no commit adds (a tag of a tree
+	// or blob); Commit is then absent.
+	Ref string `json:"ref,omitempty"`
+	// Where says the same in words (alerts.Location.Where).
+	Where     string    `json:"where"`
 	RuleID    string    `json:"rule_id"`
 	Match     string    `json:"match"`
 	FirstSeen time.Time `json:"first_seen"`
@@ -87,12 +96,16 @@ type alertLocationJSON struct {
 }
 
 type alertBypassJSON struct {
+	// By is who pushed, with the credential: "alice (token <id>)" or
+	// "alice (ssh key <fingerprint> "<title>")".
 	By     string    `json:"by"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
 	Commit string    `json:"commit,omitempty"`
 	Path   string    `json:"path,omitempty"`
 	Line   int       `json:"line,omitempty"`
+	Source string    `json:"source,omitempty"`
+	Ref    string    `json:"ref,omitempty"`
 }
 
 type alertEventJSON struct {
@@ -106,25 +119,30 @@ type alertEventJSON struct {
 // alertJSON is an alert on the wire. It has no field for the secret: only
 // the reveal endpoint's answer carries it.
 type alertJSON struct {
-	ID                 string              `json:"id"`
-	Repository         string              `json:"repository"`
-	RepoID             string              `json:"repo_id"`
-	RuleID             string              `json:"rule_id"`
-	Description        string              `json:"description,omitempty"`
-	Rules              []string            `json:"rules"`
-	SecretRedacted     string              `json:"secret_redacted"`
-	State              string              `json:"state"`
-	Resolution         string              `json:"resolution,omitempty"`
-	ResolvedBy         string              `json:"resolved_by,omitempty"`
-	ResolvedAt         *time.Time          `json:"resolved_at,omitempty"`
-	ResolutionComment  string              `json:"resolution_comment,omitempty"`
-	CreatedAt          time.Time           `json:"created_at"`
-	UpdatedAt          time.Time           `json:"updated_at"`
-	Locations          []alertLocationJSON `json:"locations"`
-	LocationsTruncated bool                `json:"locations_truncated,omitempty"`
-	Bypasses           []alertBypassJSON   `json:"push_protection_bypasses,omitempty"`
-	History            []alertEventJSON    `json:"history,omitempty"`
-	Revealable         bool                `json:"revealable"`
+	ID                string              `json:"id"`
+	Repository        string              `json:"repository"`
+	RepoID            string              `json:"repo_id"`
+	RuleID            string              `json:"rule_id"`
+	Description       string              `json:"description,omitempty"`
+	Rules             []string            `json:"rules"`
+	SecretRedacted    string              `json:"secret_redacted"`
+	State             string              `json:"state"`
+	Resolution        string              `json:"resolution,omitempty"`
+	ResolvedBy        string              `json:"resolved_by,omitempty"`
+	ResolvedAt        *time.Time          `json:"resolved_at,omitempty"`
+	ResolutionComment string              `json:"resolution_comment,omitempty"`
+	CreatedAt         time.Time           `json:"created_at"`
+	UpdatedAt         time.Time           `json:"updated_at"`
+	Locations         []alertLocationJSON `json:"locations"`
+	// LocationsCount is how many locations the alert holds. A list
+	// carries the first few; an alert's own page carries a page of them,
+	// LocationsNextPage naming the next (?locations_page=).
+	LocationsCount     int               `json:"locations_count"`
+	LocationsNextPage  int               `json:"locations_next_page,omitempty"`
+	LocationsTruncated bool              `json:"locations_truncated,omitempty"`
+	Bypasses           []alertBypassJSON `json:"push_protection_bypasses,omitempty"`
+	History            []alertEventJSON  `json:"history,omitempty"`
+	Revealable         bool              `json:"revealable"`
 }
 
 func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
@@ -133,7 +151,7 @@ func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
 		RuleID: a.RuleID, Description: a.Description, Rules: a.Rules, SecretRedacted: a.Redacted,
 		State: string(a.State), Resolution: string(a.Resolution), ResolvedBy: a.ResolvedBy,
 		ResolutionComment: a.Comment, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
-		Locations: make([]alertLocationJSON, 0, len(a.Locations)), LocationsTruncated: a.LocationsTruncated,
+		Locations: make([]alertLocationJSON, 0, len(a.Locations)), LocationsCount: a.LocationCount, LocationsTruncated: a.LocationsTruncated,
 		Revealable: a.HasSecret,
 	}
 	if !a.ResolvedAt.IsZero() {
@@ -143,11 +161,12 @@ func toAlert(repo meta.Repo, a alerts.Alert) alertJSON {
 	for _, l := range a.Locations {
 		out.Locations = append(out.Locations, alertLocationJSON{
 			Commit: l.Commit, Path: l.Path, Line: l.Line, Column: l.Column, BlobID: l.BlobID,
+			Source: l.Source, Ref: l.Ref, Where: l.Where(),
 			RuleID: l.RuleID, Match: l.Match, FirstSeen: l.FirstSeen, Seq: l.Seq, RunID: l.RunID,
 		})
 	}
 	for _, b := range a.Bypasses {
-		out.Bypasses = append(out.Bypasses, alertBypassJSON{By: b.By, Reason: string(b.Reason), At: b.At, Commit: b.Commit, Path: b.Path, Line: b.Line})
+		out.Bypasses = append(out.Bypasses, alertBypassJSON{By: b.By, Reason: string(b.Reason), At: b.At, Commit: b.Commit, Path: b.Path, Line: b.Line, Source: b.Source, Ref: b.Ref})
 	}
 	for _, e := range a.History {
 		out.History = append(out.History, alertEventJSON{At: e.At, By: e.By, State: string(e.State), Resolution: string(e.Resolution), Comment: e.Comment})
@@ -178,12 +197,37 @@ func alertQuery(r *http.Request) (alerts.Filter, string, int, error) {
 	return f, q.Get("page"), limit, nil
 }
 
+// errNoPage is the answer to a path that does not exist, word for word
+// what the router answers for one.
+var errNoPage = &kindError{errors.New(strings.ToLower(http.StatusText(http.StatusNotFound))), meta.ErrNotFound}
+
+// securityView resolves the path's repository for p when p may see its
+// secret-scanning alerts and scan runs: write access, as changing an
+// alert or revealing its secret needs. A caller who may not read the
+// repository gets the answer for a missing repository, as everywhere; one
+// who may read it but not write gets the answer for a path that does not
+// exist, so that nothing tells whether the repository has alerts.
+func (h *handler) securityView(r *http.Request, p *meta.Principal) (meta.Repo, error) {
+	repo, err := h.readable(r, p)
+	if err != nil {
+		return meta.Repo{}, err
+	}
+	ok, err := h.store.CanWrite(r.Context(), p, repo)
+	if err != nil {
+		return meta.Repo{}, err
+	}
+	if !ok {
+		return meta.Repo{}, errNoPage
+	}
+	return repo, nil
+}
+
 func (h *handler) listRepoAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	as, err := h.alertStore()
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -203,8 +247,9 @@ func (h *handler) listRepoAlerts(w http.ResponseWriter, r *http.Request, p *meta
 	return http.StatusOK, out, nil
 }
 
-// listTenantAlerts lists the alerts of every repository of the tenant
-// that the caller may read; ?repo=<name> narrows it to one.
+// listTenantAlerts lists the alerts of every repository of the tenant,
+// for a caller who may write them (404 for anyone else); ?repo=<name>
+// narrows it to one.
 func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	as, err := h.alertStore()
 	if err != nil {
@@ -215,11 +260,13 @@ func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *me
 	if err != nil {
 		return 0, nil, err
 	}
-	// As in listRepos: whether p sees the tenant's private repositories
-	// is one decision per owner.
-	private, err := h.store.CanRead(r.Context(), p, meta.Repo{Owner: tenant})
+	// Write access is one decision per owner (meta.Store.CanWrite).
+	ok, err := h.store.CanWriteOwner(r.Context(), p, tenant)
 	if err != nil {
 		return 0, nil, err
+	}
+	if !ok {
+		return 0, nil, errNoPage
 	}
 	f, tok, limit, err := alertQuery(r)
 	if err != nil {
@@ -229,7 +276,7 @@ func (h *handler) listTenantAlerts(w http.ResponseWriter, r *http.Request, p *me
 	byID := make(map[string]meta.Repo, len(repos))
 	f.Repos = make(map[string]bool, len(repos))
 	for _, repo := range repos {
-		if (repo.Public || private) && (only == "" || strings.EqualFold(repo.Name, only)) {
+		if only == "" || strings.EqualFold(repo.Name, only) {
 			byID[repo.ID] = repo
 			f.Repos[repo.ID] = true
 		}
@@ -254,16 +301,36 @@ func (h *handler) getAlert(w http.ResponseWriter, r *http.Request, p *meta.Princ
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
+	}
+	page := 1
+	if v := r.URL.Query().Get("locations_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("%w: locations_page=%q: want a positive whole number", meta.ErrInvalidArgument, v)
+		}
+		page = n
 	}
 	a, err := as.Get(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, alertError(err)
 	}
-	return http.StatusOK, toAlert(repo, a), nil
+	// An alert holds up to alerts.MaxLocations locations: they come a
+	// page at a time, as the lists' alerts do.
+	from := min((page-1)*alertLocationsPage, len(a.Locations))
+	to := min(from+alertLocationsPage, len(a.Locations))
+	a.Locations = a.Locations[from:to]
+	out := toAlert(repo, a)
+	if to < a.LocationCount {
+		out.LocationsNextPage = page + 1
+	}
+	return http.StatusOK, out, nil
 }
+
+// alertLocationsPage is the number of locations on a page of an alert.
+const alertLocationsPage = 100
 
 // patchAlert changes an alert's state: {"state": "resolved",
 // "resolution": "revoked", "comment": "..."} or {"state": "open"}. It
@@ -273,7 +340,7 @@ func (h *handler) patchAlert(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.writable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -304,7 +371,7 @@ func (h *handler) revealAlert(w http.ResponseWriter, r *http.Request, p *meta.Pr
 	if err != nil {
 		return 0, nil, err
 	}
-	repo, err := h.writable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -65,37 +66,70 @@ func newAlertFixture(t *testing.T) *alertFixture {
 	return af
 }
 
+// TestAlertsAPIAccess: alerts are for those who may write the
+// repository (its owner's write tokens, an owning org's members, admins).
+// Anyone else gets 404 for every alert endpoint: a caller who cannot read
+// the repository the answer of a missing repository, one who can read it
+// (anonymous or another tenant on a public repository, a read token) the
+// answer of a path that does not exist, word for word.
 func TestAlertsAPIAccess(t *testing.T) {
 	f := newAlertFixture(t)
-	sec := "/api/repos/acme/secret/alerts/" + f.ids["acme/secret"]
-	priv := "/api/repos/alice/priv/alerts/" + f.ids["alice/priv"]
-	pub := "/api/repos/alice/pub/alerts/" + f.ids["alice/pub"]
+	noPage := f.do("GET", "/api/repos/alice/pub/no-such-page", f.aliceW, "")
+	noRepo := f.do("GET", "/api/repos/alice/priv", f.carolW, "")
+	if noPage.status != 404 || noRepo.status != 404 {
+		t.Fatalf("reference answers: %d %s, %d %s", noPage.status, noPage.body, noRepo.status, noRepo.body)
+	}
+	type call struct{ name, method, path, body string }
+	calls := func(repo string) []call {
+		id := f.ids[repo]
+		base := "/api/repos/" + repo + "/alerts"
+		return []call{
+			{"list", "GET", base, ""},
+			{"get", "GET", base + "/" + id, ""},
+			{"patch", "PATCH", base + "/" + id, `{"state":"open"}`},
+			{"reveal", "POST", base + "/" + id + "/reveal", ""},
+		}
+	}
+	for _, tc := range []struct {
+		who, auth, repo string
+		want            int
+		same            resp // the body a refusal must equal
+	}{
+		{"owner", f.aliceW, "alice/priv", 200, resp{}},
+		{"owner", f.aliceW, "alice/pub", 200, resp{}},
+		{"org member", f.bobW, "acme/secret", 200, resp{}},
+		{"admin", f.admin, "alice/priv", 200, resp{}},
+		{"anonymous", "", "alice/pub", 404, noPage},
+		{"read token", f.aliceR, "alice/pub", 404, noPage},
+		{"read token", f.aliceR, "alice/priv", 404, noPage},
+		{"other tenant", f.carolW, "alice/pub", 404, noPage},
+		{"other tenant", f.carolW, "alice/priv", 404, noRepo},
+		{"anonymous", "", "alice/priv", 404, f.do("GET", "/api/repos/alice/priv", "", "")},
+		{"non-member", f.aliceW, "acme/secret", 404, f.do("GET", "/api/repos/acme/secret", f.aliceW, "")},
+	} {
+		for _, c := range calls(tc.repo) {
+			r := f.do(c.method, c.path, tc.auth, c.body)
+			if r.status != tc.want {
+				t.Errorf("%s: %s %s = %d %s, want %d", tc.who, c.method, c.path, r.status, r.body, tc.want)
+				continue
+			}
+			if tc.want == 404 && !bytes.Equal(r.body, tc.same.body) {
+				t.Errorf("%s: %s %s answers %s, not the same as %s", tc.who, c.method, c.path, r.body, tc.same.body)
+			}
+		}
+	}
 	f.run([]step{
-		{"member lists org alerts", "GET", "/api/repos/acme/secret/alerts", f.bobW, "", 200},
-		{"member gets org alert", "GET", sec, f.bobW, "", 200},
-		{"owner lists", "GET", "/api/repos/alice/priv/alerts", f.aliceR, "", 200},
-		{"admin gets", "GET", priv, f.admin, "", 200},
-		// Tenant isolation: another tenant's private alerts are 404, as
-		// the repository itself is.
-		{"other tenant lists", "GET", "/api/repos/alice/priv/alerts", f.carolW, "", 404},
-		{"other tenant gets", "GET", priv, f.carolW, "", 404},
-		{"other tenant patches", "PATCH", priv, f.carolW, `{"state":"open"}`, 404},
-		{"other tenant reveals", "POST", priv + "/reveal", f.carolW, "", 404},
-		{"non-member lists org", "GET", "/api/repos/acme/secret/alerts", f.aliceW, "", 404},
-		{"anonymous private", "GET", "/api/repos/alice/priv/alerts", "", "", 404},
 		// Alice's id is no id in acme's repository.
 		{"id of another repo", "GET", "/api/repos/acme/secret/alerts/" + f.ids["alice/priv"], f.admin, "", 404},
 		{"malformed id", "GET", "/api/repos/acme/secret/alerts/xyz", f.admin, "", 404},
 		{"absent repo", "GET", "/api/repos/alice/nope/alerts", f.aliceW, "", 404},
-		// A public repository's alerts are readable by anyone who can
-		// read it; changing and revealing need write.
-		{"anonymous public list", "GET", "/api/repos/alice/pub/alerts", "", "", 200},
-		{"other tenant public get", "GET", pub, f.carolW, "", 200},
-		{"other tenant public patch", "PATCH", pub, f.carolW, `{"state":"open"}`, 403},
-		{"other tenant public reveal", "POST", pub + "/reveal", f.carolW, "", 403},
-		{"anonymous reveal", "POST", pub + "/reveal", "", "", 401},
-		{"read token reveal", "POST", priv + "/reveal", f.aliceR, "", 403},
-		{"read token patch", "PATCH", priv, f.aliceR, `{"state":"open"}`, 403},
+		// The tenant-wide list: writers only.
+		{"tenant list owner", "GET", "/api/tenants/alice/alerts", f.aliceW, "", 200},
+		{"tenant list read token", "GET", "/api/tenants/alice/alerts", f.aliceR, "", 404},
+		{"tenant list other tenant", "GET", "/api/tenants/alice/alerts", f.carolW, "", 404},
+		{"tenant list anonymous", "GET", "/api/tenants/alice/alerts", "", "", 404},
+		{"tenant list org member", "GET", "/api/tenants/acme/alerts", f.bobW, "", 200},
+		{"tenant list non-member", "GET", "/api/tenants/acme/alerts", f.aliceW, "", 404},
 	})
 }
 
@@ -212,23 +246,19 @@ func TestAlertsAPIListFiltersAndPages(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("alice sees %d alerts across her repositories, want 3: %v", len(seen), seen)
 	}
-	// Another tenant sees only the public repository's alert; anonymous too.
-	for _, auth := range []string{f.carolW, ""} {
-		var p alertPageJSON
-		f.do("GET", "/api/tenants/alice/alerts", auth, "").json(t, &p)
-		if len(p.Alerts) != 1 || p.Alerts[0].Repository != "alice/pub" {
-			t.Errorf("outsider %q sees %+v", auth, p.Alerts)
+	// Another tenant, anonymous and a read token see none, not even the
+	// public repository's (404, TestAlertsAPIAccess).
+	for _, auth := range []string{f.carolW, "", f.aliceR} {
+		if r := f.do("GET", "/api/tenants/alice/alerts", auth, ""); r.status != 404 {
+			t.Errorf("outsider %q: %d %s", auth, r.status, r.body)
 		}
 	}
-	// An org member sees the org's private alerts; a non-member does not.
-	for _, tc := range []struct {
-		auth string
-		want int
-	}{{f.bobW, 1}, {f.aliceW, 0}, {f.admin, 1}} {
+	// An org member sees the org's private alerts, as an admin does.
+	for _, auth := range []string{f.bobW, f.admin} {
 		var p alertPageJSON
-		f.do("GET", "/api/tenants/acme/alerts", tc.auth, "").json(t, &p)
-		if len(p.Alerts) != tc.want {
-			t.Errorf("acme's alerts: %d, want %d", len(p.Alerts), tc.want)
+		f.do("GET", "/api/tenants/acme/alerts", auth, "").json(t, &p)
+		if len(p.Alerts) != 1 {
+			t.Errorf("acme's alerts: %d, want 1", len(p.Alerts))
 		}
 	}
 	f.do("GET", "/api/tenants/alice/alerts?repo=PRIV", f.aliceW, "").json(t, &page)

@@ -32,7 +32,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
 // MaxBodyBytes bounds every request body: API requests are a few fields,
@@ -42,8 +41,8 @@ const MaxBodyBytes = 1 << 20
 
 type handler struct {
 	store  *meta.Store
-	alerts *alerts.Store    // nil: the alert endpoints answer 501
-	scans  *scanner.Scanner // nil: the scan endpoints answer 501
+	alerts *alerts.Store // nil: the alert endpoints answer 501
+	scans  Scans         // nil: the scan endpoints answer 501
 	log    *slog.Logger
 	mux    *http.ServeMux
 }
@@ -329,10 +328,13 @@ type repoJSON struct {
 	// PushProtection is whether pushes that add secrets are refused
 	// (docs/adr/0031-push-protection.md).
 	PushProtection bool `json:"push_protection"`
+	// AllowReplaceRefs is whether pushes may update refs/replace/*
+	// (docs/adr/0031-push-protection.md).
+	AllowReplaceRefs bool `json:"allow_replace_refs"`
 }
 
 func toRepo(r meta.Repo) repoJSON {
-	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection}
+	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
 }
 
 type tokenJSON struct {

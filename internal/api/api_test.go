@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -322,6 +323,20 @@ func TestRepos(t *testing.T) {
 		t.Errorf("patch both: %d %s", r.status, r.body)
 	}
 	f.do("PATCH", "/api/repos/alice/secret", f.aliceW, `{"public":true}`)
+
+	// Replace refs: refused by default, allowed and refused again.
+	if repo.AllowReplaceRefs {
+		t.Errorf("replace refs allowed by default: %s", r.body)
+	}
+	f.run([]step{{"replace refs read token", "PATCH", "/api/repos/alice/secret", f.aliceR, `{"allow_replace_refs":true}`, 403}})
+	for _, on := range []bool{true, false} {
+		r = f.do("PATCH", "/api/repos/alice/secret", f.aliceW, fmt.Sprintf(`{"allow_replace_refs":%v}`, on))
+		repo = repoJSON{}
+		r.json(t, &repo)
+		if r.status != 200 || repo.AllowReplaceRefs != on {
+			t.Errorf("patch replace refs %v: %d %s", on, r.status, r.body)
+		}
+	}
 
 	// Fork: read on the source, write on the destination owner.
 	f.run([]step{

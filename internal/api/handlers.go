@@ -297,25 +297,27 @@ func (h *handler) deleteRepo(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	return http.StatusNoContent, nil, nil
 }
 
-// patchRepo changes a repository's settings: "public" (visibility) and
-// "push_protection" (docs/adr/0031-push-protection.md). Each is applied by
-// its own compare-and-swap; a failure after the first leaves the first
-// applied, and sending the same request again is the remedy, since both
-// are idempotent.
+// patchRepo changes a repository's settings: "public" (visibility),
+// "push_protection" and "allow_replace_refs"
+// (docs/adr/0031-push-protection.md). Each is applied by its own
+// compare-and-swap; a failure after the first leaves the first applied,
+// and sending the same request again is the remedy, since all are
+// idempotent.
 func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	repo, err := h.writable(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
 	var req struct {
-		Public         *bool `json:"public"`
-		PushProtection *bool `json:"push_protection"`
+		Public           *bool `json:"public"`
+		PushProtection   *bool `json:"push_protection"`
+		AllowReplaceRefs *bool `json:"allow_replace_refs"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		return 0, nil, err
 	}
-	if req.Public == nil && req.PushProtection == nil {
-		return 0, nil, fmt.Errorf("%w: nothing to change: want {\"public\": true|false} and/or {\"push_protection\": true|false}", meta.ErrInvalidArgument)
+	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil {
+		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}", meta.ErrInvalidArgument)
 	}
 	if req.Public != nil {
 		if err := h.store.SetVisibility(r.Context(), repo.Owner, repo.Name, *req.Public); err != nil {
@@ -328,6 +330,12 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 			return 0, nil, err
 		}
 		h.log.InfoContext(r.Context(), "repository push protection changed", "repo", repo.FullName(), "push_protection", *req.PushProtection, "by", p.Tenant, "token_id", p.TokenID)
+	}
+	if req.AllowReplaceRefs != nil {
+		if err := h.store.SetAllowReplaceRefs(r.Context(), repo.Owner, repo.Name, *req.AllowReplaceRefs); err != nil {
+			return 0, nil, err
+		}
+		h.log.InfoContext(r.Context(), "repository replace refs setting changed", "repo", repo.FullName(), "allow_replace_refs", *req.AllowReplaceRefs, "by", p.Tenant, "token_id", p.TokenID)
 	}
 	repo, err = h.store.Repo(r.Context(), repo.Owner, repo.Name)
 	if err != nil {

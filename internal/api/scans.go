@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,11 +12,24 @@ import (
 	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
+// Scans is what the scan-run endpoints need; *scanner.Scanner is one.
+type Scans interface {
+	Runs(ctx context.Context, repoID string, limit int) ([]scanner.Status, error)
+	Get(ctx context.Context, spec scanner.Spec) (scanner.Run, error)
+	Status(ctx context.Context, r scanner.Run) (scanner.Status, error)
+	StartFull(ctx context.Context, tenant, repoID string) (scanner.Run, bool, error)
+	Lag(ctx context.Context, repoID string) (scanner.Lag, error)
+}
+
 // WithScans serves the secret-scanning run endpoints from s. Without it
 // they answer 501.
-func WithScans(s *scanner.Scanner) Option {
+func WithScans(s Scans) Option {
 	return func(h *handler) { h.scans = s }
 }
+
+// Page sizes of the scan-run list: a page reads the runs it shows, never
+// a repository's whole history of runs (docs/adr/0090-bounded-serving.md).
+const maxScansPage = 100
 
 // The scan-run endpoints (issue 13): whoever may read a repository sees
 // its runs and their progress; starting a full-history run needs write
@@ -97,17 +111,17 @@ func (h *handler) listScans(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	if h.scans == nil {
 		return 0, nil, errNoScans
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
-	limit := 0
+	limit := maxScansPage
 	if v := r.URL.Query().Get("per_page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			return 0, nil, fmt.Errorf("%w: per_page=%q: want a positive whole number", meta.ErrInvalidArgument, v)
 		}
-		limit = n
+		limit = min(n, maxScansPage)
 	}
 	sts, err := h.scans.Runs(r.Context(), repo.ID, limit)
 	if err != nil {
@@ -140,7 +154,7 @@ func (h *handler) getScan(w http.ResponseWriter, r *http.Request, p *meta.Princi
 	if h.scans == nil {
 		return 0, nil, errNoScans
 	}
-	repo, err := h.readable(r, p)
+	repo, err := h.securityView(r, p)
 	if err != nil {
 		return 0, nil, err
 	}

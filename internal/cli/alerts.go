@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -64,7 +66,7 @@ func newRepoAlertsCmd(env *Env) *cobra.Command {
 		var all []alerts.Alert
 		f := alerts.Filter{Tenant: repo.Owner, RepoID: repo.ID, State: alerts.State(state), Rule: rule}
 		for tok := ""; ; {
-			page, err := as.List(ctx, f, tok, alerts.MaxPageSize)
+			page, err := as.ListFull(ctx, f, tok, alerts.MaxPageSize)
 			if err != nil {
 				return err
 			}
@@ -106,7 +108,7 @@ func writeAlertTable(w io.Writer, _ meta.Repo, as []alerts.Alert) error {
 		first := ""
 		if len(a.Locations) > 0 {
 			l := a.Locations[0]
-			first = fmt.Sprintf("%s:%d", l.Path, l.Line)
+			first = l.Where()
 		}
 		n := fmt.Sprint(len(a.Locations))
 		if a.LocationsTruncated {
@@ -117,9 +119,17 @@ func writeAlertTable(w io.Writer, _ meta.Repo, as []alerts.Alert) error {
 	return tw.Flush()
 }
 
-// oneLine keeps a table row on one line, whatever a match holds.
+// oneLine keeps a table row on one line, whatever a match holds, and
+// keeps out what a terminal would interpret (a match in a binary blob may
+// hold any byte).
 func oneLine(s string) string {
 	s = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", " ").Replace(s)
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, s)
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}
@@ -152,6 +162,8 @@ type bypassOut struct {
 	At     time.Time           `json:"at"`
 	Path   string              `json:"path,omitempty"`
 	Line   int                 `json:"line,omitempty"`
+	Source string              `json:"source,omitempty"`
+	Ref    string              `json:"ref,omitempty"`
 }
 
 type locationOut struct {
@@ -160,6 +172,9 @@ type locationOut struct {
 	Line   int    `json:"line"`
 	Column int    `json:"column,omitempty"`
 	BlobID string `json:"blob_id"`
+	Source string `json:"source,omitempty"`
+	Ref    string `json:"ref,omitempty"`
+	Where  string `json:"where"`
 	RuleID string `json:"rule_id"`
 	Match  string `json:"match"`
 	Seq    uint64 `json:"seq,omitempty"`
@@ -175,10 +190,10 @@ func writeAlertJSON(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
 			Locations: make([]locationOut, 0, len(a.Locations)), LocationsTruncated: a.LocationsTruncated,
 		}
 		for _, b := range a.Bypasses {
-			o.Bypasses = append(o.Bypasses, bypassOut{b.By, b.Reason, b.At, b.Path, b.Line})
+			o.Bypasses = append(o.Bypasses, bypassOut{b.By, b.Reason, b.At, b.Path, b.Line, b.Source, b.Ref})
 		}
 		for _, l := range a.Locations {
-			o.Locations = append(o.Locations, locationOut{l.Commit, l.Path, l.Line, l.Column, l.BlobID, l.RuleID, l.Match, l.Seq})
+			o.Locations = append(o.Locations, locationOut{l.Commit, l.Path, l.Line, l.Column, l.BlobID, l.Source, l.Ref, l.Where(), l.RuleID, l.Match, l.Seq})
 		}
 		out = append(out, o)
 	}
@@ -295,6 +310,12 @@ func writeAlertSARIF(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
 			}
 			if l.Commit != "" {
 				res.Properties["commit"] = l.Commit
+			}
+			if l.Source != "" {
+				res.Properties["source"] = l.Source // the line is the object's (git cat-file -p)
+			}
+			if l.Ref != "" {
+				res.Properties["ref"] = l.Ref
 			}
 			loc := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: sarifURI(l.Path)}}}
 			if l.Line >= 1 {

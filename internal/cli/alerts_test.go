@@ -169,3 +169,11 @@ func TestRepoAlerts(t *testing.T) {
 		}
 	}
 }
+
+// TestOneLineKeepsOutControls: a redacted match reaches the table on one
+// line and without anything a terminal would interpret.
+func TestOneLineKeepsOutControls(t *testing.T) {
+	if got := oneLine("a\nb\x1b[2J\xffc"); got != `a\nb?[2J?c` {
+		t.Errorf("oneLine = %q", got)
+	}
+}

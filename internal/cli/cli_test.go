@@ -17,9 +17,9 @@ import (
 
 // options are the flags that are per-call arguments, not settings, and so
 // have no GHOST_* variable. Every other flag has one.
-var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format", "push-protection",
+var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format", "push-protection", "allow-replace-refs",
 	// ghost scan: per-call options, as in gitleaks
-	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth",
+	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth", "skip-binary",
 	// ghost repo scan, scans
 	"wait", "poll", "limit",
 	// ghost repo compact

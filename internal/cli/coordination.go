@@ -49,6 +49,8 @@ type coordOptions struct {
 	GCInterval time.Duration
 	// GCRetention is how long the summaries of ended runs are kept.
 	GCRetention time.Duration
+	// Observe, when set, is told of every request sent to etcd.
+	Observe func(method string)
 }
 
 // gcLockTTL is how long a dead node's gc lock outlives it.
@@ -68,7 +70,7 @@ func (c *coordination) start(ctx context.Context) {
 	ctx, c.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(c.done)
-		client, closer, err := openWithRetry(ctx, logger, cfg)
+		client, closer, err := openWithRetry(ctx, logger, cfg, o.Observe)
 		if err != nil {
 			return // ctx ended
 		}
@@ -120,10 +122,14 @@ func (c *coordination) gcLoop(ctx context.Context, logger *slog.Logger, b *etcdc
 // openWithRetry opens the store, retrying with backoff (1 s doubling to
 // 1 min) until ctx ends: an etcd that is down, or an embedded directory
 // held by another process on this data dir, may come free later.
-func openWithRetry(ctx context.Context, logger *slog.Logger, cfg config.Config) (*clientv3.Client, io.Closer, error) {
+func openWithRetry(ctx context.Context, logger *slog.Logger, cfg config.Config, observe func(string)) (*clientv3.Client, io.Closer, error) {
+	var opts []etcdserver.ClientOption
+	if observe != nil {
+		opts = append(opts, etcdserver.WithRequestObserver(observe))
+	}
 	wait := time.Second
 	for attempt := 1; ; attempt++ {
-		client, closer, err := etcdserver.Open(ctx, cfg.DataDir, cfg.EtcdEndpoints)
+		client, closer, err := etcdserver.Open(ctx, cfg.DataDir, cfg.EtcdEndpoints, opts...)
 		if err == nil {
 			return client, closer, nil
 		}

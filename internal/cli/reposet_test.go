@@ -46,4 +46,22 @@ func TestRepoSetPushProtection(t *testing.T) {
 	if r, _ := s.Repo(ctx, "alice", "proj"); r.PushProtection {
 		t.Fatal("--push-protection off did not turn it off")
 	}
+
+	// Replace refs: refused by default; both settings in one command.
+	if r, _ := s.Repo(ctx, "alice", "proj"); r.AllowReplaceRefs {
+		t.Fatal("replace refs allowed by default")
+	}
+	if r := ghost(t, dir, "repo", "set", "alice/proj", "--allow-replace-refs", "maybe", "--push-protection", "on"); r.code != 2 || !strings.Contains(r.stderr, "want on or off") {
+		t.Errorf("bad value: exit %d, %q", r.code, r.stderr)
+	}
+	if r, _ := s.Repo(ctx, "alice", "proj"); r.PushProtection || r.AllowReplaceRefs {
+		t.Fatal("a refused command changed a setting")
+	}
+	out := mustGhost(t, dir, "repo", "set", "alice/proj", "--allow-replace-refs", "on", "--push-protection", "on")
+	if !strings.Contains(out, "replace refs allowed on") || !strings.Contains(out, "push protection on") {
+		t.Errorf("stdout %q", out)
+	}
+	if r, _ := s.Repo(ctx, "alice", "proj"); !r.PushProtection || !r.AllowReplaceRefs {
+		t.Fatal("the two settings were not both applied")
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/ghost-scm/ghost/internal/secretscan/report"
 )
@@ -40,7 +41,7 @@ var errFindings = errors.New("secrets found")
 // newScanCmd returns "ghost scan", the local scanner: it needs no server.
 func newScanCmd(env *Env) *cobra.Command {
 	var (
-		noGit, noProgress              bool
+		noGit, noProgress, skipBinary  bool
 		configPath, format, reportPath string
 		ignorePath, keyFile            string
 		exitCode, workers, decode      int
@@ -63,6 +64,7 @@ func newScanCmd(env *Env) *cobra.Command {
 	f.StringVar(&ignorePath, "gitleaks-ignore-path", "", "a .gitleaksignore file (default: PATH/.gitleaksignore)")
 	f.StringVar(&keyFile, "fingerprint-key-file", "", "file holding the HMAC key of the secrets' fingerprints (default: empty key)")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar even on a terminal")
+	f.BoolVar(&skipBinary, "skip-binary", false, "skip (and count) blobs git calls binary, as gitleaks does; by default they are scanned too")
 	f.IntVar(&decode, "max-decode-depth", 5, "decode base64/hex/percent/unicode-escaped text and rescan it up to this many times, as gitleaks does; 0 for none")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -95,7 +97,7 @@ func newScanCmd(env *Env) *cobra.Command {
 		start := time.Now()
 		findings, rules, stats, err := scan(ctx, env, scanParams{
 			path: path, noGit: noGit, config: configPath, workers: workers,
-			maxSize: maxSize, ignore: ignorePath, keyFile: keyFile, decode: decode,
+			maxSize: maxSize, ignore: ignorePath, keyFile: keyFile, decode: decode, skipBinary: skipBinary,
 			progress: !noProgress && isTerminal(env.Stderr),
 		})
 		if err != nil {
@@ -120,8 +122,8 @@ func newScanCmd(env *Env) *cobra.Command {
 			return scanError{werr}
 		}
 		elapsed := time.Since(start)
-		fmt.Fprintf(env.Stderr, "scanned %d blobs, %s in %.2fs (%.1f MiB/s); skipped %d binary, %d larger than %d bytes; %d findings\n",
-			stats.BlobsScanned, humanBytes(stats.BytesScanned), elapsed.Seconds(),
+		fmt.Fprintf(env.Stderr, "scanned %d blobs (%d binary), %s in %.2fs (%.1f MiB/s); skipped %d binary, %d larger than %d bytes; %d findings\n",
+			stats.BlobsScanned, stats.BinaryScanned, humanBytes(stats.BytesScanned), elapsed.Seconds(),
 			float64(stats.BytesScanned)/(1<<20)/max(elapsed.Seconds(), 1e-9),
 			stats.BinarySkipped, stats.LargeSkipped, maxSize, len(findings))
 		if len(findings) == 0 || exitCode == 0 {
@@ -134,7 +136,7 @@ func newScanCmd(env *Env) *cobra.Command {
 
 type scanParams struct {
 	path, config, ignore, keyFile string
-	noGit, progress               bool
+	noGit, progress, skipBinary   bool
 	workers, decode               int
 	maxSize                       int64
 }
@@ -165,6 +167,7 @@ func scan(ctx context.Context, env *Env, p scanParams) ([]secretscan.Finding, []
 	}
 	eng, err := secretscan.New(cfg, secretscan.Options{
 		Workers: p.workers, MaxBlobSize: maxSize, FingerprintKey: key, Ignore: ig, MaxDecodeDepth: p.decode,
+		SkipBinary: p.skipBinary,
 	})
 	if err != nil {
 		return nil, nil, st, err
@@ -179,7 +182,9 @@ func scan(ctx context.Context, env *Env, p scanParams) ([]secretscan.Finding, []
 		fs, st, err := eng.ScanDir(ctx, p.path, progress)
 		return fs, cfg.Rules, st, err
 	}
-	repo := secretscan.Repo{Dir: p.path}
+	// git runs through gitexec (no replace refs), but with the user's
+	// own git configuration: this is their repository.
+	repo := secretscan.Repo{Dir: p.path, Git: &gitexec.Runner{HostConfig: true}}
 	bs, err := eng.ScanRepo(ctx, repo, progress)
 	if err != nil {
 		return nil, nil, st, err

@@ -113,3 +113,20 @@ func TestScanRepoConfig(t *testing.T) {
 		t.Errorf("--config: code %d\n%s", code, out)
 	}
 }
+
+// TestScanBinary: a NUL byte does not hide a secret from ghost scan, in
+// history or in a directory; --skip-binary skips and counts such blobs,
+// as gitleaks does.
+func TestScanBinary(t *testing.T) {
+	dir := scanRepo(t, map[string]string{"notes.txt": "\x00\ntoken = \"" + fakePAT + "\"\n"})
+	for _, args := range [][]string{{"scan", dir}, {"scan", "--no-git", dir}} {
+		code, out, errOut := runGhost(args...)
+		if code != 1 || !strings.Contains(out, "notes.txt:2") || !strings.Contains(errOut, "(1 binary)") {
+			t.Errorf("%v: code %d\n%s\n%s", args, code, out, errOut)
+		}
+		code, out, errOut = runGhost(append(args, "--skip-binary")...)
+		if code != 0 || !strings.Contains(errOut, "skipped 1 binary") {
+			t.Errorf("%v --skip-binary: code %d\n%s\n%s", args, code, out, errOut)
+		}
+	}
+}

@@ -115,6 +115,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		sf        scanFlags
 		n         int
 		reconcile time.Duration
+		sweep     int
 		logLevel  string
 		batch     int
 		nice      int
@@ -127,7 +128,8 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	sf.register(cmd, true)
 	f := cmd.Flags()
 	config.IntVar(f, &n, "scan-workers", "GHOST_SCAN_WORKERS", 1, "scan workers in this process")
-	config.DurationVar(f, &reconcile, "reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", 0, "how often to start the push runs missing after the scan watermarks; 0 leaves it to serve")
+	config.DurationVar(f, &reconcile, "reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", 0, "how often to start the push runs missing after the scan watermarks, one node at a time; 0 leaves it to serve")
+	config.IntVar(f, &sweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at; 0 disables the sweep")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	config.IntVar(f, &batch, "checkpoint-blobs", "GHOST_SCAN_CHECKPOINT_BLOBS", scanner.DefaultCheckpointBlobs, "blobs scanned between checkpoints: at most this many are scanned again after a crash")
 	registerNice(f, &nice)
@@ -138,6 +140,9 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		}
 		if batch < 1 {
 			return usageErrorf("--checkpoint-blobs must be at least 1")
+		}
+		if sweep < 0 || reconcile < 0 {
+			return usageErrorf("--scan-sweep-rate and --reconcile-interval must not be negative")
 		}
 		if n < 1 {
 			return usageErrorf("--scan-workers must be at least 1")
@@ -158,14 +163,15 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		}
 		defer cache.Close()
 		fmt.Fprintf(env.Stdout, "ghost: %d scan worker(s) (data %s, cache %s)\n", n, sf.cfg.Location(), sf.cfg.Cache())
-		return runScanWorkers(ctx, logger, s.sc, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch}, s.meta, n, reconcile)
+		return runScanWorkers(ctx, logger, s.sc, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch}, s.meta, n,
+			scanner.ReconcilerOptions{Every: reconcile, SweepRate: float64(sweep)})
 	}
 	return cmd
 }
 
-// runScanWorkers runs n workers and, when every > 0, the reconciler,
-// until ctx ends.
-func runScanWorkers(ctx context.Context, logger *slog.Logger, sc *scanner.Scanner, wo scanner.WorkerOptions, m *meta.Store, n int, every time.Duration) error {
+// runScanWorkers runs n workers and, when rec.Every > 0, the reconciler
+// (one node at a time, docs/adr/0033-scan-coverage.md), until ctx ends.
+func runScanWorkers(ctx context.Context, logger *slog.Logger, sc *scanner.Scanner, wo scanner.WorkerOptions, m *meta.Store, n int, rec scanner.ReconcilerOptions) error {
 	var wg sync.WaitGroup
 	for range n {
 		w, err := sc.NewWorker(wo)
@@ -178,60 +184,29 @@ func runScanWorkers(ctx context.Context, logger *slog.Logger, sc *scanner.Scanne
 			w.Run(ctx)
 		}()
 	}
-	if every > 0 {
+	if rec.Every > 0 {
+		rec.Pages = repoPages(m)
+		rec.Logger = logger
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reconcileLoop(ctx, logger, sc, m, every)
+			sc.RunReconciler(ctx, rec)
 		}()
 	}
 	wg.Wait()
 	return nil
 }
 
-// reconcileLoop starts, every interval, the push runs that are missing
-// after each repository's scan watermark (pushes whose run was never
-// started: the node stopped right after the commit).
-func reconcileLoop(ctx context.Context, logger *slog.Logger, sc *scanner.Scanner, m *meta.Store, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		repos, err := allRepos(ctx, m)
-		if err != nil {
-			logger.Warn("scan reconcile: listing repositories failed", "err", err)
-			continue
-		}
-		n, err := sc.ReconcileAll(ctx, repos)
-		if err != nil && ctx.Err() == nil {
-			logger.Warn("scan reconcile failed for some repositories; it runs again next interval", "err", err)
-		}
-		if n > 0 {
-			logger.Info("scan reconcile started missing push runs", "runs", n)
-		}
-	}
-}
-
-func allRepos(ctx context.Context, m *meta.Store) ([]scanner.RepoRef, error) {
-	ts, err := m.ListTenants(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []scanner.RepoRef
-	for _, t := range ts {
-		rs, err := m.ListRepos(ctx, t.Name)
-		if err != nil {
-			return nil, err
-		}
+// repoPages lists every repository a page at a time, for the sweep.
+func repoPages(m *meta.Store) scanner.RepoPager {
+	return func(ctx context.Context, after string, limit int) ([]scanner.RepoRef, string, error) {
+		rs, next, err := m.ReposPage(ctx, after, limit)
+		out := make([]scanner.RepoRef, 0, len(rs))
 		for _, r := range rs {
 			out = append(out, scanner.RepoRef{Tenant: r.Owner, RepoID: r.ID})
 		}
+		return out, next, err
 	}
-	return out, nil
 }
 
 // newRepoScanCmd returns "ghost repo scan": start a full-history secret
@@ -462,14 +437,20 @@ func newCoordUnparkCmd(env *Env) *cobra.Command {
 // Serve's scanning defaults: in-process workers (defaultScanWorkers: a
 // node scans its own pushes without a farm; more come from ghost
 // worker), and a reconcile pass a minute.
-const defaultScanReconcile = time.Minute
+const (
+	defaultScanReconcile = time.Minute
+	// defaultSweepRate paces the reconciler's sweep of every repository:
+	// about 3 object-store reads each, so an idle cluster spends some 6
+	// requests a second on it, however many repositories it holds.
+	defaultSweepRate = 2
+)
 
 // startServeScanning runs serve's in-process scan workers and reconciler
 // on the server's scanner and cache; the returned func stops them and
 // waits.
-func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Server, n int, every time.Duration) func() {
+func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Server, n int, rec scanner.ReconcilerOptions) func() {
 	sc := srv.Scanner()
-	if sc == nil || (n == 0 && every == 0) {
+	if sc == nil || (n == 0 && rec.Every == 0) {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -478,7 +459,7 @@ func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Se
 		defer close(done)
 		// In-process workers yield to serving (docs/adr/0051-geometric-checkpoints.md).
 		wo := scanner.WorkerOptions{Cache: srv.Cache(), Background: srv.Background()}
-		if err := runScanWorkers(ctx, logger, sc, wo, srv.Meta(), n, every); err != nil && ctx.Err() == nil {
+		if err := runScanWorkers(ctx, logger, sc, wo, srv.Meta(), n, rec); err != nil && ctx.Err() == nil {
 			logger.Warn("scan workers stopped", "err", err)
 		}
 	}()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
@@ -38,6 +40,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		sshURL    string
 		scanN     int
 		scanEvery time.Duration
+		scanSweep int
 		scanShard int
 		bg        backgroundFlags
 	)
@@ -63,6 +66,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
 	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers(), "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
 	config.DurationVar(f, &scanEvery, "scan-reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", defaultScanReconcile, "how often to start the push scans missing after each repository's scan watermark; 0 disables")
+	config.IntVar(f, &scanSweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at, one node at a time; 0 disables the sweep")
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 	bg.register(f)
 
@@ -71,8 +75,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		if err := limits.Err(); err != nil {
 			return usageErrorf("%v", err)
 		}
-		if scanN < 0 || scanEvery < 0 || scanShard < 1 || scanShard > 1<<16 {
-			return usageErrorf("--scan-workers and --scan-reconcile-interval must not be negative, --scan-shards must be 1 to 65536")
+		if scanN < 0 || scanEvery < 0 || scanSweep < 0 || scanShard < 1 || scanShard > 1<<16 {
+			return usageErrorf("--scan-workers, --scan-reconcile-interval and --scan-sweep-rate must not be negative, --scan-shards must be 1 to 65536")
 		}
 		if err := bg.err(); err != nil {
 			return err
@@ -108,8 +112,19 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		// The server holds the handle on the coordination store; the store
 		// opens after the listener is up, and git never waits for it.
-		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep})
+		// One registry for the node: the server's metrics and the count of
+		// requests to etcd (issue 22: every request is counted).
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		etcdRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_etcd_requests_total",
+			Help: "Requests this node sent to the coordination store, by gRPC method (streams count once, when opened).",
+		}, []string{"method"})
+		reg.MustRegister(etcdRequests)
+		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep,
+			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() }})
 		srv, err := server.New(ctx, server.Options{
+			Registry:             reg,
 			Store:                store,
 			CacheDir:             cfg.Cache(),
 			Logger:               logger,
@@ -121,11 +136,18 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueue:             int(off(int64(limits.GitQueue))),
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
-			Compaction:           compact.options(),
-			Background:           bg.options(),
-			Coordination:         coordStore,
-			Scan:                 scanner.Options{InitialShards: scanShard},
-			SSHCloneURL:          sshCloneURL(sshURL, sshListen),
+
+			SSHHandshakeTimeout:            time.Duration(off(int64(limits.SSHHandshakeTimeout))),
+			SSHMaxUnauthenticated:          int(off(int64(limits.SSHMaxUnauthenticated))),
+			SSHMaxUnauthenticatedPerSource: int(off(int64(limits.SSHMaxUnauthenticatedPerSource))),
+			SSHMaxConnsPerPrincipal:        int(off(int64(limits.SSHMaxConnsPerPrincipal))),
+			SSHMaxSessions:                 int(off(int64(limits.SSHMaxSessions))),
+			SSHExecTimeout:                 time.Duration(off(int64(limits.SSHExecTimeout))),
+			Compaction:                     compact.options(),
+			Background:                     bg.options(),
+			Coordination:                   coordStore,
+			Scan:                           scanner.Options{InitialShards: scanShard},
+			SSHCloneURL:                    sshCloneURL(sshURL, sshListen),
 		})
 		if err != nil {
 			return err
@@ -158,7 +180,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
 		coordStore.start(ctx)
 		defer coordStore.Close()
-		stopScans := startServeScanning(ctx, logger, srv, scanN, scanEvery)
+		stopScans := startServeScanning(ctx, logger, srv, scanN, scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)})
 		defer stopScans()
 		return serveAll(ctx, srv, ln, sshSrv, sshLn)
 	}

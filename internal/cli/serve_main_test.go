@@ -149,7 +149,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 func TestServeRunsEmbeddedEtcd(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	_, stop := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	url, stop := startServe(t, dir, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	ctx := context.Background()
 	// Probe etcd's directory lock without starting an etcd of our own,
 	// which would race serve for the directory.
@@ -159,6 +159,23 @@ func TestServeRunsEmbeddedEtcd(t *testing.T) {
 		if time.Now().After(deadline) {
 			stop()
 			t.Fatalf("serve did not start embedded etcd under %s", data)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Requests to etcd and to the object store are counted (issue 22).
+	for want := []string{`ghost_etcd_requests_total{method="/etcdserverpb.`, `ghost_objstore_requests_total{op="`}; ; {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), want[0]) && strings.Contains(string(b), want[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("metrics lack %q or %q:\n%s", want[0], want[1], b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

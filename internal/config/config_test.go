@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,5 +204,41 @@ func TestNegativeLimitsRefused(t *testing.T) {
 	}
 	if err := l.Err(); err == nil || !strings.Contains(err.Error(), "--io-timeout") {
 		t.Fatalf("negative --io-timeout: %v", err)
+	}
+}
+
+// TestSSHLimits: each SSH limit takes its flag and its GHOST_* variable,
+// and defaults to sshd's.
+func TestSSHLimits(t *testing.T) {
+	var d Limits
+	d.Register(pflag.NewFlagSet("x", pflag.ContinueOnError))
+	if d.SSHMaxSessions != 10 || d.SSHExecTimeout != 10*time.Second || d.SSHHandshakeTimeout != 30*time.Second ||
+		d.SSHMaxUnauthenticated != 100 || d.SSHMaxUnauthenticatedPerSource != 10 || d.SSHMaxConnsPerPrincipal != 10 {
+		t.Fatalf("SSH defaults %+v", d)
+	}
+	for env, v := range map[string]string{
+		"GHOST_SSH_MAX_SESSIONS": "4", "GHOST_SSH_EXEC_TIMEOUT": "3s", "GHOST_SSH_HANDSHAKE_TIMEOUT": "20s",
+		"GHOST_SSH_MAX_UNAUTHENTICATED": "50", "GHOST_SSH_MAX_UNAUTHENTICATED_PER_SOURCE": "5",
+	} {
+		t.Setenv(env, v)
+	}
+	var l Limits
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	l.Register(fs)
+	if err := fs.Parse([]string{"--ssh-max-connections-per-principal", "7", "--ssh-max-sessions", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(l.Err(), CheckEnv(fs)); err != nil {
+		t.Fatal(err)
+	}
+	if l.SSHMaxSessions != 0 || l.SSHExecTimeout != 3*time.Second || l.SSHHandshakeTimeout != 20*time.Second ||
+		l.SSHMaxUnauthenticated != 50 || l.SSHMaxUnauthenticatedPerSource != 5 || l.SSHMaxConnsPerPrincipal != 7 {
+		t.Fatalf("SSH limits %+v", l)
+	}
+	if err := fs.Parse([]string{"--ssh-max-sessions", "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err == nil || !strings.Contains(err.Error(), "--ssh-max-sessions") {
+		t.Fatalf("negative --ssh-max-sessions: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
 // DefaultStoreTempMaxAge is how old a filesystem store's write temporary
@@ -29,6 +30,14 @@ type Limits struct {
 	GitQueue             int
 	GitQueueTimeout      time.Duration
 	StoreTempMaxAge      time.Duration
+
+	// The SSH transport's (docs/adr/0090-bounded-serving.md).
+	SSHHandshakeTimeout            time.Duration
+	SSHMaxUnauthenticated          int
+	SSHMaxUnauthenticatedPerSource int
+	SSHMaxConnsPerPrincipal        int
+	SSHMaxSessions                 int
+	SSHExecTimeout                 time.Duration
 }
 
 // Register binds the limits to fs, each with its GHOST_* variable as the
@@ -52,6 +61,18 @@ func (l *Limits) Register(fs *pflag.FlagSet) {
 		usage("how long a git request waits for a slot before 503", "GHOST_GIT_QUEUE_TIMEOUT"))
 	DurationVar(fs, &l.StoreTempMaxAge, "store-temp-max-age", "GHOST_STORE_TEMP_MAX_AGE", DefaultStoreTempMaxAge,
 		usage("at start, remove filesystem-store write temporaries older than this", "GHOST_STORE_TEMP_MAX_AGE"))
+	DurationVar(fs, &l.SSHHandshakeTimeout, "ssh-handshake-timeout", "GHOST_SSH_HANDSHAKE_TIMEOUT", sshd.DefaultHandshakeTimeout,
+		usage("time an SSH client has to finish the handshake and authenticate", "GHOST_SSH_HANDSHAKE_TIMEOUT"))
+	IntVar(fs, &l.SSHMaxUnauthenticated, "ssh-max-unauthenticated", "GHOST_SSH_MAX_UNAUTHENTICATED", sshd.DefaultMaxUnauthenticated,
+		usage("SSH connections that may be authenticating at once; more are closed at once", "GHOST_SSH_MAX_UNAUTHENTICATED"))
+	IntVar(fs, &l.SSHMaxUnauthenticatedPerSource, "ssh-max-unauthenticated-per-source", "GHOST_SSH_MAX_UNAUTHENTICATED_PER_SOURCE", sshd.DefaultMaxUnauthenticatedPerSource,
+		usage("SSH connections from one address that may be authenticating at once", "GHOST_SSH_MAX_UNAUTHENTICATED_PER_SOURCE"))
+	IntVar(fs, &l.SSHMaxConnsPerPrincipal, "ssh-max-connections-per-principal", "GHOST_SSH_MAX_CONNECTIONS_PER_PRINCIPAL", sshd.DefaultMaxConnsPerPrincipal,
+		usage("authenticated SSH connections of one tenant (of one address, for anonymous clients)", "GHOST_SSH_MAX_CONNECTIONS_PER_PRINCIPAL"))
+	IntVar(fs, &l.SSHMaxSessions, "ssh-max-sessions", "GHOST_SSH_MAX_SESSIONS", sshd.DefaultMaxSessions,
+		usage("session channels one SSH connection may have open; more are refused", "GHOST_SSH_MAX_SESSIONS"))
+	DurationVar(fs, &l.SSHExecTimeout, "ssh-exec-timeout", "GHOST_SSH_EXEC_TIMEOUT", sshd.DefaultExecTimeout,
+		usage("time an SSH session channel may stay open without asking for a command", "GHOST_SSH_EXEC_TIMEOUT"))
 }
 
 // Err reports negative limits.
@@ -62,6 +83,10 @@ func (l *Limits) Err() error {
 		"fetch-request-timeout": int64(l.FetchRequestTimeout), "io-timeout": int64(l.IOTimeout),
 		"max-git-processes": int64(l.MaxGitProcesses), "git-queue": int64(l.GitQueue),
 		"git-queue-timeout": int64(l.GitQueueTimeout), "store-temp-max-age": int64(l.StoreTempMaxAge),
+		"ssh-handshake-timeout": int64(l.SSHHandshakeTimeout), "ssh-max-unauthenticated": int64(l.SSHMaxUnauthenticated),
+		"ssh-max-unauthenticated-per-source": int64(l.SSHMaxUnauthenticatedPerSource),
+		"ssh-max-connections-per-principal":  int64(l.SSHMaxConnsPerPrincipal),
+		"ssh-max-sessions":                   int64(l.SSHMaxSessions), "ssh-exec-timeout": int64(l.SSHExecTimeout),
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("--%s must not be negative", name))

@@ -26,6 +26,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
 )
 
 // Limits the embedded server is configured with. etcd's defaults (128
@@ -238,8 +239,29 @@ func (s *Server) Endpoint() string { return "http://" + s.clientAddr }
 
 // Client opens a client to the server. The caller must close it before
 // closing the server, or its in-flight calls fail.
-func (s *Server) Client() (*clientv3.Client, error) {
-	return NewClient([]string{s.Endpoint()})
+func (s *Server) Client(opts ...ClientOption) (*clientv3.Client, error) {
+	return NewClient([]string{s.Endpoint()}, opts...)
+}
+
+// ClientOption tunes a client NewClient opens.
+type ClientOption func(*clientv3.Config)
+
+// WithRequestObserver reports every request the client sends to etcd:
+// each unary call (Range, Txn, Put, LeaseKeepAlive's grant, ...) and each
+// stream it opens (Watch, LeaseKeepAlive), by gRPC method name, so that
+// what ghost asks of etcd is counted (issue 22).
+func WithRequestObserver(observe func(method string)) ClientOption {
+	return func(c *clientv3.Config) {
+		c.DialOptions = append(c.DialOptions,
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				observe(method)
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				observe(method)
+				return streamer(ctx, desc, cc, method, opts...)
+			}))
+	}
 }
 
 // Close stops the server, waiting for in-flight requests and flushing its
@@ -256,13 +278,17 @@ func (s *Server) Close() error {
 
 // NewClient opens a client to endpoints with ghost's settings: a quiet
 // logger and a send limit that fits the embedded server's request limit.
-func NewClient(endpoints []string) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{
+func NewClient(endpoints []string, opts ...ClientOption) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
 		Endpoints:          endpoints,
 		DialTimeout:        5 * time.Second,
 		MaxCallSendMsgSize: MaxCallSendMsgSize,
 		Logger:             zap.NewNop(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdserver: client for %v: %w", endpoints, err)
 	}
@@ -273,9 +299,9 @@ func NewClient(endpoints []string) (*clientv3.Client, error) {
 // it starts an embedded etcd under dataDir/etcd and the returned Closer
 // closes the client, then stops the server; otherwise it connects to the
 // cluster at endpoints and the Closer closes the client.
-func Open(ctx context.Context, dataDir string, endpoints []string) (*clientv3.Client, io.Closer, error) {
+func Open(ctx context.Context, dataDir string, endpoints []string, opts ...ClientOption) (*clientv3.Client, io.Closer, error) {
 	if len(endpoints) > 0 {
-		c, err := NewClient(endpoints)
+		c, err := NewClient(endpoints, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -288,7 +314,7 @@ func Open(ctx context.Context, dataDir string, endpoints []string) (*clientv3.Cl
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := srv.Client()
+	c, err := srv.Client(opts...)
 	if err != nil {
 		srv.Close()
 		return nil, nil, err

@@ -30,6 +30,12 @@ type Runner struct {
 	// bg, when set, makes every process background work
 	// (Background.Runner).
 	bg *Background
+	// HostConfig lets the system and global git configuration apply, for
+	// a command a user runs on their own repositories (ghost scan: a
+	// safe.directory of theirs must hold). The server never sets it.
+	// Replace refs are ignored and inherited GIT_* variables dropped all
+	// the same.
+	HostConfig bool
 }
 
 // maxStderr bounds how much of a process's stderr is kept for errors: the
@@ -117,7 +123,7 @@ func (r *Runner) Command(ctx context.Context, dir string, env []string, args ...
 		path = "git"
 	}
 	c := exec.CommandContext(ctx, path, args...)
-	c.Env = append(baseEnv(dir), env...)
+	c.Env = append(baseEnv(dir, r.HostConfig), env...)
 	if dir != "" {
 		c.Dir = dir
 	}
@@ -165,8 +171,9 @@ func (r *Runner) Run(ctx context.Context, dir string, env []string, stdin io.Rea
 }
 
 // baseEnv is the process environment without any GIT_* variable, plus
-// settings that make git independent of the host's configuration.
-func baseEnv(dir string) []string {
+// settings that make git independent of the host's configuration (unless
+// hostConfig) and of replace refs.
+func baseEnv(dir string, hostConfig bool) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "GIT_") || strings.HasPrefix(kv, "LC_") || strings.HasPrefix(kv, "LANG=") {
@@ -174,9 +181,10 @@ func baseEnv(dir string) []string {
 		}
 		env = append(env, kv)
 	}
+	if !hostConfig {
+		env = append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
+	}
 	env = append(env,
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL="+os.DevNull,
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_NO_REPLACE_OBJECTS=1",
 		"LC_ALL=C",

@@ -36,6 +36,9 @@ type Access struct {
 	// PushProtection is the repository's setting
 	// (docs/adr/0031-push-protection.md).
 	PushProtection bool
+	// AllowReplaceRefs is the repository's setting: pushes may update
+	// refs/replace/* (docs/adr/0031-push-protection.md).
+	AllowReplaceRefs bool
 }
 
 // Authorizer resolves a request's credentials and repository name. It is

@@ -117,6 +117,12 @@ type Options struct {
 	// waits for the coordinator; so does compaction
 	// (docs/adr/0050-compaction.md).
 	OnCommit func(req Request, res wal.Result)
+	// BeforeCommit, when set, is called once a push is validated, just
+	// before its commit point; an error refuses the push with nothing
+	// changed. The server records there what must survive the pushing
+	// node's death right after the commit (the repository's pending-scan
+	// mark, docs/adr/0033-scan-coverage.md).
+	BeforeCommit func(ctx context.Context, req Request) error
 	// StageMinBytes is the smallest pack that is uploaded to the store
 	// while it is indexed, when Commits is a Stager (default
 	// DefaultStageMinBytes; negative: never). Smaller packs are uploaded
@@ -208,6 +214,10 @@ type Request struct {
 	// PushProtection is the repository's setting: check a push for
 	// secrets before committing it (Options.PushProtect).
 	PushProtection bool
+	// AllowReplaceRefs is the repository's setting: without it a push
+	// that creates or moves a refs/replace/* ref is refused
+	// (docs/adr/0031-push-protection.md); deleting one is always allowed.
+	AllowReplaceRefs bool
 	// Body is the client's request: with Stream unset, one whole
 	// stateless-rpc request, ending at EOF (HTTP); with Stream set, the
 	// client's side of a full-duplex session (SSH).
@@ -257,6 +267,10 @@ const (
 	// Broken is a response that failed after it started (or could not be
 	// delivered): the service logged it, and nothing more can be said.
 	Broken
+	// Refused is a request refused in git's own protocol, as git refuses
+	// a want no ref reaches: the client was told in-band (an error
+	// packet), and Msg says it again for a transport's side channel.
+	Refused
 )
 
 // Error is a request the service did not answer in git's protocol: the

@@ -37,6 +37,10 @@ const receiveCaps = "report-status delete-refs side-band-64k quiet atomic ofs-de
 // malformed. git sends one per -o.
 const maxPushOptions = 1000
 
+// replacePrefix is the namespace of replace refs, which pushes may create
+// or move only where the repository allows it (Request.AllowReplaceRefs).
+const replacePrefix = "refs/replace/"
+
 // writeReceiveAdvertisement writes the v0 receive-pack advertisement of
 // refs (the service line is the caller's).
 func writeReceiveAdvertisement(w io.Writer, refs []wal.Ref) {
@@ -491,8 +495,16 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 			rep.reasons[i] = "duplicate ref update"
 		case c.Old == c.New:
 			rep.reasons[i] = "old and new ids are equal"
+		case strings.HasPrefix(c.Ref, replacePrefix) && !c.isDelete() && !r.AllowReplaceRefs:
+			rep.reasons[i] = "replace refs are refused on this repository"
 		}
 		seen[c.Ref] = true
+	}
+	if slices.Contains(rep.reasons, "replace refs are refused on this repository") {
+		rep.detail = append(rep.detail,
+			"error: refs/replace/* refs are refused here: a replace ref makes clients that honour it",
+			"error: show another object in place of the one in history. The repository's owner may",
+			"error: allow them (ghost repo set <owner>/<name> --allow-replace-refs on).")
 	}
 	if rep.failed() {
 		rep.atomic()
@@ -617,6 +629,11 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		p.PackIndex, p.PackIndexSize = idx, ist.Size()
 	}
 	t := time.Now()
+	if s.opts.BeforeCommit != nil {
+		if err := s.opts.BeforeCommit(ctx, r); err != nil {
+			return nil, res, fmt.Errorf("before the commit point: %w", err)
+		}
+	}
 	res, err = s.commit(ctx, r.Repo, p, stg, spool, req.packOffset, size, packHash, steps)
 	steps.commit = time.Since(t)
 	s.opts.Metrics.observeAttempts(res.Attempts)
@@ -707,7 +724,7 @@ func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir 
 	}
 	v, err := s.opts.PushProtect.Check(ctx, pushprotect.Push{
 		Tenant: r.Tenant, RepoID: r.Repo, Pusher: r.Principal,
-		Repo: secretscan.Repo{Dir: dir, Env: env}, Updates: updates, Options: req.options,
+		Repo: secretscan.Repo{Dir: dir, Env: env, Git: s.opts.Git}, Updates: updates, Options: req.options,
 	})
 	var oe *pushprotect.OptionError
 	switch {

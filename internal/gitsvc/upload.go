@@ -58,6 +58,10 @@ func (s *Service) UploadPack(ctx context.Context, req Request) error {
 	if err := checkPktLines(fr.Reader()); err != nil {
 		return &Error{Kind: BadRequest, Msg: "malformed upload-pack request: " + err.Error(), Err: err}
 	}
+	sec, err := scanRequest(fr.Reader(), IsV2(req.GitProtocol))
+	if err != nil {
+		return &Error{Kind: BadRequest, Msg: "malformed upload-pack request: " + err.Error(), Err: err}
+	}
 	release, err := s.admit(ctx, req.Repo)
 	if err != nil {
 		return err
@@ -65,6 +69,15 @@ func (s *Service) UploadPack(ctx context.Context, req Request) error {
 	defer release()
 	env := protocolEnv(req.GitProtocol)
 	return s.serveGit(ctx, req, "upload-pack", true, func(ctx context.Context, co *Checkout, out io.Writer) error {
+		// Only what the refs reach is served (docs/adr/0091-reachable-objects.md);
+		// a refusal is git's own error packet, as for a wrong v0 want.
+		if err := s.checkSection(ctx, co, sec); err != nil {
+			if r, ok := errors.AsType[*refusal](err); ok {
+				s.logger.Info("fetch refused", "repo", req.Repo, "err", r)
+				return errPacket(out, r)
+			}
+			return err
+		}
 		cmd := s.opts.Git.Command(ctx, co.Dir, env, "upload-pack", "--stateless-rpc", co.Dir)
 		cmd.Stdin = fr.Reader()
 		cmd.Stdout = out
@@ -81,11 +94,19 @@ func (s *Service) uploadStream(ctx context.Context, req Request) error {
 	}
 	defer release()
 	cmd := s.opts.Git.Command(ctx, co.Dir, protocolEnv(req.GitProtocol), "upload-pack", co.Dir)
-	cmd.Stdin = req.Body
-	cmd.Stdout = &flushWriter{w: req.Out}
+	out := &lockedWriter{w: &flushWriter{w: req.Out}}
+	// Each request of the stream is checked before git reads it: only
+	// what the refs reach is served (docs/adr/0091-reachable-objects.md).
+	in := newWantFilter(ctx, s, co, IsV2(req.GitProtocol), req.Body, out)
+	cmd.Stdin = in
+	cmd.Stdout = out
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return &Error{Kind: Canceled, Msg: "canceled", Err: ctx.Err()}
+		}
+		if in.refused != nil {
+			s.logger.Info("fetch refused", "repo", req.Repo, "err", in.refused)
+			return &Error{Kind: Refused, Msg: in.refused.Error(), Err: in.refused}
 		}
 		s.opts.Repos.Suspect(req.Repo)
 		return &Error{Kind: Internal, Msg: "internal error: upload-pack failed", Err: cmd.Wrap(err)}
@@ -211,6 +232,19 @@ func (s *Service) streamError(parent context.Context, req Request, started bool,
 	}
 	s.logger.Error("git stream failed", "repo", req.Repo, "what", what, "err", err)
 	return &Error{Kind: Broken, Msg: what + " failed", Err: err}
+}
+
+// lockedWriter serializes writes from git's output and from the want
+// filter's error packet.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // flushWriter flushes w after each write when w can be flushed.

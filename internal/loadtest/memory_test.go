@@ -14,21 +14,51 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/gittest"
 )
 
-// buildGhost compiles the ghost binary into a temp dir.
+// built is the ghost binary, compiled once for all the package's tests
+// (a build takes most of a minute on two busy cores) into binDir, which
+// TestMain removes.
+var (
+	binDir    string
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ghost-loadtest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildGhost compiles the ghost binary, once per test run.
 func buildGhost(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ghost")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/ghost-scm/ghost/cmd/ghost")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		bin := filepath.Join(binDir, "ghost")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/ghost-scm/ghost/cmd/ghost")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built = bin
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return built
 }
 
 func ghostCmd(t *testing.T, bin, dataDir string, args ...string) string {

@@ -258,7 +258,7 @@ func (s *Store) AuthenticateKey(ctx context.Context, pub ssh.PublicKey) (Princip
 	if !rec.TenantCreated.Equal(t.CreatedAt) {
 		return Principal{}, fmt.Errorf("%w: the ssh key's tenant was deleted", ErrUnauthenticated)
 	}
-	return Principal{Tenant: t.Name, Scope: keyScope}, nil
+	return Principal{Tenant: t.Name, Scope: keyScope, KeyFingerprint: rec.Fingerprint, KeyTitle: rec.Title}, nil
 }
 
 // ListSSHKeys returns tenant's keys, ordered by their digest.

@@ -72,8 +72,11 @@ func TestSSHKeyLifecycle(t *testing.T) {
 			t.Fatalf("ListSSHKeys = %+v, %v", keys, err)
 		}
 		p, err := s.AuthenticateKey(ctx, pub)
-		if err != nil || p.Tenant != "Alice" || p.Scope != ScopeWrite || p.TokenID != "" {
-			t.Fatalf("AuthenticateKey = %+v, %v; want Alice with write scope", p, err)
+		if err != nil || p.Tenant != "Alice" || p.Scope != ScopeWrite || p.TokenID != "" || p.KeyFingerprint != fp || p.KeyTitle != "alice@laptop" {
+			t.Fatalf("AuthenticateKey = %+v, %v; want Alice with write scope, by this key", p, err)
+		}
+		if got, want := p.String(), `Alice (ssh key `+fp+` "alice@laptop")`; got != want {
+			t.Fatalf("principal %q, want %q", got, want)
 		}
 
 		if err := s.RemoveSSHKey(ctx, "alice", fp); err != nil {

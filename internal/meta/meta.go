@@ -28,6 +28,7 @@ package meta
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -63,6 +64,10 @@ var ErrInvalidName = errors.New("invalid name")
 // see as absent (docs/adr/0021-meta-tokens-and-authorization.md). It
 // wraps the store's own error.
 var ErrUnavailable = errors.New("metadata storage unavailable")
+
+// ErrContention reports a record that changed under every attempt to
+// change it: nothing applied, and retrying is safe. It answers 503.
+var ErrContention = errors.New("the record changed concurrently on every attempt; retry")
 
 // ErrNotEmpty reports a tenant that cannot be deleted because it still
 // owns repositories and the delete was not forced.
@@ -101,6 +106,10 @@ type Repo struct {
 	// (docs/adr/0031-push-protection.md). Off by default; a fork starts
 	// with it off too, since its owner decides.
 	PushProtection bool
+	// AllowReplaceRefs lets pushes create, move and delete refs/replace/*
+	// refs, which are refused by default (docs/adr/0031-push-protection.md).
+	// A fork starts with it off.
+	AllowReplaceRefs bool
 }
 
 // FullName is "owner/name", the form users type.
@@ -120,8 +129,37 @@ type Token struct {
 // *Principal is the anonymous caller.
 type Principal struct {
 	Tenant  string
-	TokenID string
+	TokenID string // the token's id, when a token authenticated
 	Scope   Scope
+	// KeyFingerprint and KeyTitle name the SSH key, when a key
+	// authenticated (AuthenticateKey).
+	KeyFingerprint string
+	KeyTitle       string
+}
+
+// Credential names what authenticated p, for audit records: "token
+// <id>", or "ssh key <fingerprint> <title, quoted>". Empty for the
+// anonymous caller.
+func (p *Principal) Credential() string {
+	switch {
+	case p == nil:
+		return ""
+	case p.KeyFingerprint != "":
+		return "ssh key " + p.KeyFingerprint + " " + strconv.Quote(p.KeyTitle)
+	case p.TokenID != "":
+		return "token " + p.TokenID
+	}
+	return "no credential"
+}
+
+// String is p as audit records name a caller: the tenant and the
+// credential, "alice (token 01J...)" or "alice (ssh key SHA256:...
+// "laptop")". Empty for the anonymous caller.
+func (p *Principal) String() string {
+	if p == nil {
+		return ""
+	}
+	return p.Tenant + " (" + p.Credential() + ")"
 }
 
 // IsAdmin reports whether p holds an admin-scope token. Admin scope is
@@ -186,7 +224,7 @@ func HTTPStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrExists), errors.Is(err, ErrNotEmpty):
 		return http.StatusConflict
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrContention):
 		return http.StatusServiceUnavailable
 	}
 	return wal.HTTPStatus(err)

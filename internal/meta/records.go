@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/record"
 )
 
 // recordVersion is written into every record; readers refuse versions they
@@ -101,6 +102,9 @@ type repoRecord struct {
 	// PushProtection turns on scanning pushes for secrets
 	// (docs/adr/0031-push-protection.md); absent in older records, so off.
 	PushProtection bool `json:"push_protection,omitempty"`
+	// AllowReplaceRefs lets pushes create refs/replace/* refs; absent in
+	// older records, so refused.
+	AllowReplaceRefs bool `json:"allow_replace_refs,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -109,7 +113,7 @@ type repoRecord struct {
 }
 
 func (r *repoRecord) repo() Repo {
-	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection}
+	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
 }
 
 func (t *tenantRecord) tenant() Tenant {
@@ -157,12 +161,10 @@ func encodeRecord(v any) ([]byte, error) {
 // createRecord writes v at key only if the key is absent: ErrExists when
 // it is not. It returns the new ETag.
 //
-// v gets a fresh nonce first. When the PutIfAbsent fails, by a lost race
-// or with an unknown outcome, the record at key is read back: our nonce
-// means the write applied (success), another means a rival's record
-// (ErrExists), and no record means ours has not applied, so the same bytes
-// are sent again; of those copies at most one can apply, being
-// conditional on absence. If the outcome cannot be learned the error
+// v gets a fresh nonce first, so that after a lost race or an unknown
+// outcome the record read back tells whose it is (record.Create): ours
+// means the write applied, another's means ErrExists, and none means the
+// same bytes are sent again. If the outcome cannot be learned the error
 // matches objstore.ErrOutcomeUnknown, never ErrExists.
 func (s *Store) createRecord(ctx context.Context, key string, v stamped) (string, error) {
 	var raw [16]byte
@@ -170,37 +172,44 @@ func (s *Store) createRecord(ctx context.Context, key string, v stamped) (string
 		return "", fmt.Errorf("write %s: nonce: %w", key, err)
 	}
 	v.setNonce(hex.EncodeToString(raw[:]))
-	b, err := encodeRecord(v)
-	if err != nil {
-		return "", err
+	etag, err := record.Create(ctx, s.objects, anyCodec, key, &v)
+	switch {
+	case err == nil:
+		return etag, nil
+	case errors.Is(err, record.ErrExists):
+		return "", fmt.Errorf("%s: %w", key, ErrExists)
 	}
-	var lastErr error
-	for attempt := 0; attempt < maxCASAttempts; attempt++ {
-		info, err := s.objects.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-		if err == nil {
-			return info.ETag, nil
-		}
-		lastErr = err
-		var cur stamp
-		etag, rerr := s.getRecord(ctx, key, &cur)
-		switch {
-		case rerr == nil && cur.Nonce == v.nonce():
-			return etag, nil
-		case rerr == nil:
-			return "", fmt.Errorf("%s: %w", key, ErrExists)
-		case !errors.Is(rerr, objstore.ErrNotFound):
-			lastErr = fmt.Errorf("%w (and reading it back: %v)", err, rerr)
-		}
-		// Absent: our write has not applied (or a rival's was deleted
-		// again). Try again, unless the caller gave up.
-		if ctx.Err() != nil {
-			break
-		}
+	return "", fmt.Errorf("write %s: %w", key, err)
+}
+
+// anyCodec encodes any metadata record for record.Create (which never
+// decodes what it reads back: it compares bytes).
+var anyCodec = record.Codec[stamped]{
+	Encode: func(v *stamped) ([]byte, error) { return encodeRecord(*v) },
+	Decode: func([]byte, *stamped) error { return errors.New("metadata records are decoded by type") },
+	Max:    maxRecord,
+}
+
+// recordCodec is the codec of one metadata record type, for record.Update.
+func recordCodec[T any]() record.Codec[T] {
+	return record.Codec[T]{
+		Encode: func(v *T) ([]byte, error) { return encodeRecord(v) },
+		Decode: func(b []byte, v *T) error { return decodeRecord(b, v) },
+		Max:    maxRecord,
 	}
-	if errors.Is(lastErr, objstore.ErrOutcomeUnknown) {
-		return "", fmt.Errorf("write %s: %w", key, lastErr)
+}
+
+// updateRecord applies mutate to the record at key by compare-and-swap
+// (record.Update): lost races are retried, an unknown outcome is settled
+// by reading back, and the errors say which of the three outcomes of
+// docs/adr/0006-write-outcomes.md happened. A record that changed under
+// every attempt is ErrContention (503: retry).
+func updateRecord[T any](ctx context.Context, s *Store, key string, mutate record.Mutate[T]) (*T, error) {
+	v, err := record.Update(ctx, s.objects, recordCodec[T](), key, record.Options{Attempts: maxCASAttempts}, mutate)
+	if errors.Is(err, record.ErrContention) {
+		return nil, fmt.Errorf("%w: %w", ErrContention, err)
 	}
-	return "", fmt.Errorf("write %s: %w: %w", key, objstore.ErrOutcomeUnknown, lastErr)
+	return v, err
 }
 
 // replaceRecord writes v at key only if its ETag is still etag. A lost

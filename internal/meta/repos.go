@@ -60,43 +60,28 @@ func (s *Store) claimName(ctx context.Context, key string, rec *repoRecord) (str
 	if !errors.Is(err, ErrExists) {
 		return etag, err
 	}
-	var cur repoRecord
-	curTag, err := s.getRecord(ctx, key, &cur)
-	if errors.Is(err, objstore.ErrNotFound) {
-		// Tombstones are never removed, so this is a record deleted by
-		// hand; treat the name as taken rather than guess.
-		return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
-	}
+	// Taken: by a tombstone, which the claim replaces by compare-and-swap
+	// (record.Update settles an unknown outcome by our nonce), or by a
+	// live repository.
+	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+		switch {
+		case cur != nil && cur.Nonce == rec.Nonce:
+			return nil, nil // ours landed
+		case cur == nil || !cur.Deleted:
+			// Tombstones are never removed, so an absent record was
+			// deleted by hand: treat the name as taken rather than guess.
+			return nil, fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
+		}
+		return rec, nil
+	})
 	if err != nil {
 		return "", err
 	}
-	if !cur.Deleted {
-		return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
+	_, etag, err = s.readRepo(ctx, rec.Owner, rec.Name)
+	if err != nil {
+		return "", err
 	}
-	// Replace the tombstone. If that fails, the record tells what
-	// happened, as in createRecord: our nonce means it applied; the same
-	// tombstone means it did not, and the same conditional write is sent
-	// again (at most one copy can apply); anything else is a rival's.
-	for attempt := 0; ; attempt++ {
-		etag, err := s.replaceRecord(ctx, key, rec, curTag)
-		if err == nil {
-			return etag, nil
-		}
-		var now repoRecord
-		nowTag, rerr := s.getRecord(ctx, key, &now)
-		switch {
-		case rerr == nil && now.Nonce == rec.Nonce:
-			return nowTag, nil
-		case rerr == nil && nowTag == curTag && attempt+1 < maxCASAttempts && ctx.Err() == nil:
-			continue
-		case rerr == nil && nowTag != curTag, errors.Is(rerr, objstore.ErrNotFound):
-			return "", fmt.Errorf("repository %s/%s: %w", rec.Owner, rec.Name, ErrExists)
-		}
-		if errors.Is(err, objstore.ErrOutcomeUnknown) {
-			return "", err
-		}
-		return "", fmt.Errorf("%w: %w", objstore.ErrOutcomeUnknown, err)
-	}
+	return etag, nil
 }
 
 // CreateRepo creates an empty repository under an existing tenant, with a
@@ -194,7 +179,7 @@ func (s *Store) DeleteRepo(ctx context.Context, owner, name string) error {
 	if err != nil {
 		return fmt.Errorf("delete repository: %w", err)
 	}
-	rec, etag, err := s.readRepo(ctx, owner, name)
+	rec, _, err := s.readRepo(ctx, owner, name)
 	if err != nil {
 		return fmt.Errorf("delete repository: %w", err)
 	}
@@ -202,27 +187,18 @@ func (s *Store) DeleteRepo(ctx context.Context, owner, name string) error {
 		return fmt.Errorf("delete repository %s: %w", rec.repo().FullName(), err)
 	}
 	id := rec.ID
-	for attempt := 0; attempt < maxCASAttempts; attempt++ {
-		rec.Deleted = true
-		_, err := s.replaceRecord(ctx, key, &rec, etag)
-		if !errors.Is(err, objstore.ErrPreconditionFailed) {
-			if err != nil {
-				return fmt.Errorf("delete repository %s: %w", rec.repo().FullName(), err)
-			}
-			return nil
+	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+		if cur == nil || cur.Deleted || cur.ID != id {
+			return nil, nil // deleted by someone else, and perhaps recreated
 		}
-		// Someone changed the record since we read it: retry only if it
-		// is still the repository whose log we just deleted.
-		rec = repoRecord{}
-		etag, err = s.getRecord(ctx, key, &rec)
-		if errors.Is(err, objstore.ErrNotFound) || err == nil && (rec.Deleted || rec.ID != id) {
-			return nil // deleted by someone else, and perhaps recreated
-		}
-		if err != nil {
-			return fmt.Errorf("delete repository: %w", err)
-		}
+		next := *cur
+		next.Deleted = true
+		return &next, nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete repository %s: %w", rec.repo().FullName(), err)
 	}
-	return fmt.Errorf("delete repository %s/%s: record kept changing", owner, name)
+	return nil
 }
 
 // ForkRepo copies srcOwner/srcName's log to a new repository
@@ -287,22 +263,55 @@ func (s *Store) SetVisibility(ctx context.Context, owner, name string, public bo
 	if err != nil {
 		return fmt.Errorf("set visibility: %w", err)
 	}
-	for attempt := 0; attempt < maxCASAttempts; attempt++ {
-		rec, etag, err := s.readRepo(ctx, owner, name)
-		if err != nil {
-			return fmt.Errorf("set visibility: %w", err)
+	if _, _, err := s.readRepo(ctx, owner, name); err != nil {
+		return fmt.Errorf("set visibility: %w", err)
+	}
+	_, err = updateRecord(ctx, s, key, func(cur *repoRecord) (*repoRecord, error) {
+		if cur == nil || cur.Deleted {
+			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
 		}
-		if rec.Public == public {
-			return nil
+		if cur.Public == public {
+			return nil, nil
 		}
-		rec.Public = public
-		_, err = s.replaceRecord(ctx, key, &rec, etag)
-		if !errors.Is(err, objstore.ErrPreconditionFailed) {
-			if err != nil {
-				return fmt.Errorf("set visibility of %s: %w", rec.repo().FullName(), err)
+		next := *cur
+		next.Public = public
+		return &next, nil
+	})
+	if err != nil {
+		return fmt.Errorf("set visibility of %s/%s: %w", owner, name, err)
+	}
+	return nil
+}
+
+// ReposPage returns up to limit live repositories of every owner, in key
+// order, after the repository whose key is after ("" from the start), and
+// the cursor of the next page ("" when this was the last). It reads one
+// LIST page and the records on it; a background sweep pages through an
+// installation with it at its own pace.
+func (s *Store) ReposPage(ctx context.Context, after string, limit int) ([]Repo, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	page, err := s.objects.List(ctx, reposPrefix, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list repositories: %w", err)
+	}
+	out := make([]Repo, 0, len(page))
+	for _, o := range page {
+		var rec repoRecord
+		if _, err := s.getRecord(ctx, o.Key, &rec); err != nil {
+			if errors.Is(err, objstore.ErrNotFound) {
+				continue
 			}
-			return nil
+			return nil, "", err
+		}
+		if !rec.Deleted {
+			out = append(out, rec.repo())
 		}
 	}
-	return fmt.Errorf("set visibility of %s/%s: record kept changing", owner, name)
+	next := ""
+	if len(page) == limit {
+		next = page[len(page)-1].Key
+	}
+	return out, next, nil
 }

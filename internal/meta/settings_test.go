@@ -173,3 +173,48 @@ func TestSetPushProtectionReadBack(t *testing.T) {
 		}
 	})
 }
+
+// TestAllowReplaceRefsSetting: refused by default, allowed and refused
+// again, independent of push protection, and off in a fork.
+func TestAllowReplaceRefsSetting(t *testing.T) {
+	ctx := context.Background()
+	s := newRepoForSettings(t, memstore.New())
+	if r, _ := s.Repo(ctx, "alice", "proj"); r.AllowReplaceRefs {
+		t.Fatal("a new repository allows replace refs")
+	}
+	if err := s.SetAllowReplaceRefs(ctx, "alice", "proj", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPushProtection(ctx, "alice", "proj", true); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Repo(ctx, "alice", "proj"); !r.AllowReplaceRefs || !r.PushProtection {
+		t.Fatalf("after setting both: %+v", r)
+	}
+	if f, err := s.ForkRepo(ctx, "alice", "proj", "alice", "fork"); err != nil || f.AllowReplaceRefs {
+		t.Fatalf("fork = %+v, %v; want replace refs refused", f, err)
+	}
+	if err := s.SetAllowReplaceRefs(ctx, "alice", "proj", false); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Repo(ctx, "alice", "proj"); r.AllowReplaceRefs || !r.PushProtection {
+		t.Fatalf("after refusing again: %+v", r)
+	}
+	if err := s.SetAllowReplaceRefs(ctx, "alice", "nope", true); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing repository: %v", err)
+	}
+}
+
+// TestPrincipalString: audit records name the credential.
+func TestPrincipalString(t *testing.T) {
+	var anon *Principal
+	for p, want := range map[*Principal]string{
+		anon:                              "",
+		{Tenant: "alice", TokenID: "01J"}: "alice (token 01J)",
+		{Tenant: "alice", KeyFingerprint: "SHA256:abc", KeyTitle: "lap\"top"}: `alice (ssh key SHA256:abc "lap\"top")`,
+	} {
+		if got := p.String(); got != want {
+			t.Errorf("%+v: %q, want %q", p, got, want)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package pushprotect
 
 import (
 	"fmt"
+	"strconv"
+	"unicode"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/secretscan"
@@ -86,7 +88,7 @@ func (s *Scanner) locations(fs []secretscan.Finding) []string {
 			if listed == s.opts.MaxListed {
 				break
 			}
-			out = append(out, "         - commit: "+f.Commit, fmt.Sprintf("           path: %s:%d", f.Path, f.StartLine))
+			out = append(out, locationLines(f)...)
 			listed++
 		}
 		out = append(out, "")
@@ -95,4 +97,51 @@ func (s *Scanner) locations(fs []secretscan.Finding) []string {
 		out = append(out, fmt.Sprintf("      and %d more (%d in all)", n, len(fs)), "")
 	}
 	return out
+}
+
+// locationLines are the two lines of one location: the object (commit,
+// tag, or the ref that reaches a blob no commit adds) and the place in it.
+func locationLines(f *secretscan.Finding) []string {
+	const first, second = "         - ", "           "
+	switch {
+	case f.Source == secretscan.SourceCommitMessage:
+		return []string{first + "commit: " + f.Commit, fmt.Sprintf("%scommit message, line %d", second, f.StartLine)}
+	case f.Source == secretscan.SourceTagMessage:
+		return []string{first + "tag: " + f.BlobID, fmt.Sprintf("%stag message, line %d", second, f.StartLine)}
+	case f.Commit != "":
+		return []string{first + "commit: " + f.Commit, fmt.Sprintf("%spath: %s:%d", second, printable(f.Path), f.StartLine)}
+	}
+	head := first + "ref: " + printable(f.Ref) + " (no commit adds it)"
+	if f.Ref == "" {
+		head = first + "blob: " + f.BlobID + " (no commit adds it)"
+	}
+	if f.Path == "" {
+		return []string{head, fmt.Sprintf("%sblob %s, line %d", second, f.BlobID, f.StartLine)}
+	}
+	return []string{head, fmt.Sprintf("%spath: %s:%d", second, printable(f.Path), f.StartLine)}
+}
+
+// where names a finding's location on one line, for errors and logs.
+func where(f *secretscan.Finding) string {
+	switch {
+	case f.Source == secretscan.SourceCommitMessage:
+		return fmt.Sprintf("commit message of %s, line %d", f.Commit, f.StartLine)
+	case f.Source == secretscan.SourceTagMessage:
+		return fmt.Sprintf("tag message of %s, line %d", f.BlobID, f.StartLine)
+	case f.Commit != "":
+		return fmt.Sprintf("%s:%d in %s", printable(f.Path), f.StartLine, f.Commit)
+	}
+	return fmt.Sprintf("%s:%d (blob %s, reached from %s)", printable(f.Path), f.StartLine, f.BlobID, printable(f.Ref))
+}
+
+// printable returns s, quoted as a Go string when it holds anything a
+// terminal would interpret (a path or ref name may hold escape
+// sequences): git prints these lines as they come.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

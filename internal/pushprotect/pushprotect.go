@@ -24,13 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/secretscan"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // Defaults for Options.
@@ -168,9 +168,24 @@ type Verdict struct {
 // bypass may then be recorded twice, which only adds a history entry).
 var ErrBypassNotRecorded = errors.New("pushprotect: the bypass could not be recorded")
 
-// Check scans the blobs p adds and decides. Errors are failures to decide
-// (git, storage); an invalid push option is an *OptionError, returned
-// before anything is scanned.
+// Check scans what p adds and decides. Errors are failures to decide
+// (git, storage), and the push must then be refused: every step fails
+// closed. An invalid push option is an *OptionError, returned before
+// anything is scanned.
+//
+// What p adds is every object reachable from its new tips and from no
+// existing ref (git rev-list --objects <tips> --not --all, in the
+// quarantine): the blobs, scanned at the paths rev-list gives them, and
+// the commit and tag objects, scanned whole (headers and message). That
+// covers merges, octopus merges, tags of blobs and trees, notes, refs
+// outside refs/heads and type changes alike, and a secret already in the
+// repository but reachable from no ref (a deleted branch) counts as new
+// when a push makes it reachable again. Each finding is placed at the
+// commit whose diff added it (secretscan.BlobScan.AttributeAll, merges
+// against their first parent); one that no diff adds (a blob reached
+// through a tag of a tree or blob) blocks all the same, at its path under
+// the pushed ref that reaches it (secretscan.Locate); message findings
+// are at their commit or tag.
 func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 	start := time.Now()
 	opts, err := ParseOptions(p.Options)
@@ -181,15 +196,17 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 	defer func() { v.Duration = time.Since(start) }()
 
 	var tips []string
+	var refs []secretscan.RefTip
 	for _, u := range p.Updates {
 		if u.New != zeroID {
 			tips = append(tips, u.New)
+			refs = append(refs, secretscan.RefTip{Ref: u.Ref, Tip: u.New})
 		}
 	}
 	if len(tips) == 0 {
 		return v, nil
 	}
-	objs, err := newObjects(ctx, p.Repo, tips)
+	objs, paths, err := newObjects(ctx, p.Repo, tips)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +219,7 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 	}
 	e, err := secretscan.New(s.cfg, secretscan.Options{
 		Workers: s.opts.Workers, MaxBlobSize: s.opts.MaxBlobSize, FingerprintKey: key,
-		Matcher: s.matcher, MaxDecodeDepth: s.opts.MaxDecodeDepth,
+		Matcher: s.matcher, MaxDecodeDepth: s.opts.MaxDecodeDepth, Messages: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pushprotect: %w", err)
@@ -212,27 +229,14 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 		return nil, fmt.Errorf("pushprotect: scan: %w", err)
 	}
 	v.Stats = bs.Stats
-	if bs.FindingBlobs() == 0 {
+	if bs.FindingBlobs() == 0 && bs.FindingMessages() == 0 {
 		return v, nil
 	}
-	revs := append(append(tips[:len(tips):len(tips)], "--not"), "--all")
-	fs, err := bs.Attribute(ctx, p.Repo, revs)
+	fs, err := s.place(ctx, e, p.Repo, bs, tips, refs, paths)
 	if err != nil {
-		return nil, fmt.Errorf("pushprotect: attribute: %w", err)
+		return nil, err
 	}
-	if len(fs) > 0 {
-		// Attribution reports a secret only where a diff adds it, by
-		// comparing with the candidates of the file's previous version.
-		// A pushed commit that edits a file which already held a secret
-		// has that previous version in the repository, not in the push,
-		// so it was not scanned and the old secret would look new. Scan
-		// those previous versions too (only of the files with findings:
-		// the cost stays with the push) and attribute again.
-		fs, err = s.withPreviousVersions(ctx, e, p.Repo, revs, fs)
-		if err != nil {
-			return nil, err
-		}
-	}
+	fs = append(fs, bs.MessageFindings()...)
 	v.Findings = fs
 	if len(fs) == 0 {
 		return v, nil
@@ -254,6 +258,74 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 	return v, nil
 }
 
+// place turns the candidates of the pushed blobs into findings. paths
+// holds the path rev-list gave each pushed object.
+//
+// Attribution reports a secret only where a diff adds it, by comparing
+// with the candidates of the file's previous version. A pushed commit
+// that edits a file which already held a secret has that previous
+// version in the repository, not in the push, so it was not scanned and
+// the old secret would look new. Those previous versions are scanned too
+// (only those of files with candidates: the cost stays with the push),
+// and the blobs attributed again. What no diff of the pushed commits
+// adds is located under the pushed refs.
+func (s *Scanner) place(ctx context.Context, e *secretscan.Engine, repo secretscan.Repo, bs *secretscan.BlobScan, tips []string, refs []secretscan.RefTip, paths map[string]string) ([]secretscan.Finding, error) {
+	if bs.FindingBlobs() == 0 {
+		return nil, nil
+	}
+	revs := append(append(tips[:len(tips):len(tips)], "--not"), "--all")
+	a, err := bs.AttributeAll(ctx, repo, revs)
+	if err != nil {
+		return nil, fmt.Errorf("pushprotect: attribute: %w", err)
+	}
+	var prev []string
+	for _, id := range a.Replaced {
+		if _, pushed := paths[id]; !pushed {
+			prev = append(prev, id)
+		}
+	}
+	if len(prev) > 0 {
+		// The blobs with candidates again, with their paths so that
+		// path-only rules match as in the first pass; the previous
+		// versions need none (only content candidates are compared).
+		ids := prev
+		for _, id := range bs.CandidateBlobs() {
+			ids = append(ids, id+" "+paths[id])
+		}
+		bs, err = e.ScanObjects(ctx, repo, ids, nil)
+		if err != nil {
+			return nil, fmt.Errorf("pushprotect: scan previous versions: %w", err)
+		}
+		if a, err = bs.AttributeAll(ctx, repo, revs); err != nil {
+			return nil, fmt.Errorf("pushprotect: attribute: %w", err)
+		}
+	}
+	// Unplaced: the pushed blobs only (a previous version is no diff's
+	// addition among the pushed commits, and was not pushed).
+	var unplaced []string
+	for _, id := range a.Unplaced {
+		if _, pushed := paths[id]; pushed {
+			unplaced = append(unplaced, id)
+		}
+	}
+	fs := a.Findings
+	if len(unplaced) == 0 {
+		return fs, nil
+	}
+	reach, err := secretscan.Locate(ctx, repo, refs, []string{"--all"}, unplaced)
+	if err != nil {
+		return nil, fmt.Errorf("pushprotect: locate: %w", err)
+	}
+	for _, id := range unplaced {
+		if _, ok := reach[id]; !ok {
+			// Listed by rev-list over the pushed tips, so some pushed
+			// ref reaches it; it blocks wherever it is.
+			reach[id] = secretscan.Reach{Path: paths[id]}
+		}
+	}
+	return append(fs, bs.LocatedFindings(unplaced, reach)...), nil
+}
+
 // recordBypass files every bypassed finding as an alert location with a
 // bypass entry. The caller's deadline bounds it; it stops at the first
 // failure, since the push is then refused anyway.
@@ -267,10 +339,10 @@ func (s *Scanner) recordBypass(ctx context.Context, p Push, reason alerts.Bypass
 		af := alerts.Finding{
 			RuleID: f.RuleID, Description: f.Description, Commit: f.Commit, Path: f.Path,
 			Line: f.StartLine, Column: f.StartColumn, BlobID: f.BlobID, Match: f.Match,
-			Fingerprint: f.Fingerprint,
+			Fingerprint: f.Fingerprint, Source: string(f.Source), Ref: f.Ref,
 		}
 		if _, err := s.alerts.RecordBypass(ctx, p.Tenant, p.RepoID, af, by, reason); err != nil {
-			return fmt.Errorf("%w: %s at %s:%d: %w", ErrBypassNotRecorded, f.RuleID, f.Path, f.StartLine, err)
+			return fmt.Errorf("%w: %s at %s: %w", ErrBypassNotRecorded, f.RuleID, where(f), err)
 		}
 	}
 	return nil
@@ -281,122 +353,35 @@ func (s *Scanner) recordBypass(ctx context.Context, p Push, reason alerts.Bypass
 // quarantine's objects visible. Those are the objects the push adds
 // (anything else reachable from the tips is already in the repository),
 // found in time proportional to them and the refs, not to history. Each
-// is returned as rev-list prints it, "<id> <path>", which ScanObjects
-// takes as is: path-only rules (a .p12 file) match that path.
-func newObjects(ctx context.Context, repo secretscan.Repo, tips []string) ([]string, error) {
-	args := []string{"-C", repo.Dir, "rev-list", "--objects", "--stdin", "--not", "--all"}
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = append(os.Environ(), repo.Env...)
+// is returned as rev-list prints it, "<id>" for a commit and "<id>
+// <path>" for the others, which ScanObjects takes as is: path-only rules
+// (a .p12 file) match that path. paths maps every id to its path.
+func newObjects(ctx context.Context, repo secretscan.Repo, tips []string) ([]string, map[string]string, error) {
+	args := []string{"rev-list", "--objects", "--stdin", "--not", "--all"}
+	cmd := command(ctx, repo, args...)
 	cmd.Stdin = strings.NewReader(strings.Join(tips, "\n") + "\n")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("pushprotect: %w", err)
+		return nil, nil, fmt.Errorf("pushprotect: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pushprotect: start git rev-list: %w", err)
+		return nil, nil, fmt.Errorf("pushprotect: start git rev-list: %w", err)
 	}
 	var ids []string
+	paths := make(map[string]string)
 	br := bufio.NewReaderSize(out, 64<<10)
+	var perr error
 	for {
 		line, err := br.ReadString('\n')
-		// Commits are listed alone, trees and blobs with a path: only
-		// the latter can be blobs (ScanObjects keeps just those).
-		if l := strings.TrimSuffix(line, "\n"); strings.IndexByte(l, ' ') > 0 {
-			ids = append(ids, l)
-		}
-		if err != nil {
-			break
-		}
-	}
-	io.Copy(io.Discard, out)
-	if err := cmd.Wait(); err != nil {
-		return nil, &secretscan.GitError{Args: args[2:], Stderr: stderr.String(), Err: err}
-	}
-	return ids, nil
-}
-
-// withPreviousVersions rescans the blobs of findings together with the
-// versions they replaced in the pushed commits, and attributes again.
-func (s *Scanner) withPreviousVersions(ctx context.Context, e *secretscan.Engine, repo secretscan.Repo, revs []string, fs []secretscan.Finding) ([]secretscan.Finding, error) {
-	found := make(map[string]bool)
-	for _, f := range fs {
-		found[f.BlobID] = true
-	}
-	prev, err := previousVersions(ctx, repo, revs, found)
-	if err != nil {
-		return nil, err
-	}
-	if len(prev) == 0 {
-		return fs, nil
-	}
-	// The findings' blobs again, with their paths so that path-only rules
-	// match as in the first pass; the previous versions need none (only
-	// content candidates are compared).
-	ids := prev
-	for _, f := range fs {
-		if found[f.BlobID] {
-			found[f.BlobID] = false // once: a blob listed twice is scanned twice
-			ids = append(ids, f.BlobID+" "+f.Path)
-		}
-	}
-	bs, err := e.ScanObjects(ctx, repo, ids, nil)
-	if err != nil {
-		return nil, fmt.Errorf("pushprotect: scan previous versions: %w", err)
-	}
-	out, err := bs.Attribute(ctx, repo, revs)
-	if err != nil {
-		return nil, fmt.Errorf("pushprotect: attribute: %w", err)
-	}
-	return out, nil
-}
-
-// previousVersions returns the blobs that the commits selected by revs
-// replaced with one of the blobs in found: the source side of their raw
-// diff entries, read with the same git log options as
-// secretscan.BlobScan.Attribute so the entries are the same.
-func previousVersions(ctx context.Context, repo secretscan.Repo, revs []string, found map[string]bool) ([]string, error) {
-	args := append([]string{"-C", repo.Dir, "-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev",
-		"--no-color", "--diff-filter=tuxdb", "--format="}, revs...)
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = append(os.Environ(), repo.Env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("pushprotect: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pushprotect: start git log: %w", err)
-	}
-	var prev []string
-	seen := make(map[string]bool)
-	br := bufio.NewReaderSize(out, 64<<10)
-	paths := 0 // path tokens still to skip after an entry
-	for {
-		tok, err := br.ReadString(0)
-		tok = strings.TrimLeft(strings.TrimSuffix(tok, "\x00"), "\n")
-		switch {
-		case paths > 0:
-			paths--
-		case strings.HasPrefix(tok, ":"):
-			// ":srcMode dstMode src dst status", then one path, or two
-			// for a rename or copy.
-			f := strings.Fields(tok[1:])
-			if len(f) != 5 {
+		if l := strings.TrimSuffix(line, "\n"); l != "" {
+			id, path, _ := strings.Cut(l, " ")
+			if !wal.IsObjectID(id) {
+				perr = fmt.Errorf("pushprotect: git rev-list printed %q", clip(l, 100))
 				break
 			}
-			paths = 1
-			if f[4][0] == 'R' || f[4][0] == 'C' {
-				paths = 2
-			}
-			// Type changes (a submodule or symlink becoming a file) are
-			// filtered out, as in Attribute, so the source is a blob or
-			// nothing.
-			if found[f[3]] && f[2] != zeroID && !seen[f[2]] {
-				seen[f[2]] = true
-				prev = append(prev, f[2])
+			if _, dup := paths[id]; !dup {
+				paths[id] = path
+				ids = append(ids, l)
 			}
 		}
 		if err != nil {
@@ -404,8 +389,29 @@ func previousVersions(ctx context.Context, repo secretscan.Repo, revs []string, 
 		}
 	}
 	io.Copy(io.Discard, out)
-	if err := cmd.Wait(); err != nil {
-		return nil, &secretscan.GitError{Args: args[2:], Stderr: stderr.String(), Err: err}
+	werr := cmd.Wait()
+	if perr != nil {
+		return nil, nil, perr
 	}
-	return prev, nil
+	if werr != nil {
+		return nil, nil, &secretscan.GitError{Args: args, Stderr: cmd.StderrText(), Err: werr}
+	}
+	return ids, paths, nil
+}
+
+// command prepares git in repo through gitexec, as every server-side git
+// process is (docs/adr/0031-push-protection.md).
+func command(ctx context.Context, repo secretscan.Repo, args ...string) *gitexec.Cmd {
+	g := repo.Git
+	if g == nil {
+		g = &gitexec.Runner{}
+	}
+	return g.Command(ctx, "", repo.Env, append([]string{"-C", repo.Dir}, args...)...)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

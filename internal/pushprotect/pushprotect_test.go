@@ -415,3 +415,75 @@ func TestNewNeedsAlerts(t *testing.T) {
 		t.Fatal("New without an alert store succeeded")
 	}
 }
+
+// TestBlockedLocations: every kind of location is named in the message:
+// a commit message, a tag message, a blob reached only through a pushed
+// tag (no commit adds it), and a path that holds a terminal escape comes
+// out quoted. A bypass records each with its source and ref.
+func TestBlockedLocations(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	old := f.rev("main")
+	tip := f.commit("deploy\n\ntoken "+fakePAT, map[string]string{"evil\x1b[2J.txt": "key " + fakePAT3 + "\n"})
+	blob := strings.TrimSpace(gittestIn(t, f, "key "+fakePAT4+"\n", "hash-object", "-w", "--stdin"))
+	gittest.Git(t, f.env, f.client, "tag", "-a", "-m", "release "+fakePAT5, "t1", blob)
+	tag := f.rev("t1")
+	st := alerts.New(memstore.New())
+	s := newScanner(t, st, Options{})
+	updates := []Update{{Ref: "refs/heads/main", Old: old, New: tip}, {Ref: "refs/tags/t1", Old: zeroID, New: tag}}
+	v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice (token t)", Repo: f.push(tip, tag), Updates: updates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := strings.Join(v.Message, "\n")
+	if !v.Blocked || len(v.Findings) != 4 {
+		t.Fatalf("verdict: blocked %v, %d findings:\n%s", v.Blocked, len(v.Findings), msg)
+	}
+	for _, want := range []string{
+		"- commit: " + tip, "commit message, line 8",
+		"- tag: " + tag, "tag message, line 6",
+		"- ref: refs/tags/t1 (no commit adds it)", "blob " + blob + ", line 1",
+		`path: "evil\x1b[2J.txt":1`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "\x1b") {
+		t.Error("the message carries a raw escape character")
+	}
+	v, err = s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice (token t)", Repo: f.push(tip, tag), Updates: updates,
+		Options: []string{"secret-scanning.bypass=will_fix_later"}})
+	if err != nil || v.Blocked {
+		t.Fatalf("bypass: %+v %v", v, err)
+	}
+	sources := map[string]int{}
+	for _, a := range listAlerts(t, st) {
+		for _, b := range a.Bypasses {
+			sources[b.Source+" "+b.Ref]++
+			if b.By != "alice (token t)" {
+				t.Errorf("bypass by %q", b.By)
+			}
+		}
+	}
+	want := map[string]int{"commit-message ": 1, "tag-message ": 1, " refs/tags/t1": 1, " ": 1}
+	if fmt.Sprint(sources) != fmt.Sprint(want) {
+		t.Errorf("bypasses by source and ref %v, want %v", sources, want)
+	}
+}
+
+func gittestIn(t *testing.T, f *fixture, stdin string, args ...string) string {
+	t.Helper()
+	out, err := gittest.Run(f.env, f.client, strings.NewReader(stdin), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// More fake credentials, split so that no scanner flags this file.
+const (
+	fakePAT3 = "ghp_" + "Qw3Er5Ty7Ui9Op1As2Df4Gh6Jk8Lz0Xc2Vb4N"
+	fakePAT4 = "ghp_" + "Mn8Bv6Cx4Za2Lk9Jh7Gf5Ds3Ap1Oi0Uy2Tr4E"
+	fakePAT5 = "ghp_" + "Zx9Cv8Bn7Ml6Kj5Hg4Fd3Sa2Qw1Er0Ty9Ui8O"
+)

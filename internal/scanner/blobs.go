@@ -13,13 +13,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// blob is one blob to scan: its id, its key in the shard's key space (the
-// id's bytes) and its size.
+// blob is one object to scan: its id, its key in the shard's key space
+// (the id's bytes) and its size. Most are blobs; commits and tags are
+// scanned too, headers and message (docs/adr/0032-scan-runs.md).
 type blob struct {
 	id   string
 	key  []byte
@@ -52,8 +54,9 @@ type starter func(ctx context.Context, cmd *exec.Cmd) (release func(), err error
 func startNow(_ context.Context, cmd *exec.Cmd) (func(), error) { return func() {}, cmd.Start() }
 
 // batchCheck runs git cat-file --batch-check over ids (all objects when
-// ids is nil) and returns the blobs among them, and how many of ids the
-// repository lacks.
+// ids is nil) and returns the blobs, commits and tags among them (what a
+// scan reads: blobs, and commit and tag objects for their messages), and
+// how many of ids the repository lacks.
 func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([]blob, int, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
@@ -62,15 +65,13 @@ func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([
 	} else {
 		stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	}
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, args...)
 	cmd.Stdin = stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, 0, err
 	}
-	release, err := start(ctx, cmd)
+	release, err := start(ctx, cmd.Cmd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("start git cat-file: %w", err)
 	}
@@ -84,8 +85,8 @@ func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([
 			missing++
 			continue
 		}
-		if len(f) != 3 || f[0] != "blob" {
-			continue // other types
+		if len(f) != 3 || f[0] != "blob" && f[0] != "commit" && f[0] != "tag" {
+			continue // trees
 		}
 		k, err := hex.DecodeString(f[1])
 		if err != nil {
@@ -99,7 +100,7 @@ func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
-		return nil, 0, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, 0, fmt.Errorf("git cat-file: %w: %s", err, strings.TrimSpace(cmd.StderrText()))
 	}
 	return bs, missing, nil
 }
@@ -126,12 +127,11 @@ func layerObjects(ctx context.Context, start starter, log *wal.Log, repo string,
 
 // showIndex lists the object ids of a git pack index (git show-index).
 func showIndex(ctx context.Context, start starter, idx io.Reader) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "git", "show-index")
+	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, "show-index")
 	cmd.Stdin = idx
-	var stderr, stdout bytes.Buffer
-	cmd.Stderr = &stderr
+	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	release, err := start(ctx, cmd)
+	release, err := start(ctx, cmd.Cmd)
 	if err == nil {
 		err = cmd.Wait()
 		release()
@@ -141,7 +141,7 @@ func showIndex(ctx context.Context, start starter, idx io.Reader) ([]string, err
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("git show-index: %w: %s", err, strings.TrimSpace(cmd.StderrText()))
 	}
 	var ids []string
 	for line := range strings.Lines(string(out)) {

@@ -100,6 +100,18 @@ func (m *Metrics) superseded() {
 	}
 }
 
+// resetLag drops every per-repository figure: this process no longer
+// reconciles, so they would go stale.
+func (m *Metrics) resetLag() {
+	if m == nil {
+		return
+	}
+	m.lag.Reset()
+	m.oldest.Reset()
+	m.runs.Reset()
+	m.parked.Set(0)
+}
+
 // observeRuns replaces the run-state figures with counts.
 func (m *Metrics) observeRuns(counts map[[2]string]int, parked int) {
 	if m == nil {

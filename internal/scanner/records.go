@@ -1,7 +1,6 @@
 package scanner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/record"
 )
 
 // Errors callers branch on.
@@ -21,13 +21,12 @@ var (
 	ErrNotFound = errors.New("scanner: run not found")
 	// ErrContention reports a record that changed under every attempt to
 	// update it; nothing applied, and retrying is safe.
-	ErrContention = errors.New("scanner: record changed concurrently too often")
+	ErrContention = record.ErrContention
 )
 
 const (
 	recordVersion = 1
 	maxRecord     = 1 << 20
-	casAttempts   = 8
 )
 
 // Run is a run's descriptor in the object store: what the run is, and,
@@ -105,90 +104,63 @@ func parseActiveKey(key string) (Spec, bool) {
 	return s, s.check() == nil
 }
 
-// records reads and writes the scanner's objects with the write-outcome
-// contract of docs/adr/0006-write-outcomes.md: conditional puts, and a
-// re-read to settle any write whose outcome is unknown.
+// records reads and writes the scanner's objects through package record,
+// with the write-outcome contract of docs/adr/0006-write-outcomes.md:
+// conditional puts, and a re-read to settle any write whose outcome is
+// unknown.
 type records struct {
 	store objstore.Store
 }
 
+// rawCodec keeps a record's JSON as it is, for get and create, which take
+// any record type.
+var rawCodec = record.Codec[json.RawMessage]{
+	Encode: func(v *json.RawMessage) ([]byte, error) { return *v, nil },
+	Decode: func(b []byte, v *json.RawMessage) error {
+		if !json.Valid(b) {
+			return errors.New("not JSON")
+		}
+		*v = b
+		return nil
+	},
+	Max: maxRecord,
+}
+
 func (rs records) get(ctx context.Context, key string, v any) (string, error) {
-	b, info, err := objstore.ReadAll(ctx, rs.store, key, maxRecord)
+	raw, etag, err := record.Get(ctx, rs.store, rawCodec, key)
 	if err != nil {
 		return "", err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := json.Unmarshal(*raw, v); err != nil {
 		return "", fmt.Errorf("scanner: decode %s: %w", key, err)
 	}
-	return info.ETag, nil
+	return etag, nil
 }
 
-// create writes v at key unless the key exists. It reports whether the
-// object now holds v's bytes or an earlier value: an existing object is
-// not an error (a run created twice is one run).
+// create writes v at key unless the key exists: an existing record is not
+// an error (a run created twice is one run). A write whose outcome is
+// unknown is settled by reading the key back.
 func (rs records) create(ctx context.Context, key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	_, err = rs.store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-	switch {
-	case err == nil, errors.Is(err, objstore.ErrPreconditionFailed):
-		return nil
-	case errors.Is(err, objstore.ErrOutcomeUnknown):
-		// Settle by reading: present (ours or anyone's) is success.
-		if _, _, gerr := objstore.ReadAll(ctx, rs.store, key, maxRecord); gerr == nil {
-			return nil
-		}
+	raw := json.RawMessage(b)
+	if _, err := record.CreateOnce(ctx, rs.store, rawCodec, key, &raw); err != nil {
+		return fmt.Errorf("scanner: create %s: %w", key, err)
 	}
-	return fmt.Errorf("scanner: create %s: %w", key, err)
+	return nil
 }
 
-// update applies fn to the record at key (nil when absent) and writes
-// the result conditionally, retrying lost races. fn returning nil means
-// no change. An unknown outcome is settled by re-reading: if the stored
-// record is what we wrote, it applied.
+// update applies fn to the record at key (nil when absent) by
+// compare-and-swap (record.Update); fn returning nil means the record
+// already holds the change, and fn must be idempotent. Its errors are
+// record.Update's: not applied (ErrContention among them), or unknown.
 func update[T any](ctx context.Context, rs records, key string, fn func(cur *T) *T) error {
-	for range casAttempts {
-		var cur T
-		etag, err := rs.get(ctx, key, &cur)
-		var curp *T
-		switch {
-		case err == nil:
-			curp = &cur
-		case errors.Is(err, objstore.ErrNotFound):
-		default:
-			return err
-		}
-		next := fn(curp)
-		if next == nil {
-			return nil
-		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return err
-		}
-		if curp == nil {
-			_, err = rs.store.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
-		} else {
-			_, err = rs.store.PutIfMatch(ctx, key, bytes.NewReader(b), int64(len(b)), etag)
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, objstore.ErrPreconditionFailed):
-			continue
-		case errors.Is(err, objstore.ErrOutcomeUnknown):
-			got, _, gerr := objstore.ReadAll(ctx, rs.store, key, maxRecord)
-			if gerr == nil && bytes.Equal(got, b) {
-				return nil
-			}
-			continue // fn is idempotent: apply it to whatever is there now
-		default:
-			return fmt.Errorf("scanner: write %s: %w", key, err)
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrContention, key)
+	c := record.JSON[T]()
+	c.Max = maxRecord
+	_, err := record.Update(ctx, rs.store, c, key, record.Options{}, func(cur *T) (*T, error) { return fn(cur), nil })
+	return err
 }
 
 // Watermark is the per-repository "scanned through seq" record: every

@@ -83,6 +83,7 @@ type Scanner struct {
 	opts    Options
 	recs    records
 	backoff backoff
+	gate    gate
 	rules   *secretscan.Config
 	logger  *slog.Logger
 	now     func() time.Time
@@ -397,33 +398,44 @@ func (s *Scanner) advanceTo(ctx context.Context, tenant, repoID string, seq uint
 // yet (etcd was down) are left to the workers, which create them from
 // their marker. It returns how many runs it started.
 func (s *Scanner) Reconcile(ctx context.Context, tenant, repoID string) (int, error) {
+	n, _, err := s.reconcile(ctx, tenant, repoID)
+	if errors.Is(err, wal.ErrRepoDeleted) {
+		return n, nil // nothing to scan any more
+	}
+	return n, err
+}
+
+// reconcile is Reconcile, and also returns the lag it found (before the
+// runs it started, if any, are done).
+func (s *Scanner) reconcile(ctx context.Context, tenant, repoID string) (int, Lag, error) {
 	x, err := s.opts.Log.Head(ctx, repoID)
 	if err != nil {
-		return 0, err
+		return 0, Lag{}, err
 	}
 	if x.Deleted {
 		s.opts.Metrics.forget(tenant, repoID)
-		return 0, nil
+		return 0, Lag{}, wal.ErrRepoDeleted
 	}
 	if err := s.advanceWatermark(ctx, tenant, repoID); err != nil {
-		return 0, err
+		return 0, Lag{}, err
 	}
 	w, err := s.Watermark(ctx, repoID)
 	if err != nil {
-		return 0, err
+		return 0, Lag{}, err
 	}
 	var pres map[uint64]preserved
 	if w < x.CompactedThroughSeq {
 		ps, err := s.preservedAfter(ctx, repoID, w, maxReconcile)
 		if err != nil {
-			return 0, err
+			return 0, Lag{}, err
 		}
 		pres = make(map[uint64]preserved, len(ps))
 		for _, p := range ps {
 			pres[p.seq] = p
 		}
 	}
-	s.opts.Metrics.observeLag(tenant, repoID, s.lag(ctx, repoID, x, w, pres))
+	lag := s.lag(ctx, repoID, x, w, pres)
+	s.opts.Metrics.observeLag(tenant, repoID, lag)
 	started, catchUp := 0, false
 	for seq := w + 1; seq <= x.Seq && seq <= w+maxReconcile; seq++ {
 		spec := Spec{Tenant: tenant, RepoID: repoID, Kind: KindPush, Seq: seq}
@@ -433,33 +445,33 @@ func (s *Scanner) Reconcile(ctx context.Context, tenant, repoID string) (int, er
 			// Make sure workers see it (a crash between descriptor and marker).
 			if !r.Done {
 				if err := s.recs.create(ctx, activeKey(spec), &r); err != nil {
-					return started, err
+					return started, lag, err
 				}
 			}
 			continue
 		}
 		if !errors.Is(err, objstore.ErrNotFound) {
-			return started, err
+			return started, lag, err
 		}
 		if _, ok := pres[seq]; seq <= x.CompactedThroughSeq && !ok {
 			catchUp = true // folded, and nothing says what it held
 			continue
 		}
 		if _, err := s.Start(ctx, spec); err != nil {
-			return started, err
+			return started, lag, err
 		}
 		started++
 	}
 	if catchUp {
 		_, created, err := s.startCatchUp(ctx, tenant, repoID, x.CompactedThroughSeq)
 		if err != nil {
-			return started, err
+			return started, lag, err
 		}
 		if created {
 			started++
 		}
 	}
-	return started, nil
+	return started, lag, nil
 }
 
 // startCatchUp starts (idempotently) the full run at seq that covers the
@@ -531,7 +543,7 @@ func (s *Scanner) lag(ctx context.Context, repoID string, x *wal.Index, w uint64
 	return l
 }
 
-// RepoRef names a repository for ReconcileAll.
+// RepoRef names a repository to reconcile.
 type RepoRef struct{ Tenant, RepoID string }
 
 // ReconcileAll reconciles every repository, and returns how many runs it

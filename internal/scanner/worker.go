@@ -50,8 +50,13 @@ type WorkerOptions struct {
 	// MinSplitBlobs: a shard with fewer blobs left than twice this is
 	// not split. Default 64.
 	MinSplitBlobs int
-	// Idle is how long Run waits when there is nothing to claim.
+	// Idle is how long Run waits when there is nothing to claim and the
+	// coordination store cannot wake it. Default 1 s.
 	Idle time.Duration
+	// SafetyPoll is how long Run waits when there is nothing to claim
+	// and the coordination store wakes it on new work. Default
+	// DefaultSafetyPoll.
+	SafetyPoll time.Duration
 	// MaxFailures parks a shard whose attempts failed this many times at
 	// the same position for a reason a retry cannot be expected to cure
 	// (not an outage, a lost lease or a killed worker), with the input
@@ -119,6 +124,9 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
+	if o.SafetyPoll <= 0 {
+		o.SafetyPoll = DefaultSafetyPoll
+	}
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = time.Second
 	}
@@ -141,14 +149,16 @@ func (w *Worker) start(ctx context.Context, cmd *exec.Cmd) (func(), error) {
 // ID returns the worker's coord id.
 func (w *Worker) ID() coord.WorkerID { return w.id }
 
-// Run claims and scans shards until ctx ends, waiting Idle between polls
-// when there is nothing to do. With a Background it runs on a thread of
-// lower priority, which ends with it.
+// Run claims and scans shards until ctx ends. With nothing to do it
+// waits: for the coordination store to say that a shard became claimable
+// (at most SafetyPoll), or, when the store cannot, Idle. With a
+// Background it runs on a thread of lower priority, which ends with it.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.o.Background != nil {
 		w.o.Background.LowerThread()
 	}
 	for {
+		watching := w.s.watch(ctx) // before the step: what comes during it wakes the next wait
 		did, err := w.Step(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -163,14 +173,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.logger.Warn("scan worker step failed", "err", err)
 		}
 		if did && err == nil {
+			w.s.gate.signal() // there may be more: let another worker look
 			continue
 		}
-		t := time.NewTimer(w.o.Idle)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		wait := w.o.Idle
+		if err == nil && watching {
+			wait = w.o.SafetyPoll
+		}
+		w.s.gate.wait(ctx, wait)
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }
@@ -306,7 +318,7 @@ func (w *Worker) engine(ctx context.Context, tenant string) (*secretscan.Engine,
 	if err != nil {
 		return nil, err
 	}
-	opts := secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers}
+	opts := secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers, Messages: true}
 	if w.o.Background != nil {
 		opts.WorkerSetup = w.o.Background.LowerThread
 	}
@@ -497,7 +509,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		return err
 	}
 	tk := parseToken(sh.Cursor.Token)
-	repo := secretscan.Repo{Dir: snap.Dir, Start: w.start}
+	repo := secretscan.Repo{Dir: snap.Dir, Git: w.o.Cache.Git(), Start: w.start}
 	ref := alerts.RunRef{ID: u64(uint64(lease.Run)), Seq: spec.Seq}
 	sliceStart := time.Now()
 	shardOp := func(what string, extra string) coord.OpID {
@@ -523,12 +535,12 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		if err != nil {
 			return &inputError{input, err}
 		}
-		fs, err := scan.Attribute(ctx, repo, nil)
+		fs, err := findings(ctx, repo, scan)
 		if err != nil {
 			return &inputError{input, err}
 		}
-		if err := w.s.opts.Alerts.Record(ctx, spec.Tenant, spec.RepoID, convert(fs), ref); err != nil {
-			return &inputError{input, fmt.Errorf("record alerts: %w", err)}
+		if err := w.record(ctx, spec, ref, fs); err != nil {
+			return &inputError{input, err}
 		}
 		tk.Blobs += int64(len(ids))
 		tk.Bytes += size
@@ -615,6 +627,51 @@ func (w *Worker) pushWaiting(ctx context.Context) bool {
 	return err == nil && len(page) > 0
 }
 
+// findings turns a batch's candidates into findings, none dropped: a
+// blob's at the commit whose diff added it (merges against their first
+// parent included), a blob's that no diff adds at its path under a ref
+// that reaches it (a tag of a tree or blob) or at no ref (an object no
+// ref reaches any more), and a commit's or tag's at its object.
+func findings(ctx context.Context, repo secretscan.Repo, scan *secretscan.BlobScan) ([]secretscan.Finding, error) {
+	a, err := scan.AttributeAll(ctx, repo, nil)
+	if err != nil {
+		return nil, err
+	}
+	fs := a.Findings
+	if len(a.Unplaced) > 0 {
+		refs, err := secretscan.TreeAndBlobRefs(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		reach, err := secretscan.Locate(ctx, repo, refs, nil, a.Unplaced)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, scan.LocatedFindings(a.Unplaced, reach)...)
+	}
+	return append(fs, scan.MessageFindings()...), nil
+}
+
+// record files a batch's findings. A finding the alert store refuses for
+// good (alerts.RejectedError: malformed, which the engine should never
+// produce) is logged with its reason and does not hold up the shard;
+// every other failure is returned, and the batch is scanned again.
+func (w *Worker) record(ctx context.Context, spec Spec, ref alerts.RunRef, fs []secretscan.Finding) error {
+	err := w.s.opts.Alerts.Record(ctx, spec.Tenant, spec.RepoID, convert(fs), ref)
+	var rej *alerts.RejectedError
+	if errors.As(err, &rej) {
+		for _, r := range rej.Rejected {
+			f := fs[r.Index]
+			w.logger.Error("scan finding refused by the alert store", "run", spec.String(), "rule", f.RuleID, "object", f.BlobID, "err", r.Err)
+		}
+		err = rej.Rest
+	}
+	if err != nil {
+		return fmt.Errorf("record alerts: %w", err)
+	}
+	return nil
+}
+
 // convert turns the engine's findings into the alert store's.
 func convert(fs []secretscan.Finding) []alerts.Finding {
 	out := make([]alerts.Finding, 0, len(fs))
@@ -622,6 +679,7 @@ func convert(fs []secretscan.Finding) []alerts.Finding {
 		out = append(out, alerts.Finding{
 			RuleID: f.RuleID, Description: f.Description, Commit: f.Commit, Path: f.Path,
 			Line: f.StartLine, Column: f.StartColumn, BlobID: f.BlobID, Match: f.Match, Fingerprint: f.Fingerprint,
+			Source: string(f.Source), Ref: f.Ref,
 		})
 	}
 	return out

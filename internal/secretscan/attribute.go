@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -21,27 +22,115 @@ type candKey struct {
 	lineHash uint64
 }
 
-// Attribute turns candidates into findings: for every blob with
+// Attribute turns blob candidates into findings: for every blob with
 // candidates it finds the commits, among those selected by revArgs (nil
 // means --all), whose diff adds the blob at a path, and keeps the
 // candidates that diff introduced and that no path- or commit-dependent
-// check suppresses. One git log pass reads the history; only entries of
-// blobs with candidates are kept, so memory is bounded by the findings.
+// check suppresses. It is AttributeAll's Findings: blobs that no diff
+// adds are left out, as gitleaks leaves them out.
 //
 // For push protection revArgs are the pushed tips followed by --not and
 // the existing refs.
 func (s *BlobScan) Attribute(ctx context.Context, repo Repo, revArgs []string) ([]Finding, error) {
+	a, err := s.AttributeAll(ctx, repo, revArgs)
+	if err != nil {
+		return nil, err
+	}
+	return a.Findings, nil
+}
+
+// Attribution is what AttributeAll found.
+type Attribution struct {
+	// Findings are the candidates placed at the commit and path whose
+	// diff added them.
+	Findings []Finding
+	// Replaced are the previous versions of the files with candidates:
+	// the source side of every diff entry that adds a blob with
+	// candidates. A candidate the previous version also holds, on the
+	// same line, was not added by that diff and is not reported; a caller
+	// that scanned only part of the objects (push protection scans what
+	// a push adds) scans those of Replaced it has not scanned and
+	// attributes again, or a secret the repository already held would
+	// look new.
+	Replaced []string
+	// Unplaced are the blobs with candidates that no diff of the
+	// selected commits adds at all, sorted: a blob reached only through
+	// a tag of a tree or blob, or through no ref. Locate finds where they
+	// are, and LocatedFindings reports them there.
+	Unplaced []string
+}
+
+// AttributeAll places the candidates of the scanned blobs in history, in
+// up to two passes over git log --raw of the commits revArgs select (nil
+// means --all); only entries of blobs with candidates are kept, so memory
+// is bounded by the findings.
+//
+//  1. The diffs gitleaks reads: each non-merge commit against its parent,
+//     without type changes (--diff-filter=tuxdb).
+//  2. Only when some blob with candidates appeared in no entry of pass 1:
+//     every commit again, merges against their first parent
+//     (--diff-merges=first-parent) and type changes included (a file
+//     that replaces a symlink or submodule), for those blobs only. So a
+//     file an "evil merge" adds, or a conflict resolution introduces, is
+//     placed at the merge; a blob that pass 1 placed is never reported
+//     again at the merge that brings its branch in.
+//
+// Every blob reachable from a selected commit is added by some commit's
+// first-parent diff (the root commit's adds everything), so what is still
+// unplaced afterwards is reached some other way, or not at all: Unplaced.
+func (s *BlobScan) AttributeAll(ctx context.Context, repo Repo, revArgs []string) (*Attribution, error) {
+	a := &Attribution{}
 	if len(s.blobs) == 0 {
-		return nil, nil
+		return a, nil
 	}
 	if revArgs == nil {
 		revArgs = []string{"--all"}
 	}
-	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color",
-		"--diff-filter=tuxdb", "--format=%x01%H%x02%an%x02%ae%x02%aI%x02%B%x03"}, revArgs...)
+	st := &attribution{seen: make(map[string]bool), replaced: make(map[string]bool)}
+	fs, err := s.logPass(ctx, repo, revArgs, []string{"--diff-filter=tuxdb"}, st)
+	if err != nil {
+		return nil, err
+	}
+	a.Findings = fs
+	st.only = make(map[string]bool)
+	for id := range s.blobs {
+		if !st.seen[id] {
+			st.only[id] = true
+		}
+	}
+	if len(st.only) > 0 {
+		fs, err := s.logPass(ctx, repo, revArgs, []string{"--diff-merges=first-parent", "--diff-filter=d"}, st)
+		if err != nil {
+			return nil, err
+		}
+		a.Findings = append(a.Findings, fs...)
+	}
+	for id := range st.only {
+		if !st.seen[id] {
+			a.Unplaced = append(a.Unplaced, id)
+		}
+	}
+	slices.Sort(a.Unplaced)
+	for id := range st.replaced {
+		a.Replaced = append(a.Replaced, id)
+	}
+	slices.Sort(a.Replaced)
+	return a, nil
+}
+
+// attribution is the state of one AttributeAll across its passes.
+type attribution struct {
+	seen     map[string]bool // blobs with candidates some entry added
+	replaced map[string]bool // source blobs of those entries
+	only     map[string]bool // pass 2: the blobs it looks for
+}
+
+// logPass runs one git log --raw over revArgs with the diff options opts
+// and attributes the entries it shows.
+func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []string, st *attribution) ([]Finding, error) {
+	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color"}, opts...)
+	args = append(append(args, "--format=%x01%H%x02%an%x02%ae%x02%aI%x02%B%x03"), revArgs...)
 	cmd := repo.command(ctx, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
@@ -51,7 +140,7 @@ func (s *BlobScan) Attribute(ctx context.Context, repo Repo, revArgs []string) (
 		return nil, fmt.Errorf("secretscan: start git log: %w", err)
 	}
 	defer release()
-	findings, perr := s.parseLog(bufio.NewReaderSize(out, 256<<10))
+	findings, perr := s.parseLog(bufio.NewReaderSize(out, 256<<10), st)
 	if perr != nil {
 		cmd.Process.Kill()
 	}
@@ -61,7 +150,7 @@ func (s *BlobScan) Attribute(ctx context.Context, repo Repo, revArgs []string) (
 		return nil, perr
 	}
 	if werr != nil {
-		return nil, &GitError{Args: args, Stderr: stderr.String(), Err: werr}
+		return nil, gitError(cmd, args, werr)
 	}
 	return findings, nil
 }
@@ -70,7 +159,7 @@ type commitInfo struct {
 	hash, author, email, date, message string
 }
 
-func (s *BlobScan) parseLog(br *bufio.Reader) ([]Finding, error) {
+func (s *BlobScan) parseLog(br *bufio.Reader, st *attribution) ([]Finding, error) {
 	var (
 		out  []Finding
 		cur  commitInfo
@@ -93,7 +182,7 @@ func (s *BlobScan) parseLog(br *bufio.Reader) ([]Finding, error) {
 				srcP = tok
 				continue
 			}
-			out = s.entry(out, cur, meta, srcP, tok)
+			out = s.entry(out, cur, meta, srcP, tok, st)
 			continue
 		}
 		tok = strings.TrimLeft(tok, "\n")
@@ -116,7 +205,7 @@ func (s *BlobScan) parseLog(br *bufio.Reader) ([]Finding, error) {
 				return nil, fmt.Errorf("secretscan: git log: unexpected raw entry %q", tok)
 			}
 			want, srcP = 1, ""
-			if st := meta[4]; st[0] == 'R' || st[0] == 'C' {
+			if status := meta[4]; status[0] == 'R' || status[0] == 'C' {
 				want = 2
 			}
 		}
@@ -127,17 +216,19 @@ func (s *BlobScan) parseLog(br *bufio.Reader) ([]Finding, error) {
 }
 
 // entry handles one raw diff entry: meta is [srcMode dstMode src dst status].
-func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, path string) []Finding {
+func (s *BlobScan) entry(out []Finding, c commitInfo, meta []string, srcPath, path string, st *attribution) []Finding {
 	if meta[1] == "160000" { // a submodule's commit, not a blob
 		return out
 	}
 	dst := meta[3]
 	cands, ok := s.blobs[dst]
-	if !ok {
+	if !ok || st.only != nil && !st.only[dst] {
 		return out
 	}
+	st.seen[dst] = true
 	old := make(map[candKey]int)
 	if src := meta[2]; src != zeroOID && meta[0] != "160000" {
+		st.replaced[src] = true
 		for _, oc := range s.blobs[src] {
 			if !oc.pathOnly {
 				old[candKey{oc.rule, oc.secret, oc.lineHash}]++

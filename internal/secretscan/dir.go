@@ -80,6 +80,7 @@ func (e *Engine) ScanDir(ctx context.Context, root string, progress ProgressFunc
 				done.BlobsScanned += s.BlobsScanned
 				done.BytesScanned += s.BytesScanned
 				done.BinarySkipped += s.BinarySkipped
+				done.BinaryScanned += s.BinaryScanned
 				done.LargeSkipped += s.LargeSkipped
 				done.LargeBytes += s.LargeBytes
 				if progress != nil {
@@ -106,7 +107,7 @@ feed:
 		return nil, st, firstErr
 	}
 	st.BlobsScanned, st.BytesScanned = done.BlobsScanned, done.BytesScanned
-	st.BinarySkipped, st.LargeSkipped, st.LargeBytes = done.BinarySkipped, done.LargeSkipped, done.LargeBytes
+	st.BinarySkipped, st.BinaryScanned, st.LargeSkipped, st.LargeBytes = done.BinarySkipped, done.BinaryScanned, done.LargeSkipped, done.LargeBytes
 	sort.Slice(findings, func(i, j int) bool {
 		a, b := findings[i], findings[j]
 		if a.Path != b.Path {
@@ -141,8 +142,11 @@ func (e *Engine) scanFile(root, rel string, size int64) ([]Finding, Stats, error
 		return nil, st, fmt.Errorf("secretscan: %w", err)
 	}
 	if isBinary(data) {
-		st.BinarySkipped++
-		return out, st, nil
+		if e.opts.SkipBinary {
+			st.BinarySkipped++
+			return out, st, nil
+		}
+		st.BinaryScanned++
 	}
 	st.BlobsScanned++
 	st.BytesScanned += int64(len(data))

@@ -8,14 +8,35 @@ import (
 	"strings"
 )
 
+// Source says what kind of object held a finding's secret.
+type Source string
+
+// The sources. A file is a blob at a path; a message is a commit or tag
+// object, scanned whole (headers and message, as git cat-file -p prints
+// it), whose line numbers count from the object's first line.
+const (
+	SourceFile          Source = ""
+	SourceCommitMessage Source = "commit-message"
+	SourceTagMessage    Source = "tag-message"
+)
+
 // Finding is one secret at one place in history: the commit that added it
 // at Path (empty in a directory scan). It carries no clear-text secret.
+//
+// A finding in a commit or tag message has Source set, BlobID the
+// object's id, Commit the commit's id (empty for a tag) and no Path. A
+// finding in a blob that no diff of the scanned commits adds (a blob
+// reached only through a tag of a tree or blob, or through no ref at
+// all) has no Commit; Ref names a ref that reaches it, when one does, and
+// Path is where under that ref.
 type Finding struct {
 	RuleID      string
 	Description string
 	BlobID      string
 	Commit      string
 	Path        string
+	Source      Source
+	Ref         string
 	StartLine   int
 	EndLine     int
 	StartColumn int
@@ -47,9 +68,14 @@ type Stats struct {
 	Bytes         int64 // their total size
 	BlobsScanned  int64
 	BytesScanned  int64
-	BinarySkipped int64
-	LargeSkipped  int64
-	LargeBytes    int64 // bytes of LargeSkipped blobs
+	BinarySkipped int64 // binary blobs skipped (Options.SkipBinary)
+	BinaryScanned int64 // binary blobs scanned, of BlobsScanned
+	LargeSkipped  int64 // blobs and messages over Options.MaxBlobSize
+	LargeBytes    int64 // bytes of LargeSkipped objects
+	// Commit and tag objects enumerated and scanned (Options.Messages).
+	Messages        int64
+	MessageBytes    int64
+	MessagesScanned int64
 }
 
 // Ignore is a parsed .gitleaksignore: gitleaks fingerprints, one a line,

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ghost-scm/ghost/internal/gitexec"
 )
 
 // Repo names a git repository to read objects from.
@@ -22,7 +24,13 @@ type Repo struct {
 	// Env is added to git's environment: a receive-pack quarantine passes
 	// GIT_OBJECT_DIRECTORY and GIT_ALTERNATE_OBJECT_DIRECTORIES here.
 	Env []string
-	// Start, when set, starts each git process instead of cmd.Start and
+	// Git runs the git processes (nil: "git" from PATH). Every process
+	// goes through gitexec, so that none honours replace refs
+	// (GIT_NO_REPLACE_OBJECTS) or the host's git configuration: a scan
+	// reads the objects a clone gets, not what a refs/replace/ ref
+	// substitutes for them (docs/adr/0031-push-protection.md).
+	Git *gitexec.Runner
+	// Start, when set, starts each git process instead of its Start and
 	// returns what to call once it has been waited for. Background
 	// scanning passes gitexec.Background.Start, so that its git processes
 	// yield to serving (docs/adr/0051-geometric-checkpoints.md). The
@@ -31,16 +39,26 @@ type Repo struct {
 	Start func(ctx context.Context, cmd *exec.Cmd) (release func(), err error)
 }
 
-func (r Repo) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", r.Dir}, args...)...)
-	cmd.Env = append(os.Environ(), r.Env...)
-	return cmd
+// command prepares git with args in the repository. The repository is
+// found from Dir (git -C), so Dir may be a work tree or a bare
+// repository; stderr is captured (gitexec.Cmd.StderrText).
+func (r Repo) command(ctx context.Context, args ...string) *gitexec.Cmd {
+	g := r.Git
+	if g == nil {
+		g = &gitexec.Runner{}
+	}
+	return g.Command(ctx, "", r.Env, append([]string{"-C", r.Dir}, args...)...)
+}
+
+// gitError wraps a failed git process's error with its stderr.
+func gitError(cmd *gitexec.Cmd, args []string, err error) error {
+	return &GitError{Args: args, Stderr: cmd.StderrText(), Err: err}
 }
 
 // start starts cmd (through r.Start when set); call release after Wait.
-func (r Repo) start(ctx context.Context, cmd *exec.Cmd) (release func(), err error) {
+func (r Repo) start(ctx context.Context, cmd *gitexec.Cmd) (release func(), err error) {
 	if r.Start != nil {
-		return r.Start(ctx, cmd)
+		return r.Start(ctx, cmd.Cmd)
 	}
 	return func() {}, cmd.Start()
 }
@@ -63,34 +81,46 @@ func (e *GitError) Unwrap() error { return e.Err }
 // at most every 100ms and once at the end.
 type ProgressFunc func(done, total Stats)
 
-// BlobScan holds the outcome of scanning blobs: the path-independent
-// candidates of the blobs with findings, and counters. Turn it into
-// findings with Attribute.
+// BlobScan holds the outcome of scanning objects: the path-independent
+// candidates of the blobs with findings, those of the commit and tag
+// messages with findings (Options.Messages), and counters. Turn it into
+// findings with Attribute (or AttributeAll) and MessageFindings.
 type BlobScan struct {
-	e     *Engine
-	Stats Stats
-	blobs map[string][]candidate
+	e        *Engine
+	Stats    Stats
+	blobs    map[string][]candidate
+	messages map[string]message
+}
+
+// message is the candidates of one commit or tag object.
+type message struct {
+	source Source // SourceCommitMessage or SourceTagMessage
+	cands  []candidate
 }
 
 // FindingBlobs is the number of blobs with at least one candidate.
 func (s *BlobScan) FindingBlobs() int { return len(s.blobs) }
 
-// ScanRepo scans every blob reachable from any ref of repo, each once.
+// FindingMessages is the number of commit and tag messages with at least
+// one candidate.
+func (s *BlobScan) FindingMessages() int { return len(s.messages) }
+
+// ScanRepo scans every blob reachable from any ref of repo, each once
+// (and, with Options.Messages, every commit and tag message).
 func (e *Engine) ScanRepo(ctx context.Context, repo Repo, progress ProgressFunc) (*BlobScan, error) {
-	rl := repo.command(ctx, "rev-list", "--objects", "--all")
+	args := []string{"rev-list", "--objects", "--all"}
+	rl := repo.command(ctx, args...)
 	out, err := rl.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
 	}
-	var rlErr strings.Builder
-	rl.Stderr = &rlErr
 	if err := rl.Start(); err != nil {
 		return nil, fmt.Errorf("secretscan: start git rev-list: %w", err)
 	}
 	s, err := e.scanFrom(ctx, repo, out, progress)
 	io.Copy(io.Discard, out)
 	if werr := rl.Wait(); werr != nil && err == nil {
-		err = &GitError{Args: rl.Args[3:], Stderr: rlErr.String(), Err: werr}
+		err = gitError(rl, args, werr)
 	}
 	if err != nil {
 		return nil, err
@@ -98,16 +128,18 @@ func (e *Engine) ScanRepo(ctx context.Context, repo Repo, progress ProgressFunc)
 	return s, nil
 }
 
-// ScanObjects scans the given blob ids of repo, each once: the entry point
-// for push protection, which passes the blobs a push adds and the
-// quarantine's object directories in repo.Env. Ids that are not blobs are
-// ignored; missing ids are an error. An id may be followed by a space and
-// a path, as git rev-list --objects prints it; path-only rules match that
-// path.
-func (e *Engine) ScanObjects(ctx context.Context, repo Repo, blobIDs []string, progress ProgressFunc) (*BlobScan, error) {
-	seen := make(map[string]bool, len(blobIDs))
+// ScanObjects scans the given object ids of repo, each once: the entry
+// point for push protection, which passes the objects a push adds and the
+// quarantine's object directories in repo.Env, and for scan runs. Blobs
+// are scanned; commits and tags too when Options.Messages is set (their
+// whole object, as git cat-file -p prints it: headers and message);
+// other ids are ignored, and missing ids are an error. An id may be
+// followed by a space and a path, as git rev-list --objects prints it;
+// path-only rules match that path.
+func (e *Engine) ScanObjects(ctx context.Context, repo Repo, ids []string, progress ProgressFunc) (*BlobScan, error) {
+	seen := make(map[string]bool, len(ids))
 	var b strings.Builder
-	for _, id := range blobIDs {
+	for _, id := range ids {
 		if !seen[id] {
 			seen[id] = true
 			b.WriteString(id)
@@ -118,11 +150,11 @@ func (e *Engine) ScanObjects(ctx context.Context, repo Repo, blobIDs []string, p
 }
 
 // scanFrom enumerates the objects named by ids ("oid[ path]" lines) into a
-// temporary file of blobs to scan — memory stays flat however long the
+// temporary file of objects to scan — memory stays flat however long the
 // history, and the totals are known before scanning for the progress
 // bar's ETA — then streams them through one git cat-file --batch.
 func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progress ProgressFunc) (*BlobScan, error) {
-	s := &BlobScan{e: e, blobs: make(map[string][]candidate)}
+	s := &BlobScan{e: e, blobs: make(map[string][]candidate), messages: make(map[string]message)}
 	list, err := os.CreateTemp("", "ghost-scan-*")
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
@@ -142,15 +174,13 @@ func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progres
 }
 
 // enumerate runs git cat-file --batch-check over ids and writes the oids of
-// the blobs to scan to list, one a line. Oversized blobs are counted here
-// and never read; path-only rules are matched against the path rev-list
-// gave the blob.
+// the objects to scan to list, one a line. Oversized objects are counted
+// here and never read; path-only rules are matched against the path
+// rev-list gave the blob.
 func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list io.Writer, s *BlobScan) error {
 	args := []string{"cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize) %(rest)"}
 	cmd := repo.command(ctx, args...)
 	cmd.Stdin = ids
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("secretscan: %w", err)
@@ -178,17 +208,26 @@ func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list i
 			perr = fmt.Errorf("secretscan: object %s: %w", f[0], ErrMissingObject)
 			break
 		}
-		if len(f) < 3 || f[0] != "blob" {
+		if len(f) < 3 {
+			continue
+		}
+		isMessage := (f[0] == "commit" || f[0] == "tag") && e.opts.Messages
+		if f[0] != "blob" && !isMessage {
 			continue
 		}
 		size, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil {
+		if err != nil || size < 0 {
 			perr = fmt.Errorf("secretscan: bad git cat-file line %q", line)
 			break
 		}
-		s.Stats.Blobs++
-		s.Stats.Bytes += size
-		if len(f) == 4 && len(e.pathOut) > 0 {
+		if isMessage {
+			s.Stats.Messages++
+			s.Stats.MessageBytes += size
+		} else {
+			s.Stats.Blobs++
+			s.Stats.Bytes += size
+		}
+		if !isMessage && len(f) == 4 && len(e.pathOut) > 0 {
 			for _, ri := range e.pathOut {
 				if e.cfg.Rules[ri].Path.MatchString(f[3]) {
 					s.blobs[f[1]] = append(s.blobs[f[1]], candidate{rule: ri, pathOnly: true})
@@ -209,10 +248,10 @@ func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list i
 		return perr
 	}
 	if err := cmd.Wait(); err != nil {
-		return &GitError{Args: args, Stderr: stderr.String(), Err: err}
+		return gitError(cmd, args, err)
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("secretscan: write blob list: %w", err)
+		return fmt.Errorf("secretscan: write object list: %w", err)
 	}
 	return nil
 }
@@ -225,12 +264,13 @@ const reuseMax = 1 << 20
 
 type job struct {
 	oid  string
+	typ  string
 	data *[]byte
 }
 
-// scanList streams the blobs listed in list through one long-lived
+// scanList streams the objects listed in list through one long-lived
 // git cat-file --batch and scans them on e.opts.Workers goroutines. At
-// most 2×Workers+1 blobs are in memory at once.
+// most 2×Workers+1 objects are in memory at once.
 func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -242,8 +282,6 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		"-c", "core.packedGitLimit=16m", "cat-file", "--batch", "--buffer"}
 	cmd := repo.command(ctx, args...)
 	cmd.Stdin = list // git reads the oids straight from the file
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("secretscan: %w", err)
@@ -258,13 +296,15 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		// A free list, not a sync.Pool: it holds at most as many buffers
 		// as can be in flight, and none over reuseMax, so memory after a
 		// large blob goes back to the GC.
-		bufs    = make(chan *[]byte, 2*e.opts.Workers+1)
-		jobs    = make(chan job, e.opts.Workers)
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		scanned atomic.Int64
-		sbytes  atomic.Int64
-		binary  atomic.Int64
+		bufs     = make(chan *[]byte, 2*e.opts.Workers+1)
+		jobs     = make(chan job, e.opts.Workers)
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		scanned  atomic.Int64
+		sbytes   atomic.Int64
+		binary   atomic.Int64
+		binScan  atomic.Int64
+		messages atomic.Int64
 	)
 	for range e.opts.Workers {
 		wg.Add(1)
@@ -275,9 +315,29 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 			}
 			for j := range jobs {
 				data := *j.data
-				if isBinary(data) {
+				switch {
+				case j.typ == "commit" || j.typ == "tag":
+					// The whole object: a secret in an extra header is
+					// as much a leak as one in the message.
+					if cs := e.scanContent(data); len(cs) > 0 {
+						src := SourceCommitMessage
+						if j.typ == "tag" {
+							src = SourceTagMessage
+						}
+						mu.Lock()
+						s.messages[j.oid] = message{source: src, cands: cs}
+						mu.Unlock()
+					}
+					messages.Add(1)
+				case e.opts.SkipBinary && isBinary(data):
 					binary.Add(1)
-				} else {
+				default:
+					// A blob git would call binary (a NUL byte in its
+					// first 8000 bytes) is scanned like text: a NUL must
+					// not hide a secret (docs/adr/0035-binary-blobs.md).
+					if isBinary(data) {
+						binScan.Add(1)
+					}
 					if cs := e.scanContent(data); len(cs) > 0 {
 						mu.Lock()
 						s.blobs[j.oid] = append(s.blobs[j.oid], cs...)
@@ -300,6 +360,7 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 	snapshot := func() Stats {
 		st := total
 		st.BlobsScanned, st.BytesScanned, st.BinarySkipped = scanned.Load(), sbytes.Load(), binary.Load()
+		st.BinaryScanned, st.MessagesScanned = binScan.Load(), messages.Load()
 		return st
 	}
 	var lastReport time.Time
@@ -325,7 +386,7 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 			if err != nil {
 				return fmt.Errorf("secretscan: read git cat-file --batch: %w", err)
 			}
-			oid, size, err := parseBatchHeader(hdr)
+			oid, typ, size, err := parseBatchHeader(hdr)
 			if err != nil {
 				return err
 			}
@@ -340,11 +401,11 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 			}
 			*bp = (*bp)[:size+1] // content and git's trailing newline
 			if _, err := io.ReadFull(br, *bp); err != nil {
-				return fmt.Errorf("secretscan: read blob %s: %w", oid, err)
+				return fmt.Errorf("secretscan: read object %s: %w", oid, err)
 			}
 			*bp = (*bp)[:size]
 			select {
-			case jobs <- job{oid: oid, data: bp}:
+			case jobs <- job{oid: oid, typ: typ, data: bp}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -361,7 +422,7 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		return readErr
 	}
 	if werr != nil {
-		return &GitError{Args: args, Stderr: stderr.String(), Err: werr}
+		return gitError(cmd, args, werr)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -376,14 +437,14 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 const maxBatchObject = 1 << 40
 
 // parseBatchHeader decodes git cat-file --batch's "<oid> <type> <size>\n".
-func parseBatchHeader(hdr string) (oid string, size int, err error) {
+func parseBatchHeader(hdr string) (oid, typ string, size int, err error) {
 	f := strings.Fields(hdr)
 	if len(f) != 3 || !strings.HasSuffix(hdr, "\n") {
-		return "", 0, fmt.Errorf("secretscan: git cat-file --batch: unexpected header %q", hdr)
+		return "", "", 0, fmt.Errorf("secretscan: git cat-file --batch: unexpected header %q", hdr)
 	}
 	size, err = strconv.Atoi(f[2])
 	if err != nil || size < 0 || size > maxBatchObject {
-		return "", 0, fmt.Errorf("secretscan: git cat-file --batch: bad size in %q", hdr)
+		return "", "", 0, fmt.Errorf("secretscan: git cat-file --batch: bad size in %q", hdr)
 	}
-	return f[0], size, nil
+	return f[0], f[1], size, nil
 }

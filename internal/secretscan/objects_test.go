@@ -74,7 +74,9 @@ func TestScanObjectsQuarantine(t *testing.T) {
 
 const fakePAT = "ghp_" + "Xk2Lq9Zr7Tm4Vb8Nc3Wd6Yf1Hg5Js0Pa2Qe7"
 
-// TestSkips: binary and oversized blobs are skipped and counted.
+// TestSkips: oversized blobs are skipped and counted; binary ones are
+// scanned (a NUL byte hides nothing) unless SkipBinary asks for
+// gitleaks' behaviour, and then they are counted.
 func TestSkips(t *testing.T) {
 	dir := t.TempDir()
 	env := gittest.Env(t.TempDir())
@@ -85,17 +87,34 @@ func TestSkips(t *testing.T) {
 	gittest.Git(t, env, dir, "add", "-A")
 	gittest.Git(t, env, dir, "commit", "-q", "-m", "c")
 	cfg, _ := DefaultConfig()
-	e, err := New(cfg, Options{Workers: 1, MaxBlobSize: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs, err := e.ScanRepo(context.Background(), Repo{Dir: dir}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := bs.Stats
-	if st.Blobs != 3 || st.BlobsScanned != 1 || st.BinarySkipped != 1 || st.LargeSkipped != 1 || st.LargeBytes != 2040 {
-		t.Errorf("stats = %+v", st)
+	for _, skip := range []bool{false, true} {
+		e, err := New(cfg, Options{Workers: 1, MaxBlobSize: 1000, SkipBinary: skip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := e.ScanRepo(context.Background(), Repo{Dir: dir}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := bs.Attribute(context.Background(), Repo{Dir: dir}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, f := range fs {
+			paths = append(paths, f.Path)
+		}
+		st := bs.Stats
+		switch {
+		case skip && (st.Blobs != 3 || st.BlobsScanned != 1 || st.BinarySkipped != 1 || st.BinaryScanned != 0 || st.LargeSkipped != 1 || st.LargeBytes != 2040):
+			t.Errorf("SkipBinary: stats = %+v", st)
+		case skip && strings.Join(paths, " ") != "ok":
+			t.Errorf("SkipBinary: findings in %v, want ok only", paths)
+		case !skip && (st.Blobs != 3 || st.BlobsScanned != 2 || st.BinarySkipped != 0 || st.BinaryScanned != 1 || st.LargeSkipped != 1):
+			t.Errorf("stats = %+v", st)
+		case !skip && strings.Join(paths, " ") != "bin ok" && strings.Join(paths, " ") != "ok bin":
+			t.Errorf("findings in %v, want bin and ok", paths)
+		}
 	}
 }
 
@@ -106,7 +125,7 @@ func FuzzParseLog(f *testing.F) {
 	e := defaultEngine(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		bs := &BlobScan{e: e, blobs: map[string][]candidate{"422c2b7": {{rule: 0, secret: "s"}}, "7898": {{rule: e.pathOut[0], pathOnly: true}}}}
-		bs.parseLog(bufio.NewReader(strings.NewReader(string(data))))
+		bs.parseLog(bufio.NewReader(strings.NewReader(string(data))), &attribution{seen: map[string]bool{}, replaced: map[string]bool{}})
 	})
 }
 
@@ -188,7 +207,7 @@ func FuzzBatchHeader(f *testing.F) {
 	f.Add("a474c4ea0792acac89eb88fd6b6415251f3e69e2 blob 143\n")
 	f.Add("x missing\n")
 	f.Fuzz(func(t *testing.T, hdr string) {
-		oid, size, err := parseBatchHeader(hdr)
+		oid, _, size, err := parseBatchHeader(hdr)
 		if err == nil && (oid == "" || size < 0) {
 			t.Fatalf("parseBatchHeader(%q) = %q, %d", hdr, oid, size)
 		}

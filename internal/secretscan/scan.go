@@ -49,6 +49,16 @@ type Options struct {
 	// (docs/adr/0051-geometric-checkpoints.md); it must not need undoing,
 	// since the goroutine ends with the scan.
 	WorkerSetup func()
+	// SkipBinary skips blobs git calls binary (a NUL byte in the first
+	// 8000 bytes), as gitleaks does, and counts them. By default they are
+	// scanned like any other blob, so that a NUL byte cannot hide a
+	// secret (docs/adr/0035-binary-blobs.md).
+	SkipBinary bool
+	// Messages also scans the commit and tag objects given to
+	// ScanObjects or reached by ScanRepo: their headers and messages
+	// (BlobScan.MessageFindings). The server's scans set it; ghost scan,
+	// like gitleaks, does not.
+	Messages bool
 }
 
 // Engine scans content with a compiled Config. It is safe for concurrent

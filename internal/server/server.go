@@ -33,9 +33,11 @@ import (
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/countstore"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
+	"github.com/ghost-scm/ghost/internal/sshd"
 	"github.com/ghost-scm/ghost/internal/wal"
 	"github.com/ghost-scm/ghost/internal/web"
 )
@@ -72,6 +74,15 @@ type Options struct {
 	MaxGitProcesses      int
 	GitQueue             int
 	GitQueueTimeout      time.Duration
+	// The SSH transport's limits (sshd.Options): zero values take sshd's
+	// defaults, negative ones switch a limit off
+	// (docs/adr/0090-bounded-serving.md).
+	SSHHandshakeTimeout            time.Duration
+	SSHMaxUnauthenticated          int
+	SSHMaxUnauthenticatedPerSource int
+	SSHMaxConnsPerPrincipal        int
+	SSHMaxSessions                 int
+	SSHExecTimeout                 time.Duration
 	// StoreTempMaxAge is the age past which a store's write temporaries
 	// (a crashed writer's leftovers) are removed at start, for stores
 	// that keep them (fsstore); default 1 hour, negative: never.
@@ -120,6 +131,7 @@ type Server struct {
 	compact  *compact.Trigger
 	git      *gitsvc.Service // shared by the transports, and so their git slots
 	registry *prometheus.Registry
+	sshStats *sshd.Metrics
 	handler  http.Handler
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
@@ -162,12 +174,32 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			opts.Logger.Info("removed stale object-store temporaries", "count", n)
 		}
 	}
+	// Every object-store request is counted (issue 22).
+	storeRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_objstore_requests_total",
+		Help: "Requests this node sent to the object store, by operation (get, get_range, put, put_if_match, put_if_absent, delete, list, copy) and result (ok, not_found, precondition_failed, error).",
+	}, []string{"op", "result"})
+	opts.Registry.MustRegister(storeRequests)
+	opts.Store = countstore.New(opts.Store, func(op string, err error) {
+		result := "ok"
+		switch {
+		case err == nil:
+		case errors.Is(err, objstore.ErrNotFound):
+			result = "not_found"
+		case errors.Is(err, objstore.ErrPreconditionFailed):
+			result = "precondition_failed"
+		default:
+			result = "error"
+		}
+		storeRequests.WithLabelValues(op, result).Inc()
+	})
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
 	metrics := gitsvc.NewMetrics(opts.Registry)
 	s.bgWork = gitexec.NewBackground(opts.Background)
 	registerBackground(opts.Registry, s.bgWork)
+	s.sshStats = sshd.NewMetrics(opts.Registry)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
@@ -264,6 +296,18 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	// background compaction (docs/adr/0050-compaction.md), and the
 	// push's scan run when scanning is on.
 	scan := onCommit
+	if s.scanner != nil {
+		// The pending mark goes before the commit point: a node that dies
+		// right after the commit leaves it for the reconciler
+		// (docs/adr/0033-scan-coverage.md).
+		cov := s.scanner.Coverage
+		svc.BeforeCommit = func(ctx context.Context, req gitsvc.Request) error {
+			if req.Tenant == "" {
+				return nil
+			}
+			return cov.MarkPending(ctx, req.Tenant, req.Repo)
+		}
+	}
 	svc.OnCommit = func(req gitsvc.Request, res wal.Result) {
 		s.compact.AfterCommit(req.Repo, res)
 		if scan != nil {
@@ -502,9 +546,10 @@ func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name str
 	if err != nil {
 		return githttp.Access{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection}
-	if p != nil {
-		acc.Principal = p.Tenant + " (token " + p.TokenID + ")"
-	}
+	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	// The credential goes with the name: a push-protection bypass is
+	// recorded with it (the token's id, or the SSH key's fingerprint and
+	// title), and so is the log's pushed-by.
+	acc.Principal = p.String()
 	return acc, nil
 }

@@ -116,6 +116,7 @@ func TestServerRoutesAndMetrics(t *testing.T) {
 		`ghost_git_request_duration_seconds_count{code="200",service="git-upload-pack"}`,
 		`ghost_cache_materialize_seconds_count{outcome="rebuild"}`,
 		`ghost_git_push_received_bytes_total `,
+		`ghost_objstore_requests_total{op="put_if_match",result="ok"}`,
 		`go_goroutines `,
 	} {
 		if !strings.Contains(metrics, want) {

@@ -61,12 +61,15 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 	}
 	err = serve(ctx, gitsvc.Request{
 		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
-		Body: req.Stdin, Out: req.Stdout,
+		AllowReplaceRefs: acc.AllowReplaceRefs, Body: req.Stdin, Out: req.Stdout,
 		GitProtocol: req.GitProtocol, Stream: true,
 	})
 	var e *gitsvc.Error
-	if errors.As(err, &e) && e.Kind == gitsvc.NotFound {
+	switch {
+	case errors.As(err, &e) && e.Kind == gitsvc.NotFound:
 		return fmt.Errorf("%w: %w", meta.ErrNotFound, err)
+	case errors.As(err, &e) && e.Kind == gitsvc.Refused:
+		return fmt.Errorf("%w: %s", sshd.ErrRefused, e.Msg)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,5 +54,36 @@ func TestSSHGitServiceAuthorizes(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "report-status") {
 		t.Errorf("receive-pack over a stream: %q, want ghost's advertisement", out.String())
+	}
+}
+
+// TestSSHAnonymousPushIsNoOracle: an anonymous push answers the same for
+// a private repository that exists, a public one, a missing one and a
+// missing owner, so the answer tells nobody which private names exist
+// (issue 19; docs/design.md §7.4).
+func TestSSHAnonymousPushIsNoOracle(t *testing.T) {
+	s := newServer(t)
+	seed(t, s) // alice/demo, private
+	ctx := context.Background()
+	if _, err := s.Meta().CreateRepo(ctx, "alice", "open", true); err != nil {
+		t.Fatal(err)
+	}
+	git := s.SSHGitService()
+	answer := func(owner, repo string) string {
+		var out, errb bytes.Buffer
+		err := git.ReceivePack(ctx, sshd.Request{Owner: owner, Repo: repo, Stdin: strings.NewReader("0000"), Stdout: &out, Stderr: &errb})
+		if out.Len() != 0 || errb.Len() != 0 {
+			t.Errorf("anonymous push to %s/%s wrote %q %q", owner, repo, out.String(), errb.String())
+		}
+		if !errors.Is(err, meta.ErrUnauthenticated) {
+			t.Errorf("anonymous push to %s/%s: %v, want ErrUnauthenticated", owner, repo, err)
+		}
+		return fmt.Sprint(err)
+	}
+	private := answer("alice", "demo")
+	for _, r := range [][2]string{{"alice", "nope"}, {"nobody", "nope"}, {"alice", "open"}} {
+		if got := answer(r[0], r[1]); got != private {
+			t.Errorf("anonymous push to %s/%s answers %q, to the private alice/demo %q", r[0], r[1], got, private)
+		}
 	}
 }

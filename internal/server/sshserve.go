@@ -13,8 +13,10 @@ import (
 // installation's host key, shared by every node through the object store
 // (sshd.HostKey, created on the first start), keys from the metadata
 // store, SSHGitService, and the node's limits: the idle deadline is
-// Options.IOTimeout, counted as for HTTP, and running commands get
-// Options.ShutdownTimeout to finish when Serve's context ends. The push
+// Options.IOTimeout, counted as for HTTP, running commands get
+// Options.ShutdownTimeout to finish when Serve's context ends, and the
+// Options.SSH* caps on connections and sessions apply, with their
+// metrics on the server's registry. The push
 // size limit and the git slots come with the shared git service.
 // anonymousRead lets clients without a registered key clone public
 // repositories.
@@ -31,6 +33,14 @@ func (s *Server) SSHServer(ctx context.Context, anonymousRead bool) (*sshd.Serve
 		IdleTimeout:     gitsvc.OrDefault(s.opts.IOTimeout, githttp.DefaultIOTimeout),
 		ShutdownTimeout: s.opts.ShutdownTimeout,
 		Logger:          s.logger,
+		Metrics:         s.sshStats,
+
+		HandshakeTimeout:            s.opts.SSHHandshakeTimeout,
+		MaxUnauthenticated:          s.opts.SSHMaxUnauthenticated,
+		MaxUnauthenticatedPerSource: s.opts.SSHMaxUnauthenticatedPerSource,
+		MaxConnsPerPrincipal:        s.opts.SSHMaxConnsPerPrincipal,
+		MaxSessions:                 s.opts.SSHMaxSessions,
+		ExecTimeout:                 s.opts.SSHExecTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

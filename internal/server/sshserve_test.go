@@ -43,35 +43,7 @@ func TestSSHServerIdleTimeout(t *testing.T) {
 	if _, err := s.Meta().AddSSHKey(ctx, "alice", "test", ssh.MarshalAuthorizedKey(key.PublicKey())); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := s.SSHServer(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve = %v", err)
-		}
-	}()
-	hk, err := sshd.HostKey(ctx, objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{
-		User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(key)},
-		HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveSSH(t, s, key)
 	sess, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -100,4 +72,41 @@ func TestSSHServerIdleTimeout(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("a stalled SSH client was not cut off by the IO timeout")
 	}
+}
+
+// serveSSH serves s's SSH transport on 127.0.0.1 until the test ends and
+// returns a client connected with key.
+func serveSSH(t *testing.T, s *server.Server, key ssh.Signer) *ssh.Client {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := s.SSHServer(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+	hk, err := sshd.HostKey(ctx, s.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{
+		User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(key)},
+		HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

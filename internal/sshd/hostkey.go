@@ -1,7 +1,6 @@
 package sshd
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/record"
 )
 
 // HostKeyObject is the object-store key of the installation's SSH host
@@ -26,10 +26,6 @@ const HostKeyObject = "meta/ssh/host_ed25519"
 // maxHostKey bounds the stored key read: an Ed25519 key is ~400 bytes.
 const maxHostKey = 16 << 10
 
-// hostKeyAttempts bounds the creates sent when their outcome stays
-// unknown and the key is still absent.
-const hostKeyAttempts = 5
-
 // HostKey returns the installation's SSH host key, creating it on the
 // first start of the first node. Creation is a PutIfAbsent of a fresh
 // Ed25519 key, so of nodes starting at once exactly one key is stored and
@@ -42,13 +38,23 @@ const hostKeyAttempts = 5
 // A stored key that does not parse is an error, never replaced: a new
 // key would break every client's known_hosts.
 func HostKey(ctx context.Context, store objstore.Store) (ssh.Signer, error) {
-	b, _, err := objstore.ReadAll(ctx, store, HostKeyObject, maxHostKey)
-	if err == nil {
-		return parseHostKey(b)
+	raw := record.Raw(maxHostKey)
+	b, _, err := record.Get(ctx, store, raw, HostKeyObject)
+	if errors.Is(err, objstore.ErrNotFound) {
+		var ours []byte
+		if ours, err = newHostKey(); err != nil {
+			return nil, err
+		}
+		b, err = record.CreateOnce(ctx, store, raw, HostKeyObject, &ours)
 	}
-	if !errors.Is(err, objstore.ErrNotFound) {
+	if err != nil {
 		return nil, fmt.Errorf("ssh host key: %w", err)
 	}
+	return parseHostKey(*b)
+}
+
+// newHostKey makes a fresh Ed25519 host key, PEM-encoded.
+func newHostKey() ([]byte, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("ssh host key: generate: %w", err)
@@ -57,28 +63,7 @@ func HostKey(ctx context.Context, store objstore.Store) (ssh.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ssh host key: encode: %w", err)
 	}
-	ours := pem.EncodeToMemory(block)
-	var lastErr error
-	for attempt := 0; attempt < hostKeyAttempts; attempt++ {
-		_, err := store.PutIfAbsent(ctx, HostKeyObject, bytes.NewReader(ours), int64(len(ours)))
-		if err == nil {
-			return parseHostKey(ours)
-		}
-		lastErr = err
-		b, _, rerr := objstore.ReadAll(ctx, store, HostKeyObject, maxHostKey)
-		if rerr == nil {
-			return parseHostKey(b)
-		}
-		if !errors.Is(rerr, objstore.ErrNotFound) {
-			return nil, fmt.Errorf("ssh host key: create: %w (and reading it back: %v)", err, rerr)
-		}
-		// Absent: ours has not applied. Send the same bytes again; being
-		// conditional on absence, at most one copy can apply.
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("ssh host key: create %s: %w", HostKeyObject, lastErr)
+	return pem.EncodeToMemory(block), nil
 }
 
 func parseHostKey(b []byte) (ssh.Signer, error) {

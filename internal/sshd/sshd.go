@@ -25,6 +25,7 @@ import (
 	"net"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,8 +80,31 @@ type Options struct {
 	AnonymousRead bool
 	// HandshakeTimeout bounds the SSH handshake and authentication, so
 	// that connections that never finish it do not pile up. Zero means
-	// 30 seconds.
+	// DefaultHandshakeTimeout; negative, none.
 	HandshakeTimeout time.Duration
+	// MaxUnauthenticated bounds the connections that have not finished
+	// authenticating, in all (MaxUnauthenticated) and per source address
+	// (MaxUnauthenticatedPerSource); a connection beyond either is closed
+	// as soon as it is accepted. Zero means DefaultMaxUnauthenticated and
+	// DefaultMaxUnauthenticatedPerSource; negative, no cap.
+	MaxUnauthenticated          int
+	MaxUnauthenticatedPerSource int
+	// MaxConnsPerPrincipal bounds the authenticated connections of one
+	// tenant, or of one source address for anonymous callers; one beyond
+	// is closed once authenticated. Zero means DefaultMaxConnsPerPrincipal;
+	// negative, no cap.
+	MaxConnsPerPrincipal int
+	// MaxSessions bounds the session channels a connection has open at
+	// once; more are refused with ResourceShortage. Zero means
+	// DefaultMaxSessions; negative, no cap.
+	MaxSessions int
+	// ExecTimeout closes a session channel that has not asked for a
+	// command (exec or shell) this long after it opened, and with it the
+	// window of data the client may have sent into it. Zero means
+	// DefaultExecTimeout; negative, none.
+	ExecTimeout time.Duration
+	// Metrics receives the transport's metrics; nil records nothing.
+	Metrics *Metrics
 	// AuthTimeout bounds one key lookup in the metadata store. Zero means
 	// 10 seconds.
 	AuthTimeout time.Duration
@@ -99,10 +123,13 @@ type Options struct {
 }
 
 // Server is an SSH server for git. It is safe for concurrent use; one
-// Server may Serve several listeners.
+// Server may Serve several listeners, and its limits count the
+// connections of all of them.
 type Server struct {
-	opts Options
-	log  *slog.Logger
+	opts       Options
+	log        *slog.Logger
+	unauth     *counter // connections not yet authenticated, by source
+	principals *counter // authenticated connections, by principal
 }
 
 // New checks opts and returns a Server.
@@ -110,17 +137,32 @@ func New(opts Options) (*Server, error) {
 	if opts.HostKey == nil || opts.Keys == nil || opts.Git == nil {
 		return nil, errors.New("sshd: HostKey, Keys and Git are required")
 	}
-	if opts.HandshakeTimeout <= 0 {
-		opts.HandshakeTimeout = 30 * time.Second
-	}
+	opts.HandshakeTimeout = orDefault(opts.HandshakeTimeout, DefaultHandshakeTimeout)
 	if opts.AuthTimeout <= 0 {
 		opts.AuthTimeout = 10 * time.Second
 	}
+	opts.MaxUnauthenticated = orDefault(opts.MaxUnauthenticated, DefaultMaxUnauthenticated)
+	opts.MaxUnauthenticatedPerSource = orDefault(opts.MaxUnauthenticatedPerSource, DefaultMaxUnauthenticatedPerSource)
+	opts.MaxConnsPerPrincipal = orDefault(opts.MaxConnsPerPrincipal, DefaultMaxConnsPerPrincipal)
+	opts.MaxSessions = orDefault(opts.MaxSessions, DefaultMaxSessions)
+	opts.ExecTimeout = orDefault(opts.ExecTimeout, DefaultExecTimeout)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log}, nil
+	return &Server{
+		opts: opts, log: log,
+		unauth:     newCounter(opts.MaxUnauthenticated, opts.MaxUnauthenticatedPerSource),
+		principals: newCounter(0, opts.MaxConnsPerPrincipal),
+	}, nil
+}
+
+// orDefault is v, or def when v is zero; a negative v (no limit) stays.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // HostKey returns the public half of the server's host key.
@@ -253,21 +295,50 @@ func transientAccept(err error) bool {
 // ctx ends the connection drains (connState.drain).
 func (s *Server) serveConn(ctx, hard context.Context, c net.Conn) {
 	defer c.Close()
+	remote := c.RemoteAddr().String()
+	source := sourceKey(c.RemoteAddr())
+	// Until it has authenticated, a connection counts against the caps on
+	// unauthenticated connections; one over them is closed at once, so a
+	// flood of connections that never authenticate holds a bounded number
+	// of goroutines and buffers, for at most HandshakeTimeout each.
+	if limit := s.unauth.enter(source, limitUnauthenticated, limitUnauthenticatedPerSource); limit != "" {
+		s.opts.Metrics.hit(limit)
+		s.log.DebugContext(ctx, "ssh connection refused: too many unauthenticated connections", "remote", remote, "limit", limit)
+		return
+	}
+	s.opts.Metrics.conn("unauthenticated", 1)
+	authenticating := true
+	leaveUnauth := func() {
+		if authenticating {
+			authenticating = false
+			s.unauth.leave(source)
+			s.opts.Metrics.conn("unauthenticated", -1)
+		}
+	}
+	defer leaveUnauth()
 	st := newConnState(c, s.opts.IdleTimeout)
 	defer st.stop()
 	stopDrain := context.AfterFunc(ctx, st.drain)
 	defer stopDrain()
 	stopKill := context.AfterFunc(hard, func() { c.Close() })
 	defer stopKill()
-	if err := c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout)); err != nil {
+	var deadline time.Time
+	if s.opts.HandshakeTimeout > 0 {
+		deadline = time.Now().Add(s.opts.HandshakeTimeout)
+	}
+	if err := c.SetDeadline(deadline); err != nil {
 		return
 	}
 	conn, chans, reqs, err := ssh.NewServerConn(c, s.config(hard))
 	if err != nil {
-		s.log.DebugContext(ctx, "ssh handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			s.opts.Metrics.hit(limitHandshakeTimeout)
+		}
+		s.log.DebugContext(ctx, "ssh handshake failed", "remote", remote, "err", err)
 		return
 	}
 	defer conn.Close()
+	leaveUnauth()
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		return
 	}
@@ -275,24 +346,46 @@ func (s *Server) serveConn(ctx, hard context.Context, c net.Conn) {
 	if !ok {
 		// Both auth callbacks set it, so this cannot happen; if it ever
 		// did, the zero authResult would mean anonymous: fail closed.
-		s.log.ErrorContext(ctx, "ssh connection authenticated without an auth result", "remote", c.RemoteAddr().String())
+		s.log.ErrorContext(ctx, "ssh connection authenticated without an auth result", "remote", remote)
 		return
 	}
+	who := principalKey(res, source)
+	if limit := s.principals.enter(who, "", limitConnsPerPrincipal); limit != "" {
+		s.opts.Metrics.hit(limit)
+		s.log.InfoContext(ctx, "ssh connection refused: too many connections of one principal", "remote", remote, "principal", who, "max", s.opts.MaxConnsPerPrincipal)
+		return
+	}
+	defer s.principals.leave(who)
+	s.opts.Metrics.conn("authenticated", 1)
+	defer s.opts.Metrics.conn("authenticated", -1)
 	go ssh.DiscardRequests(reqs)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var open atomic.Int32 // session channels open on this connection
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			_ = nc.Reject(ssh.UnknownChannelType, "ghost serves git sessions only")
+			continue
+		}
+		// OpenSSH's MaxSessions: each open channel may hold a full
+		// receive window the client filled, whether or not it runs
+		// anything.
+		if s.opts.MaxSessions > 0 && int(open.Load()) >= s.opts.MaxSessions {
+			s.opts.Metrics.hit(limitSessions)
+			_ = nc.Reject(ssh.ResourceShortage, fmt.Sprintf("too many sessions on one connection (at most %d)", s.opts.MaxSessions))
 			continue
 		}
 		ch, creqs, err := nc.Accept()
 		if err != nil {
 			continue
 		}
+		open.Add(1)
+		s.opts.Metrics.session(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer s.opts.Metrics.session(-1)
+			defer open.Add(-1)
 			s.session(hard, st, res, ch, creqs)
 		}()
 	}
@@ -311,6 +404,17 @@ func (s *Server) session(ctx context.Context, st *connState, res authResult, ch 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // the client closed the channel: stop the command
+	// A channel that asks for no command is closed after ExecTimeout:
+	// closing it ends reqs and frees whatever the client sent into it.
+	stopIdle := func() bool { return false }
+	if s.opts.ExecTimeout > 0 {
+		t := time.AfterFunc(s.opts.ExecTimeout, func() {
+			s.opts.Metrics.hit(limitExecTimeout)
+			_ = ch.Close()
+		})
+		stopIdle = t.Stop
+		defer t.Stop()
+	}
 	var gitProtocol string
 	started := false
 	for req := range reqs {
@@ -328,6 +432,9 @@ func (s *Server) session(ctx context.Context, st *connState, res authResult, ch 
 			var cmd struct{ Command string }
 			if req.Type == "exec" && ssh.Unmarshal(req.Payload, &cmd) != nil {
 				break
+			}
+			if s.opts.ExecTimeout > 0 && !stopIdle() {
+				break // closed for asking too late
 			}
 			started = true
 			// Reply before the command can write or close the channel.
@@ -411,6 +518,11 @@ func (s *Server) run(ctx context.Context, st *connState, res authResult, ch ssh.
 
 const internalError = "internal error"
 
+// ErrRefused reports a git request the service refused in git's own
+// protocol (a fetch of an object no ref reaches): the client has been
+// told in-band, and the error's message repeats it on stderr.
+var ErrRefused = errors.New("refused")
+
 // clientMessage says in plain words what went wrong, for the client's
 // terminal. Like the HTTP answers (docs/design.md §7.4), a repository the
 // principal may not read is "not found", the same as a missing one, and
@@ -418,7 +530,7 @@ const internalError = "internal error"
 // store's own messages): those go to the log.
 func clientMessage(err error) string {
 	switch {
-	case errors.Is(err, ErrBadCommand):
+	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrRefused):
 		return err.Error()
 	case errors.Is(err, meta.ErrNotFound):
 		return "repository not found"

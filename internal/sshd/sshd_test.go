@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -74,6 +75,7 @@ type fixture struct {
 	alice    ssh.Signer
 	bob      ssh.Signer
 	stranger ssh.Signer
+	metrics  *Metrics
 }
 
 func newSigner(t testing.TB) ssh.Signer {
@@ -115,6 +117,10 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		opts.Keys = store
 	}
 	opts.Git = f.git
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	f.metrics = opts.Metrics
 	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -313,3 +313,34 @@ func TestInitAndForkFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleRetriesAFailedRead: the last attempt's index write lands and
+// reports a failure, and the first read that would settle it fails too.
+// Settling reads again: the push is committed, not reported unknown (a
+// single failed GET after the last CAS used to make a landed push
+// "outcome unknown", issue 20).
+func TestSettleRetriesAFailedRead(t *testing.T) {
+	r := newFaultRig(t, true)
+	var landed atomic.Bool
+	failReads := atomic.Int64{}
+	r.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		switch {
+		case c.Op.Conditional() && c.CAS < maxAttempts:
+			r.rivalCommit()
+		case c.Op.Conditional() && c.CAS == maxAttempts:
+			landed.Store(true)
+			failReads.Store(2)
+			return faultstore.Fault{Outcome: faultstore.LandedThenError}
+		case landed.Load() && c.Op == faultstore.OpGet && c.Key == wal.IndexKey("r") && failReads.Add(-1) >= 0:
+			return faultstore.Fault{Outcome: faultstore.Lost}
+		}
+		return faultstore.Fault{}
+	})
+	res, err := r.log.Commit(context.Background(), "r", push("refs/heads/main", wal.ZeroID, oid(2), "mine"))
+	if err != nil {
+		t.Fatalf("a landed push after two failed reads: %v", err)
+	}
+	if !r.check(res, err) {
+		t.Fatal("the push is not in the log")
+	}
+}

@@ -533,6 +533,10 @@ const settleTimeout = 30 * time.Second
 // a cancelled caller still learns what happened. If that read fails after
 // any write was sent, the outcome is unknown even when every write was
 // refused: the read is the check against a store that broke its promise.
+// settleReads is how many times settle reads the index before a failed
+// read makes the outcome unknown.
+const settleReads = 4
+
 func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, error)) (Result, commitState, error) {
 	rctx := ctx
 	if ctx.Err() != nil {
@@ -540,6 +544,7 @@ func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, e
 		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 	}
+	failedReads := 0
 	for try := 0; ; try++ {
 		if try > 0 {
 			// Errors are ignored: the detached read below still reports.
@@ -549,6 +554,15 @@ func (l *Log) settle(ctx context.Context, st *loop, next func(*Index) (*Index, e
 		if err != nil {
 			if st.writes == 0 {
 				return Result{}, notCommitted, st.report(ctx)
+			}
+			// One failed read says nothing about the write: read again,
+			// a few times, within the settle deadline, before reporting
+			// a push that may well have landed as unknown. A corrupt
+			// index is not read better by waiting.
+			if failedReads++; failedReads < settleReads && !errors.Is(err, ErrCorrupt) && rctx.Err() == nil {
+				try--
+				_ = l.opts.Sleep(rctx, l.backoff(failedReads))
+				continue
 			}
 			return Result{Attempts: st.writes}, unknown, st.unknown(err)
 		}

@@ -242,3 +242,52 @@ func csrfOf(t *testing.T, body string) string {
 func storeOf(f *fixture) *memstore.Store { return f.store }
 
 func cacheOf(f *fixture) *dirs { return f.cache }
+
+// addRepo registers a repository of alice's, public, served from the bare
+// repository dir.
+func (f *fixture) addRepo(name, dir string) meta.Repo {
+	f.t.Helper()
+	r, err := f.meta.CreateRepo(context.Background(), "alice", name, true)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache.mu.Lock()
+	f.cache.m[r.ID] = dir
+	f.cache.mu.Unlock()
+	return r
+}
+
+// bareRepo makes an empty bare repository and returns it with its git
+// environment.
+func bareRepo(t testing.TB) (string, []string) {
+	t.Helper()
+	env := gittest.Env(t.TempDir())
+	dir := filepath.Join(t.TempDir(), "repo.git")
+	gittest.Git(t, env, "", "init", "-q", "--bare", "-b", "main", dir)
+	return dir, env
+}
+
+// commitTree writes a commit of tree with message (read from a file, so
+// it may be of any size) and parents, and returns its id.
+func commitTree(t testing.TB, env []string, dir, tree, message string, parents ...string) string {
+	t.Helper()
+	msg := filepath.Join(t.TempDir(), "msg")
+	if err := os.WriteFile(msg, []byte(message), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"commit-tree", tree, "-F", msg}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	return strings.TrimSpace(gittest.Git(t, env, dir, args...))
+}
+
+// emptyTree writes the empty tree into dir.
+func emptyTree(t testing.TB, env []string, dir string) string {
+	t.Helper()
+	out, err := gittest.Run(env, dir, strings.NewReader(""), "mktree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}

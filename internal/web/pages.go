@@ -147,9 +147,6 @@ func (h *Handler) cloneURLs(r *http.Request, repo meta.Repo) cloneURLs {
 	return c
 }
 
-// maxRefsShown bounds the branches and tags listed on a repository's home.
-const maxRefsShown = 50
-
 func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 	v, err := h.who(w, r)
 	if err != nil {
@@ -166,55 +163,63 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	refs, err := g.refs(r.Context())
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+	ctx := r.Context()
 	data := struct {
 		Clone                  cloneURLs
 		Default                string
 		Head                   *ref
 		Branches, Tags         []ref
-		MoreBranches, MoreTags int
+		MoreBranches, MoreTags bool
 		Entries                []entry
+		MoreEntries            bool
+		MaxEntries             int
 		ReadmeName             string
 		Readme                 any
-	}{Clone: h.cloneURLs(r, rv.Repo), Default: g.head()}
-	for i := range refs {
-		if refs[i].Tag {
-			data.Tags = append(data.Tags, refs[i])
-		} else {
-			data.Branches = append(data.Branches, refs[i])
-			if refs[i].Name == data.Default {
-				data.Head = &refs[i]
-			}
-		}
+	}{Clone: h.cloneURLs(r, rv.Repo), Default: g.head(), MaxEntries: h.opts.MaxTreeEntries}
+	// A page of each, never the whole list: the first branches by name,
+	// the newest tags (docs/adr/0090-bounded-serving.md).
+	if data.Branches, data.MoreBranches, err = g.refPage(ctx, "refs/heads", "", refsPage, false); err != nil {
+		h.fail(w, r, v, err)
+		return
 	}
-	// Newest tags first.
-	slices.SortStableFunc(data.Tags, func(a, b ref) int { return b.When.Compare(a.When) })
-	if n := len(data.Branches); n > maxRefsShown {
-		data.Branches, data.MoreBranches = data.Branches[:maxRefsShown], n-maxRefsShown
+	if data.Tags, data.MoreTags, err = g.refPage(ctx, "refs/tags", "", refsPage, true); err != nil {
+		h.fail(w, r, v, err)
+		return
 	}
-	if n := len(data.Tags); n > maxRefsShown {
-		data.Tags, data.MoreTags = data.Tags[:maxRefsShown], n-maxRefsShown
-	}
-	if data.Head != nil {
-		rv.Ref = data.Head.Name
-		entries, err := g.lsTree(r.Context(), data.Head.Commit)
+	if data.Default != "" && refNameOK(data.Default) {
+		ids, err := g.batchCheck(ctx, []string{"refs/heads/" + data.Default + "^{commit}"})
 		if err != nil {
 			h.fail(w, r, v, err)
 			return
 		}
-		data.Entries = sortEntries(entries)
-		if readme := findReadme(entries); readme != nil && readme.Size <= h.opts.MaxBlobBytes {
-			data.ReadmeName = readme.Name
-			cf, err := g.catFile(r.Context())
+		if ids[0] != "" {
+			cs, err := g.log(ctx, ids[0], "", 0, 1)
 			if err != nil {
 				h.fail(w, r, v, err)
 				return
 			}
-			_, b, err := cf.contents(readme.ID)
+			data.Head = &ref{Name: data.Default, Full: "refs/heads/" + data.Default, Commit: ids[0]}
+			if len(cs) == 1 {
+				data.Head.When, data.Head.Subject = cs[0].When, cs[0].Subject
+			}
+		}
+	}
+	if data.Head != nil {
+		rv.Ref = data.Head.Name
+		entries, more, err := g.lsTree(ctx, data.Head.Commit, h.opts.MaxTreeEntries)
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		data.Entries, data.MoreEntries = sortEntries(entries), more
+		if readme := findReadme(entries); readme != nil && readme.Size <= h.opts.MaxBlobBytes {
+			data.ReadmeName = readme.Name
+			cf, err := g.catFile(ctx)
+			if err != nil {
+				h.fail(w, r, v, err)
+				return
+			}
+			_, b, err := cf.contents(readme.ID, h.opts.MaxBlobBytes)
 			cf.Close()
 			if err != nil {
 				h.fail(w, r, v, err)
@@ -224,7 +229,7 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 			case isBinary(b):
 			case isMarkdown(readme.Name):
 				at := "/" + pathURL(data.Head.Name) + "/"
-				data.Readme = h.render.markdown(b, repoURL(rv.Repo)+"/-/blob"+at, repoURL(rv.Repo)+"/-/raw"+at)
+				data.Readme = h.render.markdown(ctx, readme.ID, b, repoURL(rv.Repo)+"/-/blob"+at, repoURL(rv.Repo)+"/-/raw"+at)
 			default:
 				data.Readme = string(b)
 			}
@@ -232,6 +237,53 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 	}
 	h.show(w, r, v, http.StatusOK, "repo", page{Title: rv.FullName(), Repo: rv, Tab: "code", Data: data})
 }
+
+// refs lists a page of the repository's branches or tags in name order,
+// after the name in ?after=.
+func (h *Handler) refs(w http.ResponseWriter, r *http.Request, tags bool) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	rv, err := h.readable(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	g, err := h.open(r, rv)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	prefix, title := "refs/heads", "Branches"
+	if tags {
+		prefix, title = "refs/tags", "Tags"
+	}
+	after := r.URL.Query().Get("after")
+	if after != "" && !refNameOK(after) {
+		after = ""
+	}
+	refs, more, err := g.refPage(r.Context(), prefix, after, refsPage, false)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	next := ""
+	if more && len(refs) > 0 {
+		next = refs[len(refs)-1].Name
+	}
+	h.show(w, r, v, http.StatusOK, "refs", page{Title: title + " · " + rv.FullName(), Repo: rv, Tab: "code", Data: struct {
+		Title string
+		Refs  []ref
+		After string
+		Next  string
+	}{title, refs, after, next}})
+}
+
+func (h *Handler) branches(w http.ResponseWriter, r *http.Request) { h.refs(w, r, false) }
+
+func (h *Handler) tags(w http.ResponseWriter, r *http.Request) { h.refs(w, r, true) }
 
 func isMarkdown(name string) bool {
 	switch strings.ToLower(path.Ext(name)) {
@@ -310,7 +362,10 @@ type at struct {
 }
 
 // locate opens a readable repository and resolves the rest of the path
-// to a ref (or commit id) and a path in it.
+// to a ref (or a commit id that a ref reaches) and a path in it. A path
+// with an empty, "." or ".." segment names nothing (git would read
+// "./x" and "../x" relative to a working tree a bare repository does not
+// have): 404.
 func (h *Handler) locate(w http.ResponseWriter, r *http.Request) (*visitor, *repoView, gitRepo, at, bool) {
 	v, err := h.who(w, r)
 	if err != nil {
@@ -327,18 +382,32 @@ func (h *Handler) locate(w http.ResponseWriter, r *http.Request) (*visitor, *rep
 		h.fail(w, r, v, err)
 		return nil, nil, gitRepo{}, at{}, false
 	}
-	refs, err := g.refs(r.Context())
+	name, commit, p, err := g.locate(r.Context(), strings.Trim(r.PathValue("rest"), "/"))
 	if err != nil {
 		h.fail(w, r, v, err)
 		return nil, nil, gitRepo{}, at{}, false
 	}
-	name, commit, p, ok := resolve(refs, strings.Trim(r.PathValue("rest"), "/"))
-	if !ok {
+	p = strings.Trim(p, "/")
+	if !cleanPath(p) {
 		h.fail(w, r, v, errNotFound)
 		return nil, nil, gitRepo{}, at{}, false
 	}
 	rv.Ref = name
-	return v, rv, g, at{Ref: name, Commit: commit, Path: strings.Trim(p, "/"), Crumbs: crumbs(strings.Trim(p, "/"))}, true
+	return v, rv, g, at{Ref: name, Commit: commit, Path: p, Crumbs: crumbs(p)}, true
+}
+
+// cleanPath reports whether p ("" for the root) is a path in a tree as
+// git stores it: no empty, "." or ".." segment.
+func cleanPath(p string) bool {
+	if p == "" {
+		return true
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 func repoURL(repo meta.Repo) string {
@@ -350,7 +419,7 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	entries, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path)
+	entries, more, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path, h.opts.MaxTreeEntries)
 	if err != nil {
 		// A file's path under /tree/ goes to its page.
 		if cf, cerr := g.catFile(r.Context()); cerr == nil {
@@ -365,9 +434,11 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.show(w, r, v, http.StatusOK, "tree", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: struct {
-		At      at
-		Entries []entry
-	}{loc, sortEntries(entries)}})
+		At          at
+		Entries     []entry
+		MoreEntries bool
+		MaxEntries  int
+	}{loc, sortEntries(entries), more, h.opts.MaxTreeEntries}})
 }
 
 func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
@@ -409,7 +480,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	if o.Size > h.opts.MaxBlobBytes {
 		data.TooLarge = true
 	} else {
-		_, b, err := cf.contents(obj)
+		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
 		if err != nil {
 			h.fail(w, r, v, err)
 			return
@@ -455,7 +526,7 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Length", strconv.FormatInt(o.Size, 10))
 	name := path.Base(loc.Path)
 	if o.Size <= h.opts.MaxBlobBytes {
-		_, b, err := cf.contents(obj)
+		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
 		if err != nil {
 			h.fail(w, r, v, err)
 			return
@@ -554,12 +625,12 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	id := r.PathValue("id")
-	if !isHex(id) {
-		h.fail(w, r, v, errNotFound)
+	g, err := h.open(r, rv)
+	if err != nil {
+		h.fail(w, r, v, err)
 		return
 	}
-	g, err := h.open(r, rv)
+	id, err := g.commitID(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, v, err)
 		return
@@ -593,13 +664,13 @@ func (h *Handler) alerts(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	if h.opts.Alerts == nil {
-		h.fail(w, r, v, errNotFound)
-		return
-	}
-	rv, err := h.readable(r, v)
+	rv, err := h.security(r, v)
 	if err != nil {
 		h.fail(w, r, v, err)
+		return
+	}
+	if !rv.Alerts {
+		h.fail(w, r, v, errNotFound)
 		return
 	}
 	state := r.URL.Query().Get("state")
@@ -649,17 +720,13 @@ func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
 		return
 	}
-	if h.opts.Alerts == nil {
-		h.fail(w, r, v, errNotFound)
-		return
-	}
-	rv, err := h.readable(r, v)
+	rv, err := h.security(r, v)
 	if err != nil {
 		h.fail(w, r, v, err)
 		return
 	}
-	if !rv.CanWrite {
-		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "Resolving an alert needs write access to the repository."})
+	if !rv.Alerts {
+		h.fail(w, r, v, errNotFound)
 		return
 	}
 	c := alerts.Change{
@@ -687,13 +754,13 @@ func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	if h.opts.Scans == nil {
-		h.fail(w, r, v, errNotFound)
-		return
-	}
-	rv, err := h.readable(r, v)
+	rv, err := h.security(r, v)
 	if err != nil {
 		h.fail(w, r, v, err)
+		return
+	}
+	if !rv.Scans {
+		h.fail(w, r, v, errNotFound)
 		return
 	}
 	runs, err := h.opts.Scans.Runs(r.Context(), rv.ID, scanRunsShown)

@@ -88,20 +88,24 @@ func TestScanRuns(t *testing.T) {
 	if code, _ := get("/alice/nope/-/scans", true); code != 404 {
 		t.Errorf("missing repository: %d", code)
 	}
+	if code, _ := get("/alice/pub/-/scans", false); code != 404 {
+		t.Errorf("public scans to anonymous: %d", code)
+	}
 	scans.lag = scanner.Lag{Head: 9, Watermark: 9}
-	if code, body := get("/alice/pub/-/scans", false); code != 200 || !strings.Contains(body, "No scan runs.") || !strings.Contains(body, "Every push is scanned (through seq 9)") {
+	if code, body := get("/alice/pub/-/scans", true); code != 200 || !strings.Contains(body, "No scan runs.") || !strings.Contains(body, "Every push is scanned (through seq 9)") {
 		t.Errorf("no runs: %d", code)
 	}
 	scans.err = errors.New("etcd down")
-	if code, _ := get("/alice/pub/-/scans", false); code != http.StatusServiceUnavailable {
+	if code, _ := get("/alice/pub/-/scans", true); code != http.StatusServiceUnavailable {
 		t.Errorf("scanner failure: %d", code)
 	}
-	// Without a scanner there is no page and no tab.
-	res, _ := f.client().get("/alice/pub/-/scans")
+	// Without a scanner there is no page and no tab, even for the owner.
+	alice := f.signedIn(f.alice)
+	res, _ := alice.get("/alice/pub/-/scans")
 	if res.StatusCode != 404 {
 		t.Errorf("no scanner: %d", res.StatusCode)
 	}
-	if _, body := f.client().get("/alice/pub"); strings.Contains(body, "/-/scans") {
+	if _, body := alice.get("/alice/pub"); strings.Contains(body, "/-/scans") {
 		t.Error("a tab for scan runs without a scanner")
 	}
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/record"
 )
 
 // SessionKeyObject is the object-store key of the web UI's session key:
@@ -28,10 +28,9 @@ import (
 const SessionKeyObject = "meta/web/session_key"
 
 const (
-	sessionKeyBytes    = 32
-	sessionKeyAttempts = 5
-	sessionCookie      = "ghost_session"
-	csrfCookie         = "ghost_csrf"
+	sessionKeyBytes = 32
+	sessionCookie   = "ghost_session"
+	csrfCookie      = "ghost_csrf"
 	// sessionLifetime bounds a session; the token it holds is checked on
 	// every request, so revoking the token ends the session at once.
 	sessionLifetime = 30 * 24 * time.Hour
@@ -48,36 +47,19 @@ type keys struct {
 // is created (internal/sshd/hostkey.go): a node whose create lost a race
 // or has an unknown outcome reads back whatever is stored and uses it.
 func loadSessionKey(ctx context.Context, store objstore.Store) (keys, error) {
-	b, _, err := objstore.ReadAll(ctx, store, SessionKeyObject, 1<<10)
-	if err == nil {
-		return deriveKeys(b)
+	raw := record.Raw(1 << 10)
+	b, _, err := record.Get(ctx, store, raw, SessionKeyObject)
+	if errors.Is(err, objstore.ErrNotFound) {
+		ours := make([]byte, sessionKeyBytes)
+		if _, err := rand.Read(ours); err != nil {
+			return keys{}, fmt.Errorf("web session key: generate: %w", err)
+		}
+		b, err = record.CreateOnce(ctx, store, raw, SessionKeyObject, &ours)
 	}
-	if !errors.Is(err, objstore.ErrNotFound) {
+	if err != nil {
 		return keys{}, fmt.Errorf("web session key: %w", err)
 	}
-	ours := make([]byte, sessionKeyBytes)
-	if _, err := rand.Read(ours); err != nil {
-		return keys{}, fmt.Errorf("web session key: generate: %w", err)
-	}
-	var lastErr error
-	for attempt := 0; attempt < sessionKeyAttempts; attempt++ {
-		_, err := store.PutIfAbsent(ctx, SessionKeyObject, bytes.NewReader(ours), int64(len(ours)))
-		if err == nil {
-			return deriveKeys(ours)
-		}
-		lastErr = err
-		b, _, rerr := objstore.ReadAll(ctx, store, SessionKeyObject, 1<<10)
-		if rerr == nil {
-			return deriveKeys(b)
-		}
-		if !errors.Is(rerr, objstore.ErrNotFound) {
-			return keys{}, fmt.Errorf("web session key: create: %w (and reading it back: %v)", err, rerr)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return keys{}, fmt.Errorf("web session key: create %s: %w", SessionKeyObject, lastErr)
+	return deriveKeys(*b)
 }
 
 func deriveKeys(master []byte) (keys, error) {

@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,26 @@ type Options struct {
 	// MaxDiffBytes bounds the diff shown on a commit page (default 1 MiB);
 	// a notice says when it is cut.
 	MaxDiffBytes int64
+	// MaxTreeEntries bounds the entries a directory listing reads and
+	// shows (default 1000); a notice says when there are more.
+	MaxTreeEntries int
+	// GitTimeout bounds each git process of a page (default 10 s); a page
+	// whose git runs out of it answers 503. Downloads of raw files too
+	// large to show are bounded by the client instead.
+	GitTimeout time.Duration
+	// MaxMarkdownBytes is the largest README rendered as markdown
+	// (default 128 KiB); larger ones are shown as plain text.
+	MaxMarkdownBytes int64
+	// MarkdownBudget is the time one markdown render may take (default
+	// 1 s); past it the page shows the text plain, the render is stopped
+	// and the outcome cached (docs/adr/0092-markdown-budget.md).
+	MarkdownBudget time.Duration
+	// MarkdownRenders bounds the markdown renders running at once
+	// (default: the number of CPUs); while all run, READMEs are plain.
+	MarkdownRenders int
+	// MarkdownCacheBytes bounds the cache of rendered READMEs (default
+	// 32 MiB).
+	MarkdownCacheBytes int64
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
 }
@@ -146,6 +167,24 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	if opts.MaxDiffBytes <= 0 {
 		opts.MaxDiffBytes = 1 << 20
 	}
+	if opts.MaxTreeEntries <= 0 {
+		opts.MaxTreeEntries = 1000
+	}
+	if opts.GitTimeout <= 0 {
+		opts.GitTimeout = 10 * time.Second
+	}
+	if opts.MaxMarkdownBytes <= 0 {
+		opts.MaxMarkdownBytes = 128 << 10
+	}
+	if opts.MarkdownBudget <= 0 {
+		opts.MarkdownBudget = time.Second
+	}
+	if opts.MarkdownRenders <= 0 {
+		opts.MarkdownRenders = runtime.NumCPU()
+	}
+	if opts.MarkdownCacheBytes <= 0 {
+		opts.MarkdownCacheBytes = 32 << 20
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -154,7 +193,9 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{opts: opts, keys: k, render: newRenderer(), assets: map[string]asset{}, git: &gitexec.Runner{Path: opts.Git}}
+	h := &Handler{opts: opts, keys: k, render: newRenderer(markdownOptions{
+		maxBytes: opts.MaxMarkdownBytes, budget: opts.MarkdownBudget, renders: opts.MarkdownRenders, cacheBytes: opts.MarkdownCacheBytes,
+	}), assets: map[string]asset{}, git: &gitexec.Runner{Path: opts.Git}}
 	css, err := staticFS.ReadFile("static/style.css")
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
@@ -228,6 +269,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /{owner}/{repo}/-/raw/{rest...}", h.raw)
 	m.HandleFunc("GET /{owner}/{repo}/-/commits/{rest...}", h.commits)
 	m.HandleFunc("GET /{owner}/{repo}/-/commit/{id}", h.commit)
+	m.HandleFunc("GET /{owner}/{repo}/-/branches", h.branches)
+	m.HandleFunc("GET /{owner}/{repo}/-/tags", h.tags)
 	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
 	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
 	m.HandleFunc("GET /{owner}/{repo}/-/scans", h.scans)
@@ -317,6 +360,8 @@ func classify(what string, err error) error {
 		return err
 	case errors.Is(err, meta.ErrNotFound), errors.Is(err, meta.ErrInvalidName), errors.Is(err, wal.ErrRepoDeleted), errors.Is(err, errNoObject), errors.Is(err, alerts.ErrNotFound):
 		return &httpError{status: http.StatusNotFound, msg: "Not found.", err: err}
+	case errors.Is(err, errGitTimeout):
+		return &httpError{status: http.StatusServiceUnavailable, msg: "This page took too long to build; try again shortly.", err: fmt.Errorf("%s: %w", what, err)}
 	case errors.Is(err, meta.ErrUnavailable):
 		return &httpError{status: http.StatusServiceUnavailable, msg: "The service is unavailable; try again shortly.", err: fmt.Errorf("%s: %w", what, err)}
 	}
@@ -377,8 +422,10 @@ type repoView struct {
 	meta.Repo
 	Ref      string // the ref shown, for tabs
 	CanWrite bool
-	Alerts   bool
-	Scans    bool
+	// Alerts and Scans: the visitor may see the repository's alerts and
+	// scan runs (write access, and the server keeps them).
+	Alerts bool
+	Scans  bool
 }
 
 func (h *Handler) show(w http.ResponseWriter, r *http.Request, v *visitor, status int, name string, p page) {
@@ -429,11 +476,32 @@ func (h *Handler) readable(r *http.Request, v *visitor) (*repoView, error) {
 	if !ok {
 		return nil, errNotFound
 	}
-	rv := &repoView{Repo: repo, Alerts: h.opts.Alerts != nil, Scans: h.opts.Scans != nil}
+	rv := &repoView{Repo: repo}
 	if v.p != nil {
 		if rv.CanWrite, err = h.opts.Authz.CanWrite(ctx, v.p, repo); err != nil {
 			return nil, classify("authorize write", err)
 		}
+	}
+	// Secret-scanning alerts and scan runs are for those who can act on
+	// them: the tabs show, and the pages open, with write access only
+	// (security).
+	rv.Alerts = h.opts.Alerts != nil && rv.CanWrite
+	rv.Scans = h.opts.Scans != nil && rv.CanWrite
+	return rv, nil
+}
+
+// security resolves {owner}/{repo} for a page of its secret scanning:
+// alerts and scan runs are shown to those who may write the repository,
+// and anyone else gets the page of a missing one, the same 404 as for a
+// repository they may not read. The caller checks repoView.Alerts or
+// Scans, which are set only with write access.
+func (h *Handler) security(r *http.Request, v *visitor) (*repoView, error) {
+	rv, err := h.readable(r, v)
+	if err != nil {
+		return nil, err
+	}
+	if !rv.CanWrite {
+		return nil, errNotFound
 	}
 	return rv, nil
 }
@@ -444,7 +512,7 @@ func (h *Handler) open(r *http.Request, rv *repoView) (gitRepo, error) {
 	if err != nil {
 		return gitRepo{}, classify("materialize", err)
 	}
-	return gitRepo{run: h.git, dir: dir}, nil
+	return gitRepo{run: h.git, dir: dir, timeout: h.opts.GitTimeout}, nil
 }
 
 func shortID(id string) string {

@@ -408,11 +408,11 @@ func TestAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ro := f.signedIn(reader)
-	_, roPage := ro.get("/alice/priv/-/alerts")
-	if strings.Contains(roPage, "/resolve") {
-		t.Error("a reader is offered the resolve form")
+	if res, roPage := ro.get("/alice/priv/-/alerts"); res.StatusCode != http.StatusNotFound || strings.Contains(roPage, "/resolve") {
+		t.Errorf("alerts to a reader: %d", res.StatusCode)
 	}
-	if res := ro.post(action, url.Values{"csrf": {csrfOf(t, roPage)}, "resolution": {"revoked"}}); res.StatusCode != http.StatusForbidden {
+	_, roPage := ro.get("/alice/priv")
+	if res := ro.post(action, url.Values{"csrf": {csrfOf(t, roPage)}, "resolution": {"revoked"}}); res.StatusCode != http.StatusNotFound {
 		t.Errorf("resolve with a read token: %d", res.StatusCode)
 	}
 	bob := f.signedIn(f.bob)
@@ -605,5 +605,95 @@ func TestAlertFromABypassedPush(t *testing.T) {
 	}
 	if strings.Contains(body, "AKIAIOSFODNN7EXAMPLE") {
 		t.Error("the alerts page shows the secret")
+	}
+}
+
+// TestSecurityPagesAccess is the web UI's access matrix for secret
+// scanning: the alerts and scan-run pages, their tabs and the resolve
+// form are for those who may write the repository. Anonymous visitors,
+// read tokens and other tenants get the page of a missing repository,
+// on a public repository as on a private one.
+func TestSecurityPagesAccess(t *testing.T) {
+	scans := &fakeScans{}
+	f := newFixture(t, fixtureOpts{opts: func(o *web.Options) { o.Scans = scans }})
+	scans.repoID = f.priv.ID
+	reader, _, err := f.meta.CreateToken(context.Background(), "alice", meta.ScopeRead, "ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	visitors := []struct {
+		who   string
+		c     *client
+		write bool
+	}{
+		{"anonymous", f.client(), false},
+		{"read token", f.signedIn(reader), false},
+		{"other tenant", f.signedIn(f.bob), false},
+		{"owner", f.signedIn(f.alice), true},
+	}
+	// What a missing repository answers each visitor, with the path
+	// taken out (the sign-in link carries it).
+	norm := func(body, path string) string { return strings.ReplaceAll(body, path, "PATH") }
+	for _, v := range visitors {
+		missing := "/alice/nope/-/alerts"
+		mres, mbody := v.c.get(missing)
+		if mres.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s: missing repository: %d", v.who, mres.StatusCode)
+		}
+		for _, repo := range []string{"pub", "priv"} {
+			readable := repo == "pub" || v.who != "anonymous" && v.who != "other tenant"
+			_, home := v.c.get("/alice/" + repo)
+			for _, tab := range []string{"/-/alerts", "/-/scans"} {
+				if strings.Contains(home, "/alice/"+repo+tab) != v.write {
+					t.Errorf("%s on alice/%s: tab %s shown %v, want %v", v.who, repo, tab, !v.write, v.write)
+				}
+			}
+			for _, page := range []string{"/-/alerts", "/-/scans", "/-/alerts?state=all"} {
+				path := "/alice/" + repo + page
+				res, body := v.c.get(path)
+				switch {
+				case v.write && res.StatusCode != http.StatusOK:
+					t.Errorf("%s: %s = %d", v.who, path, res.StatusCode)
+				case !v.write && res.StatusCode != http.StatusNotFound:
+					t.Errorf("%s: %s = %d, want 404", v.who, path, res.StatusCode)
+				case !v.write && norm(strings.Split(body, "?")[0], "/alice/"+repo+strings.Split(page, "?")[0]) != norm(strings.Split(mbody, "?")[0], missing):
+					t.Errorf("%s: %s differs from a missing repository's page:\n%s\n---\n%s", v.who, path, body, mbody)
+				}
+			}
+			if !readable || v.write {
+				continue
+			}
+			_, login := v.c.get("/login") // a page with a form, for its csrf token
+			res := v.c.post("/alice/"+repo+"/-/alerts/"+f.fp+"/resolve", url.Values{"csrf": {csrfOf(t, login)}, "resolution": {"revoked"}})
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("%s: resolve on alice/%s = %d, want 404", v.who, repo, res.StatusCode)
+			}
+		}
+	}
+	if a, err := f.alerts.Get(context.Background(), "alice", f.priv.ID, f.fp); err != nil || a.State != alerts.StateOpen {
+		t.Fatalf("the alert changed: %+v %v", a, err)
+	}
+}
+
+// TestAlertLocationsInWords: a secret in a commit message links to the
+// commit, and one in a blob no commit adds names the ref that reaches it.
+func TestAlertLocationsInWords(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	ctx := context.Background()
+	err := f.alerts.Record(ctx, "alice", f.priv.ID, []alerts.Finding{
+		{RuleID: "github-pat", BlobID: f.head, Commit: f.head, Source: alerts.SourceCommitMessage, Line: 6, Match: "REDACTED", Secret: "ghp_message0123456789abcdefghijklmnopqr"},
+		{RuleID: "github-pat", BlobID: strings.Repeat("e", 40), Path: "conf/key.txt", Ref: "refs/tags/<t>", Line: 1, Match: "REDACTED", Secret: "ghp_tagged00123456789abcdefghijklmnopqr"},
+	}, alerts.RunRef{ID: "run2", Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, body := f.signedIn(f.alice).get("/alice/priv/-/alerts")
+	for _, want := range []string{
+		`<a href="/alice/priv/-/commit/` + f.head + `">commit message of ` + f.head + `, line 6</a>`,
+		`conf/key.txt:1 in blob ` + strings.Repeat("e", 40) + `, reached from refs/tags/&lt;t&gt;`,
+	} {
+		if res.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("alerts page %d lacks %s", res.StatusCode, want)
+		}
 	}
 }

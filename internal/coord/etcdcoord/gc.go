@@ -108,8 +108,9 @@ func (b *Backend) removeRun(ctx context.Context, id coord.RunID, cutoff coord.Ti
 
 // Counts is what RepairCounters found and wrote.
 type Counts struct {
-	// Tenants maps each tenant with a counter or a shard record to its
-	// number of shard records, as counted at Revision.
+	// Tenants maps each tenant with a counter, a counter marker or a
+	// shard record to its number of shard records, as counted at
+	// Revision.
 	Tenants map[coord.TenantID]int64
 	// Global is the number of shard records in the namespace at Revision.
 	Global int64
@@ -200,6 +201,20 @@ func (b *Backend) repairOnce(ctx context.Context) (out Counts, stale bool, err e
 			out.Tenants[tenant] = 0
 		}
 		stored[key] = val
+		return err
+	}); err != nil {
+		return out, false, err
+	}
+	// A counter whose marker exists once existed: one deleted while it
+	// held 0 has no key and no shard records to find it by, and a
+	// creation by its tenant is refused (ErrCounterLost) until the
+	// counter is back, at its count.
+	mp := b.k.tenantMarkersPrefix()
+	if err := b.scanAt(ctx, rev, mp, prefixEnd(mp), []clientv3.OpOption{clientv3.WithKeysOnly()}, func(key string, _ []byte) error {
+		tenant, err := b.k.parseTenantMarkerKey(key)
+		if _, ok := out.Tenants[tenant]; !ok && err == nil {
+			out.Tenants[tenant] = 0
+		}
 		return err
 	}); err != nil {
 		return out, false, err

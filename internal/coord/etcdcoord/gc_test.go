@@ -283,3 +283,46 @@ func TestGCReleasesRunsEndedBeforeRelease(t *testing.T) {
 		t.Fatalf("counters after GC: %+v %v", c, err)
 	}
 }
+
+// TestRepairRestoresACounterDeletedAtZero: a tenant whose runs have all
+// ended holds 0 shards; its counter key is deleted (by hand, or by a
+// tool). A creation is then refused as a lost counter, and the repair it
+// points to must bring the counter back at 0, after which the tenant can
+// create runs again.
+func TestRepairRestoresACounterDeletedAtZero(t *testing.T) {
+	ns := fmt.Sprintf("/test/repair%d", namespaces.Add(1))
+	b := newBackend(t, etcdcoord.Config{Namespace: ns})
+	ctx := context.Background()
+	tenant := coord.TenantID{9}
+	mustRun(t, b, tenant, 1, 3)
+	if _, err := b.CancelRun(ctx, 20, coord.CancelRunRequest{Tenant: tenant, Run: 1, Op: 3}); err != nil {
+		t.Fatal(err)
+	}
+	tkey := fmt.Sprintf("%s/tenants/09%062d/shard_count", ns, 0)
+	if got, err := client.Get(ctx, tkey); err != nil || len(got.Kvs) != 1 || binary.LittleEndian.Uint64(got.Kvs[0].Value) != 0 {
+		t.Fatalf("counter after the run ended: %v %v", got, err)
+	}
+	if _, err := client.Delete(ctx, tkey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateRun(ctx, 30, coord.CreateRunRequest{Tenant: tenant, Run: 2, Op: 4, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	reg := coord.RegisterShardsRequest{Tenant: tenant, Run: 2, Op: 5, Shards: manifest(2)}
+	if _, err := b.RegisterShards(ctx, 30, reg); !errors.Is(err, etcdcoord.ErrCounterLost) {
+		t.Fatalf("registration with the counter gone: %v, want ErrCounterLost", err)
+	}
+	counts, err := b.RepairCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := counts.Fixed[tkey]; !ok || v != -1 || counts.Tenants[tenant] != 0 {
+		t.Fatalf("repair: %+v, want the tenant's counter restored at 0", counts)
+	}
+	if _, err := b.RegisterShards(ctx, 31, reg); err != nil {
+		t.Fatalf("registration after the repair: %v", err)
+	}
+	if got, err := client.Get(ctx, tkey); err != nil || len(got.Kvs) != 1 || binary.LittleEndian.Uint64(got.Kvs[0].Value) != 2 {
+		t.Fatalf("counter after the registration: %v %v", got, err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 //	<ns>/markers/tenants/<tenant>       the tenant's counter exists (empty value)
 //	<ns>/markers/global                 the global counter exists (empty value)
 //	<ns>/locks/gc                       held by the node running GC (see TryGC)
+//	<ns>/leaders/<name>/<lease>         an election (see Lead)
 //
 // Nothing but the counters lives under <ns>/tenants/, so the advisory global
 // cap can sum them with one range read.
@@ -129,7 +130,21 @@ func (k keys) globalCount() string { return k.ns + "/global/shard_count" }
 // Markers tell a counter that was never created (zero) from one that was
 // deleted (see ErrCounterLost); RepairCounters also compares them.
 func (k keys) tenantMarker(t coord.TenantID) string {
-	return k.ns + "/markers/tenants/" + hex.EncodeToString(t[:])
+	return k.tenantMarkersPrefix() + hex.EncodeToString(t[:])
+}
+func (k keys) tenantMarkersPrefix() string { return k.ns + "/markers/tenants/" }
+
+// parseTenantMarkerKey returns the tenant of a key under tenantMarkersPrefix.
+func (k keys) parseTenantMarkerKey(key string) (coord.TenantID, error) {
+	var t coord.TenantID
+	h, ok := strings.CutPrefix(key, k.tenantMarkersPrefix())
+	if !ok || len(h) != 2*len(t) {
+		return t, fmt.Errorf("%w: bad tenant marker key %q", coord.ErrCorrupt, key)
+	}
+	if _, err := hex.Decode(t[:], []byte(h)); err != nil || hex.EncodeToString(t[:]) != h {
+		return coord.TenantID{}, fmt.Errorf("%w: tenant marker key %q: not lower-case hex", coord.ErrCorrupt, key)
+	}
+	return t, nil
 }
 func (k keys) globalMarker() string { return k.ns + "/markers/global" }
 

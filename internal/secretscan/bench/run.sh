@@ -58,6 +58,9 @@ echo "== ghost scan vs gitleaks git (same repository, gitleaks' default rules v8
 measure ghost-all-cores "$work/ghost" scan --no-progress --exit-code 0 --report-format json --report-path "$work/ghost.json" "$repo"
 measure ghost-1-core "$work/ghost" scan --no-progress --workers 1 --exit-code 0 --report-format json --report-path "$work/ghost1.json" "$repo"
 measure ghost-no-decode "$work/ghost" scan --no-progress --max-decode-depth 0 --exit-code 0 --report-format json --report-path "$work/ghost0.json" "$repo"
+# What scanning binary blobs costs (docs/adr/0033-binary-blobs.md): the
+# same scan skipping them, as gitleaks and ghost before issue 18 did.
+measure ghost-skip-binary "$work/ghost" scan --no-progress --skip-binary --exit-code 0 --report-format json --report-path "$work/ghostsb.json" "$repo"
 measure gitleaks "$gl" git --no-banner --log-level error --exit-code 0 --report-format json --report-path "$work/gitleaks.json" "$repo"
 
 echo "== findings"

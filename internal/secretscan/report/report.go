@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ghost-scm/ghost/internal/secretscan"
 )
@@ -96,6 +98,18 @@ func WriteJSON(w io.Writer, findings []secretscan.Finding) error {
 	return nil
 }
 
+// printable replaces what a terminal would interpret (escape sequences,
+// control characters, invalid UTF-8: a match in a binary blob may hold
+// any byte) with '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
 // WriteTable writes one line per finding, for a terminal.
 func WriteTable(w io.Writer, findings []secretscan.Finding) error {
 	if len(findings) == 0 {
@@ -113,11 +127,11 @@ func WriteTable(w io.Writer, findings []secretscan.Finding) error {
 		if commit == "" {
 			commit = "-"
 		}
-		match := strings.Join(strings.Fields(f.Match), " ")
+		match := printable(strings.Join(strings.Fields(f.Match), " "))
 		if len(match) > 60 {
 			match = match[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\n", f.RuleID, f.Path, f.StartLine, commit, match)
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\n", f.RuleID, printable(f.Path), f.StartLine, commit, match)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("report: %w", err)

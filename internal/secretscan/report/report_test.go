@@ -205,3 +205,17 @@ func TestTable(t *testing.T) {
 		t.Errorf("table:\n%s", buf.String())
 	}
 }
+
+// TestTableKeepsOutControls: a match or path holding an escape sequence
+// or invalid UTF-8 (a match in a binary blob may hold any byte) reaches
+// the terminal as '?'.
+func TestTableKeepsOutControls(t *testing.T) {
+	var b strings.Builder
+	err := WriteTable(&b, []secretscan.Finding{{RuleID: "r", Path: "a\x1b]0;x\x07.txt", StartLine: 1, Match: "key=\x1b[2J\xff REDACTED"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.ContainsAny(out, "\x1b\x07") || strings.Contains(out, "\xff") || !strings.Contains(out, "a?]0;x?.txt") || !strings.Contains(out, "key=?[2J? REDACTED") {
+		t.Errorf("table %q", out)
+	}
+}
