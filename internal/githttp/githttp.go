@@ -17,29 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/meta"
 )
-
-// Access is what a caller may do with a repository.
-type Access struct {
-	// RepoID is the repository's write-ahead-log id.
-	RepoID string
-	// Read and Write are the caller's rights on it.
-	Read, Write bool
-	// Principal names the caller for the log's pushed-by field ("" when
-	// anonymous).
-	Principal string
-	// Tenant owns the repository (for push protection's alerts).
-	Tenant string
-	// PushProtection is the repository's setting
-	// (docs/adr/0031-push-protection.md).
-	PushProtection bool
-	// AllowReplaceRefs is the repository's setting: pushes may update
-	// refs/replace/* (docs/adr/0031-push-protection.md).
-	AllowReplaceRefs bool
-}
 
 // Authorizer resolves a request's credentials and repository name. It is
 // the one thing githttp needs from the metadata layer, kept this small so
@@ -47,20 +29,12 @@ type Access struct {
 type Authorizer interface {
 	// Authorize authenticates token ("" for an anonymous caller) and
 	// resolves owner/name (name without ".git"). It returns
-	// ErrUnauthenticated for a token that is not valid, ErrNotFound when
-	// no such repository exists, and otherwise the caller's rights (which
-	// may be none).
-	Authorize(ctx context.Context, token, owner, name string) (Access, error)
+	// access.ErrUnauthenticated for a token that is not valid,
+	// access.ErrNotFound when no such repository exists,
+	// access.ErrUnavailable when the rights could not be decided, and
+	// otherwise the caller's grant (whose level may be access.None).
+	Authorize(ctx context.Context, token, owner, name string) (access.Grant, error)
 }
-
-// Errors an Authorizer reports. ErrUnavailable means the rights could
-// not be decided (a storage outage): the request is refused with 503 and
-// logged, never answered as if the repository did not exist.
-var (
-	ErrNotFound        = errors.New("repository not found")
-	ErrUnauthenticated = errors.New("invalid credentials")
-	ErrUnavailable     = errors.New("authorization unavailable")
-)
 
 // ServiceOptions configure the git service a Handler runs
 // (gitsvc.Options): the repositories, the log, the git binary, the push
@@ -234,46 +208,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //
 // A private repository the caller cannot read is indistinguishable from
 // one that does not exist.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, rt route, service string) (Access, bool) {
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, rt route, service string) (access.Grant, bool) {
 	token := requestToken(r)
 	anonymous := token == ""
-	acc, err := h.opts.Auth.Authorize(r.Context(), token, rt.owner, rt.name)
+	write := service == svcReceive
+	g, err := h.opts.Auth.Authorize(r.Context(), token, rt.owner, rt.name)
 	switch {
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, access.ErrUnauthenticated):
 		challenge(w, "invalid credentials: the password must be a valid ghost access token")
-		return Access{}, false
-	case errors.Is(err, ErrNotFound):
-		acc = Access{}
-	case errors.Is(err, ErrUnavailable):
+		return access.Grant{}, false
+	case errors.Is(err, access.ErrNotFound):
+		g = access.Grant{} // decided as None: a missing repository answers as a private one
+	case errors.Is(err, access.ErrUnavailable):
 		h.logger.Error("git request failed", "what", "authorize", "path", r.URL.Path, "err", err)
 		httpError(w, http.StatusServiceUnavailable, "storage is temporarily unavailable; try again later")
-		return Access{}, false
+		return access.Grant{}, false
 	case err != nil:
 		h.internalError(w, r, "authorize", err)
-		return Access{}, false
+		return access.Grant{}, false
 	}
-	if service == svcReceive {
-		switch {
-		case anonymous:
-			challenge(w, "authentication required to push: use an access token with write scope as the password")
-		case !acc.Read:
-			notFound(w)
-		case !acc.Write:
-			httpError(w, http.StatusForbidden, fmt.Sprintf("your token may not push to %s/%s (it needs write access)", rt.owner, rt.name))
-		default:
-			return acc, true
-		}
-		return Access{}, false
-	}
-	if acc.Read {
-		return acc, true
-	}
-	if anonymous && !h.opts.AnonymousNotFound {
+	err = access.Decide(g.Level, anonymous, write)
+	switch {
+	case err == nil:
+		return g, true
+	case errors.Is(err, access.ErrUnauthenticated) && write:
+		challenge(w, "authentication required to push: use an access token with write scope as the password")
+	case errors.Is(err, access.ErrUnauthenticated) && !h.opts.AnonymousNotFound:
 		challenge(w, "authentication required: repository not found or not public")
-	} else {
+	case errors.Is(err, access.ErrForbidden):
+		httpError(w, http.StatusForbidden, fmt.Sprintf("your token may not push to %s/%s (it needs write access)", rt.owner, rt.name))
+	default:
 		notFound(w)
 	}
-	return Access{}, false
+	return access.Grant{}, false
 }
 
 // requestToken returns the caller's access token: the password of Basic

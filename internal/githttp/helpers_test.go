@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ghost-scm/ghost/internal/access"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -29,20 +30,24 @@ type fakeRepo struct {
 	protect bool // push protection on
 }
 
-func (a *fakeAuth) Authorize(ctx context.Context, token, owner, name string) (githttp.Access, error) {
+func (a *fakeAuth) Authorize(ctx context.Context, token, owner, name string) (access.Grant, error) {
 	switch token {
 	case "", "rw", "ro", "nobody":
 	default:
-		return githttp.Access{}, githttp.ErrUnauthenticated
+		return access.Grant{}, access.ErrUnauthenticated
 	}
 	r, ok := a.repos[owner+"/"+name]
 	if !ok {
-		return githttp.Access{}, githttp.ErrNotFound
+		return access.Grant{}, access.ErrNotFound
 	}
-	acc := githttp.Access{RepoID: r.id, Principal: token, Tenant: owner, PushProtection: r.protect}
-	acc.Read = r.public || token == "rw" || token == "ro"
-	acc.Write = token == "rw"
-	return acc, nil
+	g := access.Grant{RepoID: r.id, Principal: token, Tenant: owner, PushProtection: r.protect}
+	switch {
+	case token == "rw":
+		g.Level = access.Write
+	case r.public || token == "ro":
+		g.Level = access.Read
+	}
+	return g, nil
 }
 
 type env struct {

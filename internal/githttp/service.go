@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
 )
@@ -46,7 +47,7 @@ func (h *Handler) infoRefs(w http.ResponseWriter, r *http.Request, rt route, ser
 
 // uploadPack answers POST git-upload-pack (gitsvc.Service.UploadPack).
 // The whole request must arrive within FetchRequestTimeout.
-func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc Access) {
+func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc access.Grant) {
 	if b, ok := r.Body.(*deadlineBody); ok && h.opts.FetchRequestTimeout > 0 {
 		b.until = time.Now().Add(h.opts.FetchRequestTimeout)
 	}
@@ -65,7 +66,7 @@ func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc Access)
 
 // receivePack answers POST git-receive-pack (gitsvc.Service.ReceivePack).
 // A push over the size limit drains the raw, undecoded body.
-func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc Access) {
+func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc access.Grant) {
 	body, err := requestBody(r)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/compact"
@@ -495,7 +496,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 // server error.
 func gitAuthError(what string, err error) error {
 	if errors.Is(err, meta.ErrUnavailable) {
-		return fmt.Errorf("%s: %w: %w", what, githttp.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", what, access.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
@@ -514,42 +515,48 @@ func (d cacheDirs) Materialize(ctx context.Context, repoID string) (string, erro
 // metaAuth adapts the metadata store to what the git transport needs.
 type metaAuth struct{ m *meta.Store }
 
-func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (githttp.Access, error) {
+func (a metaAuth) Authorize(ctx context.Context, token, owner, name string) (access.Grant, error) {
 	var p *meta.Principal
 	if token != "" {
 		pr, err := a.m.Authenticate(ctx, token)
 		if errors.Is(err, meta.ErrUnauthenticated) {
-			return githttp.Access{}, githttp.ErrUnauthenticated
+			return access.Grant{}, fmt.Errorf("%w: %w", access.ErrUnauthenticated, err)
 		}
 		if err != nil {
-			return githttp.Access{}, gitAuthError("authenticate", err)
+			return access.Grant{}, gitAuthError("authenticate", err)
 		}
 		p = &pr
 	}
-	return a.access(ctx, p, owner, name)
+	return a.grant(ctx, p, owner, name)
 }
 
-// access resolves owner/name and p's rights on it (p nil: anonymous).
-func (a metaAuth) access(ctx context.Context, p *meta.Principal, owner, name string) (githttp.Access, error) {
+// grant resolves owner/name and p's level on it (p nil: anonymous).
+func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name string) (access.Grant, error) {
 	r, err := a.m.Repo(ctx, owner, name)
 	if errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrInvalidName) {
-		return githttp.Access{}, githttp.ErrNotFound
+		return access.Grant{}, fmt.Errorf("%w: %w", access.ErrNotFound, err)
 	}
 	if err != nil {
-		return githttp.Access{}, gitAuthError("resolve "+owner+"/"+name, err)
+		return access.Grant{}, gitAuthError("resolve "+owner+"/"+name, err)
 	}
 	read, err := a.m.CanRead(ctx, p, r)
 	if err != nil {
-		return githttp.Access{}, gitAuthError("authorize read", err)
+		return access.Grant{}, gitAuthError("authorize read", err)
 	}
 	write, err := a.m.CanWrite(ctx, p, r)
 	if err != nil {
-		return githttp.Access{}, gitAuthError("authorize write", err)
+		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	acc := githttp.Access{RepoID: r.ID, Read: read, Write: write, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	switch {
+	case write:
+		g.Level = access.Write
+	case read:
+		g.Level = access.Read
+	}
 	// The credential goes with the name: a push-protection bypass is
 	// recorded with it (the token's id, or the SSH key's fingerprint and
 	// title), and so is the log's pushed-by.
-	acc.Principal = p.String()
-	return acc, nil
+	g.Principal = p.String()
+	return g, nil
 }

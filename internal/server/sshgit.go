@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/sshd"
@@ -45,21 +45,29 @@ func (g sshGit) UploadArchive(context.Context, sshd.Request) error {
 // (docs/design.md §7.4): a missing and a private repository must answer
 // alike, or the answer tells anonymous callers which private names exist.
 func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) error {
-	if write && req.Principal == nil {
+	anonymous := req.Principal == nil
+	var acc access.Grant
+	if !(write && anonymous) {
+		var err error
+		acc, err = g.auth.grant(ctx, req.Principal, req.Owner, req.Repo)
+		switch {
+		case errors.Is(err, access.ErrNotFound):
+			acc = access.Grant{} // decided as None, like a private repository
+		case err != nil:
+			return err // a storage outage wraps meta.ErrUnavailable
+		}
+	}
+	// SSH has no credential prompt: an anonymous read of what it may
+	// not read is not found, an anonymous push unauthenticated.
+	switch err := access.Decide(acc.Level, anonymous, write); {
+	case errors.Is(err, access.ErrUnauthenticated) && write:
 		return meta.ErrUnauthenticated
-	}
-	acc, err := g.auth.access(ctx, req.Principal, req.Owner, req.Repo)
-	switch {
-	case errors.Is(err, githttp.ErrNotFound):
-		return meta.ErrNotFound
-	case err != nil:
-		return err // a storage outage wraps meta.ErrUnavailable
-	case !acc.Read:
-		return meta.ErrNotFound
-	case write && !acc.Write:
+	case errors.Is(err, access.ErrForbidden):
 		return meta.ErrForbidden
+	case err != nil:
+		return meta.ErrNotFound
 	}
-	err = serve(ctx, gitsvc.Request{
+	err := serve(ctx, gitsvc.Request{
 		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
 		AllowReplaceRefs: acc.AllowReplaceRefs, Body: req.Stdin, Out: req.Stdout,
 		GitProtocol: req.GitProtocol, Stream: true,

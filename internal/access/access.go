@@ -1,0 +1,100 @@
+// Package access is the one authorization decision for git: what a
+// caller may do with a repository, and whether that lets them fetch or
+// push. Both transports ask Decide and map its errors to their own
+// answers (HTTP statuses and challenges, SSH messages), so the policy of
+// docs/design.md §7.4 is written once.
+package access
+
+import "errors"
+
+// Level is a caller's right on a repository. Levels are ordered: each
+// includes the ones below it, as Soft Serve's access levels do.
+type Level uint8
+
+const (
+	// None: the caller may not even learn that the repository exists.
+	None Level = iota
+	// Read: fetch and clone.
+	Read
+	// Write: push as well.
+	Write
+)
+
+// String names the level as the API and logs do.
+func (l Level) String() string {
+	switch l {
+	case None:
+		return "none"
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return "unknown"
+}
+
+// Grant is what an authorizer resolved for one caller and repository:
+// the caller's level and what serving the request needs to know.
+type Grant struct {
+	// RepoID is the repository's write-ahead-log id.
+	RepoID string
+	// Level is the caller's right on it.
+	Level Level
+	// Principal names the caller for the log's pushed-by field and for
+	// push-protection bypasses ("" when anonymous).
+	Principal string
+	// Tenant owns the repository (for push protection's alerts).
+	Tenant string
+	// PushProtection is the repository's setting
+	// (docs/adr/0031-push-protection.md).
+	PushProtection bool
+	// AllowReplaceRefs is the repository's setting: pushes may update
+	// refs/replace/* (docs/adr/0031-push-protection.md).
+	AllowReplaceRefs bool
+}
+
+// The errors of an authorization. An authorizer returns ErrNotFound for
+// a repository that does not exist, ErrUnauthenticated for a credential
+// that is not valid and ErrUnavailable when the rights could not be
+// decided (a storage outage: refuse and say retry, never answer as if
+// the repository did not exist). Decide returns ErrNotFound,
+// ErrUnauthenticated and ErrForbidden.
+var (
+	ErrNotFound        = errors.New("repository not found")
+	ErrUnauthenticated = errors.New("authentication required")
+	ErrForbidden       = errors.New("permission denied")
+	ErrUnavailable     = errors.New("authorization unavailable")
+)
+
+// Decide says whether a caller holding level may fetch (write false) or
+// push (write true); anonymous is a caller without a credential.
+//
+//   - A push needs Write. An anonymous push is ErrUnauthenticated before
+//     anything else, whether or not the repository exists; an unreadable
+//     repository is ErrNotFound; a readable one ErrForbidden.
+//   - A fetch needs Read. Without it an anonymous caller gets
+//     ErrUnauthenticated (the transport may prompt for a credential or
+//     answer not found) and an authenticated one ErrNotFound.
+//
+// A private repository the caller cannot read is thus indistinguishable
+// from one that does not exist: pass None for a missing repository.
+func Decide(level Level, anonymous, write bool) error {
+	if write {
+		switch {
+		case anonymous:
+			return ErrUnauthenticated
+		case level < Read:
+			return ErrNotFound
+		case level < Write:
+			return ErrForbidden
+		}
+		return nil
+	}
+	switch {
+	case level >= Read:
+		return nil
+	case anonymous:
+		return ErrUnauthenticated
+	}
+	return ErrNotFound
+}
