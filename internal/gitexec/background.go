@@ -177,8 +177,8 @@ func (b *Background) acquire(ctx context.Context) (release func(), err error) {
 
 // Start starts cmd as background work: it pauses for serving (Pause),
 // takes a background slot, starts cmd and lowers its priority. Call
-// release after cmd.Wait returns. It is for git processes that are not
-// started through a Runner from Runner (the secret scanner's). A flow
+// release after cmd.Wait returns. A runner from Runner starts its
+// processes through it (Cmd.Start, Cmd.Wait release). A flow
 // must not start a second background process while it holds one: with
 // a cap of one, it would wait for itself.
 func (b *Background) Start(ctx context.Context, cmd *exec.Cmd) (release func(), err error) {

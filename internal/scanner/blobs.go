@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,19 +44,11 @@ func inShard(bs []blob, start, end, after []byte, hasAfter bool) []blob {
 	return slices.CompactFunc(out, func(a, b blob) bool { return a.id == b.id })
 }
 
-// starter starts a git process and returns what to call after its Wait:
-// gitexec.Background.Start for a worker's git (docs/adr/0051-geometric-checkpoints.md),
-// or plain starts (startNow).
-type starter func(ctx context.Context, cmd *exec.Cmd) (release func(), err error)
-
-// startNow starts cmd as it is.
-func startNow(_ context.Context, cmd *exec.Cmd) (func(), error) { return func() {}, cmd.Start() }
-
 // batchCheck runs git cat-file --batch-check over ids (all objects when
 // ids is nil) and returns the blobs, commits and tags among them (what a
 // scan reads: blobs, and commit and tag objects for their messages), and
 // how many of ids the repository lacks.
-func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([]blob, int, error) {
+func batchCheck(ctx context.Context, git *gitexec.Runner, dir string, ids []string) ([]blob, int, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
 	if ids == nil {
@@ -65,17 +56,15 @@ func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([
 	} else {
 		stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	}
-	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, args...)
+	cmd := git.Command(ctx, "", nil, args...)
 	cmd.Stdin = stdin
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, 0, err
 	}
-	release, err := start(ctx, cmd.Cmd)
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		return nil, 0, fmt.Errorf("start git cat-file: %w", err)
 	}
-	defer release()
 	var bs []blob
 	missing := 0
 	sc := bufio.NewScanner(out)
@@ -109,7 +98,7 @@ func batchCheck(ctx context.Context, start starter, dir string, ids []string) ([
 // pack index (git show-index). ok is false when the layer has no stored
 // index: the caller then lists every blob of its range instead, which
 // over-scans but never misses (alerts are idempotent).
-func layerObjects(ctx context.Context, start starter, log *wal.Log, repo string, layer wal.Layer) (ids []string, ok bool, err error) {
+func layerObjects(ctx context.Context, git *gitexec.Runner, log *wal.Log, repo string, layer wal.Layer) (ids []string, ok bool, err error) {
 	if layer.Size == 0 {
 		return nil, true, nil
 	}
@@ -121,22 +110,15 @@ func layerObjects(ctx context.Context, start starter, log *wal.Log, repo string,
 		return nil, false, err
 	}
 	defer rc.Close()
-	ids, err = showIndex(ctx, start, rc)
+	ids, err = showIndex(ctx, git, rc)
 	return ids, err == nil, err
 }
 
 // showIndex lists the object ids of a git pack index (git show-index).
-func showIndex(ctx context.Context, start starter, idx io.Reader) ([]string, error) {
-	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, "show-index")
+func showIndex(ctx context.Context, git *gitexec.Runner, idx io.Reader) ([]string, error) {
+	cmd := git.Command(ctx, "", nil, "show-index")
 	cmd.Stdin = idx
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	release, err := start(ctx, cmd.Cmd)
-	if err == nil {
-		err = cmd.Wait()
-		release()
-	}
-	out := stdout.Bytes()
+	out, err := cmd.Output()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -164,7 +146,7 @@ func (c *Coverage) preservedObjects(ctx context.Context, p preserved) ([]string,
 		return nil, err
 	}
 	defer rc.Close()
-	return showIndex(ctx, startNow, rc)
+	return showIndex(ctx, &gitexec.Runner{}, rc)
 }
 
 // errSuperseded reports a push run whose layer was folded by a
@@ -196,7 +178,7 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			if i >= len(x.Layers) {
 				return nil, fmt.Errorf("%w: seq %d is past the log's head %d", ErrInvalid, spec.Seq, x.Seq)
 			}
-			objs, ok, err = layerObjects(ctx, w.start, w.s.opts.Log, spec.RepoID, x.Layers[i])
+			objs, ok, err = layerObjects(ctx, w.git(), w.s.opts.Log, spec.RepoID, x.Layers[i])
 		} else {
 			var p preserved
 			p, ok, err = w.s.preservedAt(ctx, spec.RepoID, spec.Seq)
@@ -217,7 +199,7 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			ids = objs
 		}
 	}
-	bs, missing, err := batchCheck(ctx, w.start, snap.Dir, ids)
+	bs, missing, err := batchCheck(ctx, w.git(), snap.Dir, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os/exec"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -140,11 +139,10 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 	return &Worker{s: s, o: o, id: id, logger: s.logger.With("worker", uint64(id)), engines: map[string]*secretscan.Engine{}}, nil
 }
 
-// start starts one of the worker's git processes, within the node's
-// background budget when the worker has one.
-func (w *Worker) start(ctx context.Context, cmd *exec.Cmd) (func(), error) {
-	return w.o.Background.Start(ctx, cmd)
-}
+// git returns the runner of the worker's git processes: background work
+// within the node's budget when the worker has a Background
+// (docs/adr/0051-geometric-checkpoints.md).
+func (w *Worker) git() *gitexec.Runner { return w.o.Background.Runner(w.o.Cache.Git()) }
 
 // ID returns the worker's coord id.
 func (w *Worker) ID() coord.WorkerID { return w.id }
@@ -509,7 +507,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		return err
 	}
 	tk := parseToken(sh.Cursor.Token)
-	repo := secretscan.Repo{Dir: snap.Dir, Git: w.o.Cache.Git(), Start: w.start}
+	repo := secretscan.Repo{Dir: snap.Dir, Git: w.o.Cache.Git(), Background: w.git()}
 	ref := alerts.RunRef{ID: u64(uint64(lease.Run)), Seq: spec.Seq}
 	sliceStart := time.Now()
 	shardOp := func(what string, extra string) coord.OpID {

@@ -130,16 +130,14 @@ type attribution struct {
 func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []string, st *attribution) ([]Finding, error) {
 	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color"}, opts...)
 	args = append(append(args, "--format=%x01%H%x02%an%x02%ae%x02%aI%x02%B%x03"), revArgs...)
-	cmd := repo.command(ctx, args...)
+	cmd := repo.background(ctx, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
 	}
-	release, err := repo.start(ctx, cmd)
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("secretscan: start git log: %w", err)
 	}
-	defer release()
 	findings, perr := s.parseLog(bufio.NewReaderSize(out, 256<<10), st)
 	if perr != nil {
 		cmd.Process.Kill()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,13 +29,14 @@ type Repo struct {
 	// reads the objects a clone gets, not what a refs/replace/ ref
 	// substitutes for them (docs/adr/0031-push-protection.md).
 	Git *gitexec.Runner
-	// Start, when set, starts each git process instead of its Start and
-	// returns what to call once it has been waited for. Background
-	// scanning passes gitexec.Background.Start, so that its git processes
-	// yield to serving (docs/adr/0051-geometric-checkpoints.md). The
-	// processes of ScanObjects and Attribute start through it, one at a
-	// time per scan; ScanRepo's rev-list, which feeds another, does not.
-	Start func(ctx context.Context, cmd *exec.Cmd) (release func(), err error)
+	// Background, when set, runs the processes of ScanObjects and
+	// Attribute instead of Git, one at a time per scan. Background
+	// scanning passes a runner of gitexec.Background, so that its git
+	// processes yield to serving
+	// (docs/adr/0051-geometric-checkpoints.md); ScanRepo's rev-list,
+	// which feeds another, runs on Git, so that a scan never holds two of
+	// the background budget's slots.
+	Background *gitexec.Runner
 }
 
 // command prepares git with args in the repository. The repository is
@@ -55,12 +55,13 @@ func gitError(cmd *gitexec.Cmd, args []string, err error) error {
 	return &GitError{Args: args, Stderr: cmd.StderrText(), Err: err}
 }
 
-// start starts cmd (through r.Start when set); call release after Wait.
-func (r Repo) start(ctx context.Context, cmd *gitexec.Cmd) (release func(), err error) {
-	if r.Start != nil {
-		return r.Start(ctx, cmd.Cmd)
+// background prepares git with args like command, on r.Background when
+// set.
+func (r Repo) background(ctx context.Context, args ...string) *gitexec.Cmd {
+	if r.Background == nil {
+		return r.command(ctx, args...)
 	}
-	return func() {}, cmd.Start()
+	return r.Background.Command(ctx, "", r.Env, append([]string{"-C", r.Dir}, args...)...)
 }
 
 // GitError is a failed git command, with its stderr.
@@ -179,17 +180,15 @@ func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progres
 // rev-list gave the blob.
 func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list io.Writer, s *BlobScan) error {
 	args := []string{"cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize) %(rest)"}
-	cmd := repo.command(ctx, args...)
+	cmd := repo.background(ctx, args...)
 	cmd.Stdin = ids
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("secretscan: %w", err)
 	}
-	release, err := repo.start(ctx, cmd)
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("secretscan: start git cat-file: %w", err)
 	}
-	defer release()
 	w := bufio.NewWriter(list)
 	br := bufio.NewReaderSize(out, 64<<10)
 	var perr error
@@ -280,17 +279,15 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 	// docs/adr/0030-secret-scanning-engine.md, "Memory").
 	args := []string{"-c", "core.deltaBaseCacheLimit=4m", "-c", "core.packedGitWindowSize=1m",
 		"-c", "core.packedGitLimit=16m", "cat-file", "--batch", "--buffer"}
-	cmd := repo.command(ctx, args...)
+	cmd := repo.background(ctx, args...)
 	cmd.Stdin = list // git reads the oids straight from the file
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("secretscan: %w", err)
 	}
-	release, err := repo.start(ctx, cmd)
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("secretscan: start git cat-file --batch: %w", err)
 	}
-	defer release()
 
 	var (
 		// A free list, not a sync.Pool: it holds at most as many buffers
