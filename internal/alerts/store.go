@@ -16,10 +16,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/ids"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	pkgrecord "github.com/ghost-scm/ghost/internal/record"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 const (
@@ -71,14 +70,14 @@ func New(objects objstore.Store) *Store {
 // tenantKey checks and lowercases a tenant name: keys use the lowercase
 // form, as meta's do (docs/adr/0020-meta-namespace.md).
 func tenantKey(tenant string) (string, error) {
-	if err := meta.ValidateName(tenant); err != nil {
+	if err := ids.ValidateName(tenant); err != nil {
 		return "", fmt.Errorf("%w: tenant %q: %w", ErrInvalidArgument, tenant, err)
 	}
 	return strings.ToLower(tenant), nil
 }
 
 func checkRepoID(repoID string) error {
-	if err := wal.CheckRepoID(repoID); err != nil {
+	if err := ids.CheckRepoID(repoID); err != nil {
 		return fmt.Errorf("%w: repository id: %w", ErrInvalidArgument, err)
 	}
 	return nil
@@ -275,9 +274,9 @@ func checkFinding(key []byte, f *Finding) (string, error) {
 	switch {
 	case f.RuleID == "" || len(f.RuleID) > maxField:
 		return "", fmt.Errorf("%w: finding without a rule id of at most %d bytes", ErrInvalidArgument, maxField)
-	case !wal.IsObjectID(f.BlobID):
+	case !ids.IsObjectID(f.BlobID):
 		return "", fmt.Errorf("%w: finding's object id %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.BlobID, 80))
-	case f.Commit != "" && !wal.IsObjectID(f.Commit):
+	case f.Commit != "" && !ids.IsObjectID(f.Commit):
 		return "", fmt.Errorf("%w: finding's commit %q: want 40 or 64 lowercase hex digits", ErrInvalidArgument, clip(f.Commit, 80))
 	case f.Line < 0 || f.Column < 0:
 		return "", fmt.Errorf("%w: finding at line %d, column %d", ErrInvalidArgument, f.Line, f.Column)
@@ -626,4 +625,54 @@ func (s *Store) Reveal(ctx context.Context, tenant, repoID, fp string) (string, 
 		return "", fmt.Errorf("alert %s: %w", rec.Fingerprint, ErrNoSecret)
 	}
 	return rec.Secret, nil
+}
+
+// MinIDPrefix is the fewest hex digits of an alert id Resolve takes, as
+// git takes 7 of a commit id.
+const MinIDPrefix = 7
+
+// ErrAmbiguous reports an alert id prefix that more than one alert of
+// the repository starts with.
+var ErrAmbiguous = errors.New("ambiguous alert id")
+
+// Resolve returns the full id of the repository's one alert whose id
+// starts with id: all 64 hex digits, or a unique prefix of at least
+// MinIDPrefix, in any case. It lists at most two keys, so its cost does
+// not grow with the alerts a repository holds. A prefix no alert has is
+// ErrNotFound, a shorter or non-hex one ErrInvalidArgument, one that two
+// alerts share ErrAmbiguous (wrapping ErrInvalidArgument).
+func (s *Store) Resolve(ctx context.Context, tenant, repoID, id string) (string, error) {
+	t, err := tenantKey(tenant)
+	if err != nil {
+		return "", err
+	}
+	if err := checkRepoID(repoID); err != nil {
+		return "", err
+	}
+	p := strings.ToLower(strings.TrimSpace(id))
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", fmt.Errorf("%w: alert id %q: want hex digits", ErrInvalidArgument, id)
+		}
+	}
+	switch {
+	case len(p) == 64:
+		return p, nil
+	case len(p) > 64:
+		return "", fmt.Errorf("%w: alert id %q: longer than 64 hex digits", ErrInvalidArgument, id)
+	case len(p) < MinIDPrefix:
+		return "", fmt.Errorf("%w: alert id %q: give at least %d hex digits", ErrInvalidArgument, id, MinIDPrefix)
+	}
+	prefix := repoPrefix(t, repoID)
+	infos, err := s.objects.List(ctx, prefix+p, "", 2)
+	if err != nil {
+		return "", err
+	}
+	switch len(infos) {
+	case 0:
+		return "", fmt.Errorf("alert %s: %w", p, ErrNotFound)
+	case 1:
+		return strings.TrimPrefix(infos[0].Key, prefix), nil
+	}
+	return "", fmt.Errorf("%w: %w: %q is the start of more than one alert's id; give more digits", ErrInvalidArgument, ErrAmbiguous, p)
 }

@@ -16,6 +16,18 @@ import (
 // Option configures the API handler.
 type Option func(*handler)
 
+// WithOperator makes every request the operator's, named name: admin
+// authority, no token. It is how the CLI works on the object store
+// directly (bootstrap and recovery, "ghost tenant create" before any
+// token exists): it serves the API in process over the store, so that
+// both ways of running a command share one implementation. A handler
+// with it must never listen on a network. name appears where the API
+// records who acted (an alert's resolver, log lines); it should not be a
+// valid tenant name, so that it never passes for one.
+func WithOperator(name string) Option {
+	return func(h *handler) { h.operator = &meta.Principal{Tenant: name, Scope: meta.ScopeAdmin} }
+}
+
 // WithAlerts serves the secret-scanning alert endpoints from a. Without
 // it they answer 501, so a server that does not keep alerts says so
 // rather than reporting every alert missing.
@@ -185,7 +197,11 @@ type alertPageJSON struct {
 // state, rule, page (the previous answer's next_page) and per_page.
 func alertQuery(r *http.Request) (alerts.Filter, string, int, error) {
 	q := r.URL.Query()
-	f := alerts.Filter{State: alerts.State(q.Get("state")), Rule: q.Get("rule")}
+	state := q.Get("state")
+	if state == "all" {
+		state = "" // what the web UI and the CLI offer: no filter
+	}
+	f := alerts.Filter{State: alerts.State(state), Rule: q.Get("rule")}
 	limit := 0
 	if v := q.Get("per_page"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -313,7 +329,11 @@ func (h *handler) getAlert(w http.ResponseWriter, r *http.Request, p *meta.Princ
 		}
 		page = n
 	}
-	a, err := as.Get(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
+	id, err := as.Resolve(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	a, err := as.Get(r.Context(), repo.Owner, repo.ID, id)
 	if err != nil {
 		return 0, nil, alertError(err)
 	}
@@ -334,7 +354,10 @@ const alertLocationsPage = 100
 
 // patchAlert changes an alert's state: {"state": "resolved",
 // "resolution": "revoked", "comment": "..."} or {"state": "open"}. It
-// needs write access to the repository, as GitHub's does.
+// needs write access to the repository, as GitHub's does. Like every
+// endpoint that names one alert, it takes the id whole or as a unique
+// prefix of at least alerts.MinIDPrefix hex digits, as git takes commit
+// ids.
 func (h *handler) patchAlert(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	as, err := h.alertStore()
 	if err != nil {
@@ -353,7 +376,10 @@ func (h *handler) patchAlert(w http.ResponseWriter, r *http.Request, p *meta.Pri
 		return 0, nil, err
 	}
 	c := alerts.Change{State: alerts.State(req.State), Resolution: alerts.Resolution(req.Resolution), By: p.Tenant, Comment: req.Comment}
-	id := r.PathValue("id")
+	id, err := as.Resolve(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
 	a, err := as.SetState(r.Context(), repo.Owner, repo.ID, id, c)
 	if err != nil {
 		return 0, nil, alertError(err)
@@ -375,7 +401,10 @@ func (h *handler) revealAlert(w http.ResponseWriter, r *http.Request, p *meta.Pr
 	if err != nil {
 		return 0, nil, err
 	}
-	id := r.PathValue("id")
+	id, err := as.Resolve(r.Context(), repo.Owner, repo.ID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
 	secret, err := as.Reveal(r.Context(), repo.Owner, repo.ID, id)
 	if err != nil {
 		return 0, nil, alertError(err)

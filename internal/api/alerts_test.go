@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
 
 const plantedSecret = "ghp_plantedSecretValue0123456789abcdef"
@@ -21,15 +22,15 @@ const plantedSecret = "ghp_plantedSecretValue0123456789abcdef"
 type alertFixture struct {
 	*fixture
 	a       *alerts.Store
-	objects *failGet // under both the metadata and the alerts
-	logs    *logBuffer
+	objects *testkit.FailGet // under both the metadata and the alerts
+	logs    *testkit.Buffer
 	ids     map[string]string // "owner/name" -> the planted secret's alert id
 }
 
 func newAlertFixture(t *testing.T) *alertFixture {
 	t.Helper()
-	objects := &failGet{Store: memstore.New()}
-	logs := &logBuffer{}
+	objects := &testkit.FailGet{Store: memstore.New()}
+	logs := &testkit.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	f := newFixtureOn(t, objects, logger)
 	a := alerts.New(objects)
@@ -121,7 +122,10 @@ func TestAlertsAPIAccess(t *testing.T) {
 	f.run([]step{
 		// Alice's id is no id in acme's repository.
 		{"id of another repo", "GET", "/api/repos/acme/secret/alerts/" + f.ids["alice/priv"], f.admin, "", 404},
-		{"malformed id", "GET", "/api/repos/acme/secret/alerts/xyz", f.admin, "", 404},
+		{"malformed id", "GET", "/api/repos/acme/secret/alerts/xyz", f.admin, "", 400},
+		{"short prefix", "GET", "/api/repos/acme/secret/alerts/" + f.ids["acme/secret"][:6], f.admin, "", 400},
+		{"prefix", "GET", "/api/repos/acme/secret/alerts/" + f.ids["acme/secret"][:7], f.admin, "", 200},
+		{"prefix of another repo's", "GET", "/api/repos/acme/secret/alerts/" + f.ids["alice/priv"][:12], f.admin, "", 404},
 		{"absent repo", "GET", "/api/repos/alice/nope/alerts", f.aliceW, "", 404},
 		// The tenant-wide list: writers only.
 		{"tenant list owner", "GET", "/api/tenants/alice/alerts", f.aliceW, "", 200},
@@ -279,8 +283,8 @@ func TestAlertsAPIListFiltersAndPages(t *testing.T) {
 // 404 (the alert is not gone) or 500.
 func TestAlertsAPIOutage(t *testing.T) {
 	f := newAlertFixture(t)
-	f.objects.fail("meta/alerts/")
-	defer f.objects.heal()
+	f.objects.Fail("meta/alerts/")
+	defer f.objects.Heal()
 	for _, st := range []step{
 		{"get", "GET", "/api/repos/alice/priv/alerts/" + f.ids["alice/priv"], f.aliceW, "", 503},
 		{"list", "GET", "/api/repos/alice/priv/alerts", f.aliceW, "", 503},

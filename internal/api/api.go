@@ -18,7 +18,6 @@
 package api
 
 import (
-	"context"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -26,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"reflect"
 	"strings"
 	"time"
@@ -40,11 +40,14 @@ import (
 const MaxBodyBytes = 1 << 20
 
 type handler struct {
-	store  *meta.Store
-	alerts *alerts.Store // nil: the alert endpoints answer 501
-	scans  Scans         // nil: the scan endpoints answer 501
-	log    *slog.Logger
-	mux    *http.ServeMux
+	// operator, when set, is every request's principal: the CLI working
+	// on the store directly (WithOperator).
+	operator *meta.Principal
+	store    *meta.Store
+	alerts   *alerts.Store // nil: the alert endpoints answer 501
+	scans    Scans         // nil: the scan endpoints answer 501
+	log      *slog.Logger
+	mux      *http.ServeMux
 }
 
 // NewHandler returns the API handler. It serves paths under /api/ and
@@ -59,6 +62,9 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	for _, o := range opts {
 		o(h)
 	}
+	h.route("GET /api/user", h.user)
+	h.route("GET /api/user/orgs", h.userOrgs)
+	h.route("GET /api/repos", h.publicRepos)
 	h.route("POST /api/tenants", h.createTenant)
 	h.route("GET /api/tenants", h.listTenants)
 	h.route("DELETE /api/tenants/{tenant}", h.deleteTenant)
@@ -103,7 +109,15 @@ func (h *handler) route(pattern string, fn apiFunc) {
 
 // ServeHTTP routes to the endpoints, answering unknown paths and methods
 // in JSON too.
+//
+// A path that cleaning would change (".." or "." segments, "//", a
+// trailing slash) is not found, where a mux would redirect to the cleaned
+// path: "/api/repos/alice/.." must not land on GET /api/repos.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != path.Clean(p) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: strings.ToLower(http.StatusText(http.StatusNotFound))})
+		return
+	}
 	if _, pattern := h.mux.Handler(r); pattern == "" {
 		// No route: let the mux decide between 404 and 405 (and set
 		// Allow), but answer in JSON like every other error.
@@ -147,6 +161,10 @@ var errNoCredentials = fmt.Errorf("%w: credentials required: use HTTP Basic with
 // principal authenticates the request. No Authorization header means
 // anonymous (nil); a header that is present but unusable is an error.
 func (h *handler) principal(r *http.Request) (*meta.Principal, error) {
+	if h.operator != nil {
+		p := *h.operator
+		return &p, nil
+	}
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
 		return nil, nil
@@ -164,25 +182,6 @@ func (h *handler) principal(r *http.Request) (*meta.Principal, error) {
 		return nil, err
 	}
 	return &p, nil
-}
-
-// status maps an error to its HTTP status: the metadata and log errors
-// as meta.HTTPStatus does (it delegates to wal.HTTPStatus), then
-// request-level errors.
-func status(err error) int {
-	if code := meta.HTTPStatus(err); code != http.StatusInternalServerError {
-		return code
-	}
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errors.ErrUnsupported):
-		return http.StatusNotImplemented
-	case errors.Is(err, context.Canceled):
-		return 499 // client went away; nobody reads the body
-	}
-	return http.StatusInternalServerError
 }
 
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -194,7 +194,15 @@ func TestTenantsAndTokens(t *testing.T) {
 
 		{"token for missing tenant", "POST", "/api/tenants/nobody/tokens", f.admin, `{"scope":"read"}`, 404},
 		{"token bad scope", "POST", "/api/tenants/alice/tokens", f.admin, `{"scope":"root"}`, 400},
-		{"token non-admin", "POST", "/api/tenants/alice/tokens", f.aliceW, `{"scope":"read"}`, 403},
+		// Self-service (docs/adr/0026-self-service-credentials.md): a
+		// tenant's write token mints the tenant's read and write tokens,
+		// never admin ones, never another tenant's; a read token none.
+		{"token self read", "POST", "/api/tenants/alice/tokens", f.aliceW, `{"scope":"read"}`, 201},
+		{"token self write", "POST", "/api/tenants/alice/tokens", f.aliceW, `{"scope":"write"}`, 201},
+		{"token self admin", "POST", "/api/tenants/alice/tokens", f.aliceW, `{"scope":"admin"}`, 403},
+		{"token from a read token", "POST", "/api/tenants/alice/tokens", f.aliceR, `{"scope":"read"}`, 403},
+		{"token for another tenant", "POST", "/api/tenants/bob/tokens", f.aliceW, `{"scope":"read"}`, 403},
+		{"token for an org by a member", "POST", "/api/tenants/acme/tokens", f.bobW, `{"scope":"read"}`, 403},
 		{"token anonymous", "POST", "/api/tenants/alice/tokens", "", `{"scope":"read"}`, 401},
 		{"list tokens self", "GET", "/api/tenants/alice/tokens", f.aliceR, "", 200},
 		{"list tokens other", "GET", "/api/tenants/alice/tokens", f.carolW, "", 403},

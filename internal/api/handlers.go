@@ -31,6 +31,31 @@ func repoNotFound(owner, name string) error {
 	return fmt.Errorf("repository %s/%s: %w", owner, name, meta.ErrNotFound)
 }
 
+// userJSON is who the request's credentials are (GET /api/user).
+type userJSON struct {
+	Tenant  string     `json:"tenant"`
+	Kind    string     `json:"kind,omitempty"`
+	Scope   meta.Scope `json:"scope"`
+	TokenID string     `json:"token_id,omitempty"`
+}
+
+// user answers who the credentials are, so that a client ("ghost login")
+// can check a token and say whose it is.
+func (h *handler) user(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	if err := requireAuth(p); err != nil {
+		return 0, nil, err
+	}
+	out := userJSON{Tenant: p.Tenant, Scope: p.Scope, TokenID: p.TokenID}
+	if h.operator == nil {
+		t, err := h.store.Tenant(r.Context(), p.Tenant)
+		if err != nil {
+			return 0, nil, err
+		}
+		out.Kind = t.Kind
+	}
+	return http.StatusOK, out, nil
+}
+
 func (h *handler) createTenant(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if err := requireAdmin(p); err != nil {
 		return 0, nil, err
@@ -120,13 +145,13 @@ func (h *handler) deleteTenant(w http.ResponseWriter, r *http.Request, p *meta.P
 	return http.StatusNoContent, nil, nil
 }
 
-// createToken mints a token. Admin scope is required: it is installation-
-// wide authority, so "an admin" and "the tenant itself with admin scope"
-// (the two cases ADR 0021 names) are the same check. Ordinary tenants get tokens
-// from an operator; docs/adr/0021 says why self-service waits for a per-tenant
-// admin role.
+// createToken mints a token. An admin mints any tenant's tokens of any
+// scope. A tenant mints its own with a write token, of read or write
+// scope, never above the token it uses (self-service, as the web UI's
+// token page needs: docs/adr/0026-self-service-credentials.md). A read
+// token mints nothing: it could otherwise outlive its own revocation.
 func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-	if err := requireAdmin(p); err != nil {
+	if err := requireAuth(p); err != nil {
 		return 0, nil, err
 	}
 	var req struct {
@@ -143,7 +168,11 @@ func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p *meta.Pr
 			return 0, nil, err
 		}
 	}
-	plain, tok, err := h.store.CreateToken(r.Context(), r.PathValue("tenant"), scope, req.Description)
+	tenant := r.PathValue("tenant")
+	if err := canMint(p, tenant, scope); err != nil {
+		return 0, nil, err
+	}
+	plain, tok, err := h.store.CreateToken(r.Context(), tenant, scope, req.Description)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -151,6 +180,22 @@ func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p *meta.Pr
 	out := toToken(tok)
 	out.Token = plain
 	return http.StatusCreated, out, nil
+}
+
+// canMint decides whether p may create a credential of scope for tenant
+// (a token, or an SSH key, which acts as a write token).
+func canMint(p *meta.Principal, tenant string, scope meta.Scope) error {
+	switch {
+	case p.IsAdmin():
+		return nil
+	case !sameTenant(p, tenant):
+		return fmt.Errorf("%w: only the tenant itself or an admin may create its credentials", meta.ErrForbidden)
+	case p.Scope < meta.ScopeWrite:
+		return fmt.Errorf("%w: creating credentials needs a write token; this one is read-only", meta.ErrForbidden)
+	case scope > p.Scope:
+		return fmt.Errorf("%w: a %s token cannot create credentials of %s scope", meta.ErrForbidden, p.Scope, scope)
+	}
+	return nil
 }
 
 func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
@@ -172,16 +217,17 @@ func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	return http.StatusOK, out, nil
 }
 
-// revokeToken lets an admin revoke any token, and any token revoke itself
-// (the first thing to do with a leaked one, whatever its scope).
+// revokeToken lets an admin revoke any token, a tenant's write token any
+// of the tenant's tokens (self-service), and any token revoke itself (the
+// first thing to do with a leaked one, whatever its scope).
 func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if err := requireAuth(p); err != nil {
 		return 0, nil, err
 	}
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
-	self := sameTenant(p, tenant) && p.TokenID == id
+	self := sameTenant(p, tenant) && (strings.EqualFold(p.TokenID, id) || p.Scope >= meta.ScopeWrite)
 	if !p.IsAdmin() && !self {
-		return 0, nil, fmt.Errorf("%w: only an admin may revoke other tokens", meta.ErrForbidden)
+		return 0, nil, fmt.Errorf("%w: only an admin, or a write token of the tenant, may revoke other tokens", meta.ErrForbidden)
 	}
 	if err := h.store.RevokeToken(r.Context(), tenant, id); err != nil {
 		return 0, nil, err

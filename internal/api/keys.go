@@ -35,11 +35,14 @@ func toSSHKey(k meta.SSHKey) sshKeyJSON {
 	return sshKeyJSON{ID: id, Tenant: k.Tenant, Title: k.Title, Fingerprint: k.Fingerprint, Type: k.Type, PublicKey: k.PublicKey, CreatedAt: k.CreatedAt}
 }
 
-// addSSHKey registers a key. Like minting a token it needs admin scope
-// (docs/adr/0021: there is no per-tenant admin role yet), since a key is
-// a credential with write scope.
+// addSSHKey registers a key. A key acts as a write token, so adding one
+// is minting a write credential: an admin, or the tenant itself with a
+// write token (canMint; docs/adr/0026-self-service-credentials.md).
 func (h *handler) addSSHKey(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-	if err := requireAdmin(p); err != nil {
+	if err := requireAuth(p); err != nil {
+		return 0, nil, err
+	}
+	if err := canMint(p, r.PathValue("tenant"), meta.ScopeWrite); err != nil {
 		return 0, nil, err
 	}
 	var req struct {

@@ -47,9 +47,10 @@ func TestSSHKeysAPI(t *testing.T) {
 
 	f.run([]step{
 		{"add anonymous", "POST", "/api/tenants/alice/keys", "", keyBody(t, k1, "laptop"), 401},
-		{"add self non-admin", "POST", "/api/tenants/alice/keys", f.aliceW, keyBody(t, k1, "laptop"), 403},
-		{"add admin", "POST", "/api/tenants/alice/keys", f.admin, keyBody(t, k1, "laptop"), 201},
-		{"add second", "POST", "/api/tenants/alice/keys", f.admin, keyBody(t, k2, ""), 201},
+		{"add self read token", "POST", "/api/tenants/alice/keys", f.aliceR, keyBody(t, k1, "laptop"), 403},
+		{"add another tenant's", "POST", "/api/tenants/alice/keys", f.bobW, keyBody(t, k1, "laptop"), 403},
+		{"add self write token", "POST", "/api/tenants/alice/keys", f.aliceW, keyBody(t, k1, "laptop"), 201},
+		{"add admin", "POST", "/api/tenants/alice/keys", f.admin, keyBody(t, k2, ""), 201},
 		{"add to another tenant", "POST", "/api/tenants/bob/keys", f.admin, keyBody(t, k1, "stolen"), 409},
 		{"add twice", "POST", "/api/tenants/alice/keys", f.admin, keyBody(t, k1, "again"), 409},
 		{"add garbage", "POST", "/api/tenants/alice/keys", f.admin, `{"key":"hello"}`, 400},

@@ -1,63 +1,22 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
-
-// failGet wraps a store so that, while armed, every Get of a key under
-// prefix fails: a partial object-store outage.
-type failGet struct {
-	objstore.Store
-	prefix atomic.Pointer[string]
-}
-
-func (f *failGet) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
-	if p := f.prefix.Load(); p != nil && strings.HasPrefix(key, *p) {
-		return nil, objstore.Info{}, errors.New("injected outage: dial tcp 10.0.0.1:9000: connection refused")
-	}
-	return f.Store.Get(ctx, key)
-}
-
-func (f *failGet) fail(prefix string) { f.prefix.Store(&prefix) }
-func (f *failGet) heal()              { f.prefix.Store(nil) }
-
-// logBuffer collects log output from the server's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStorageOutageIs503 is issue 8 §3 over the API: while the store
 // fails, callers whose rights depend on the failing records get 503 (not
 // 404, 403 or a silently shortened list), the body does not leak the
 // store's error, and a log line records it.
 func TestStorageOutageIs503(t *testing.T) {
-	objects := &failGet{Store: memstore.New()}
-	var logs logBuffer
+	objects := &testkit.FailGet{Store: memstore.New()}
+	var logs testkit.Buffer
 	f := newFixtureOn(t, objects, slog.New(slog.NewTextHandler(&logs, nil)))
 	f.run([]step{
 		{"create org repo", "POST", "/api/repos/acme", f.bobW, `{"name":"secret"}`, 201},
@@ -65,7 +24,7 @@ func TestStorageOutageIs503(t *testing.T) {
 		{"member reads", "GET", "/api/repos/acme/secret", f.bobW, "", 200},
 	})
 
-	objects.fail("meta/members/")
+	objects.Fail("meta/members/")
 	f.run([]step{
 		{"member get", "GET", "/api/repos/acme/secret", f.bobW, "", 503},
 		{"member list", "GET", "/api/repos/acme", f.bobW, "", 503},
@@ -85,10 +44,10 @@ func TestStorageOutageIs503(t *testing.T) {
 	}
 
 	// The tenant records: the owner's token cannot be checked.
-	objects.fail("meta/tenants/")
+	objects.Fail("meta/tenants/")
 	f.run([]step{{"owner get during tenant outage", "GET", "/api/repos/alice/mine", f.aliceW, "", 503}})
 
-	objects.heal()
+	objects.Heal()
 	f.run([]step{{"healed", "GET", "/api/repos/acme/secret", f.bobW, "", 200}})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func metaStore(t *testing.T, dataDir string) *meta.Store {
 
 func TestAdminBootstrapAndTokens(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 
 	mustGhost(t, dir, "tenant", "create", "root")
@@ -89,7 +90,7 @@ func TestAdminBootstrapAndTokens(t *testing.T) {
 
 func TestAdminTenantsAndRepos(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 
 	mustGhost(t, dir, "tenant", "create", "alice")
@@ -137,7 +138,14 @@ func TestAdminTenantsAndRepos(t *testing.T) {
 		t.Error("add-member did not let bob write acme/secret")
 	}
 
-	mustGhost(t, dir, "repo", "delete", "alice/proj")
+	// Without a terminal, a delete wants --yes and changes nothing.
+	if r := ghost(t, dir, "repo", "delete", "alice/proj"); r.code != 2 || !strings.Contains(r.stderr, "--yes") {
+		t.Errorf("delete without --yes: %+v", r)
+	}
+	if _, err := s.Repo(ctx, "alice", "proj"); err != nil {
+		t.Fatalf("a refused delete deleted: %v", err)
+	}
+	mustGhost(t, dir, "repo", "delete", "alice/proj", "--yes")
 	if _, err := s.Repo(ctx, "alice", "proj"); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("after delete: %v", err)
 	}
@@ -153,7 +161,7 @@ func TestAdminTenantsAndRepos(t *testing.T) {
 
 func TestAdminErrors(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	mustGhost(t, dir, "tenant", "create", "alice")
 	mustGhost(t, dir, "repo", "create", "alice/proj")
 
@@ -212,7 +220,7 @@ func TestAdminErrors(t *testing.T) {
 // store they used, leaving stdout as scripts read it.
 func TestAdminNamesItsStore(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	r := ghost(t, dir, "tenant", "create", "zed")
 	if r.code != 0 || r.stdout != "created user zed\n" || !strings.Contains(r.stderr, "wrote to "+dir+"\n") {
 		t.Fatalf("tenant create: %+v", r)
@@ -229,7 +237,68 @@ func TestAdminNamesItsStore(t *testing.T) {
 	// in the wrong directory shows.
 	t.Chdir(dir)
 	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"init", "-data-dir", "rel"}, &out, &errb); code != 0 {
+		t.Fatalf("init rel: %s", errb.String())
+	}
+	out.Reset()
+	errb.Reset()
 	if code := Main(context.Background(), []string{"tenant", "create", "amy", "-data-dir", "rel"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "wrote to "+filepath.Join(dir, "rel")+"\n") {
 		t.Fatalf("relative data dir: exit %d, stderr %q", code, errb.String())
 	}
+}
+
+// TestNoStrayStore replays issue 21 §2: an admin command run where no
+// store is, with no flag, neither answers "not found" about a tenant nor
+// creates ./ghost-data; it names the place it looked and the ways out.
+func TestNoStrayStore(t *testing.T) {
+	for _, k := range []string{"GHOST_S3_BUCKET", "GHOST_DATA_DIR", "GHOST_SERVER", "GHOST_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no saved login
+	t.Setenv("HOME", t.TempDir())
+	work := t.TempDir()
+	t.Chdir(work)
+	for _, args := range [][]string{
+		{"repo", "alerts", "alice/hello"},
+		{"tenant", "create", "bob"},
+		{"token", "list", "bob"},
+		{"repo", "compact", "alice/hello"},
+		{"gc", "--dry-run"},
+		{"repo", "scans", "alice/hello"},
+	} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), args, &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "no ghost store at "+filepath.Join(work, "ghost-data")) ||
+			!strings.Contains(errb.String(), "the default --data-dir") || !strings.Contains(errb.String(), "ghost login") ||
+			strings.Contains(errb.String(), "not found") {
+			t.Errorf("ghost %v: exit %d\n%s", args, code, errb.String())
+		}
+		if ents, _ := os.ReadDir(work); len(ents) != 0 {
+			t.Fatalf("ghost %v left %v behind", args, ents)
+		}
+	}
+	// Named on purpose, the message says so without the default's note.
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"tenant", "list", "--data-dir", "elsewhere"}, &out, &errb); code != 1 || strings.Contains(errb.String(), "the default") || !strings.Contains(errb.String(), filepath.Join(work, "elsewhere")) {
+		t.Errorf("--data-dir elsewhere: %d %s", code, errb.String())
+	}
+	// init creates it; then the command runs.
+	if code := Main(context.Background(), []string{"init"}, &out, &errb); code != 0 {
+		t.Fatalf("init: %s", errb.String())
+	}
+	if code := Main(context.Background(), []string{"tenant", "create", "bob"}, &out, &errb); code != 0 {
+		t.Fatalf("after init: %s", errb.String())
+	}
+}
+
+// newStore returns a data directory holding an empty store, made by
+// "ghost init" as an operator would.
+func newStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"init", "--data-dir", dir}, &out, &errb); code != 0 {
+		t.Fatalf("ghost init: %d %s", code, errb.String())
+	}
+	return dir
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,39 +16,43 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
-	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/wal"
+	"github.com/ghost-scm/ghost/internal/client"
 )
 
 // newRepoAlertsCmd returns "ghost repo alerts": the secret-scanning
-// alerts of one repository, read from the object store like every admin
-// command (docs/adr/0070-alert-store.md). No output shows a secret.
+// alerts of one repository (docs/adr/0070-alert-store.md), and its
+// subcommands resolve and reopen. No output shows a secret.
 func newRepoAlertsCmd(env *Env) *cobra.Command {
 	var state, rule, format string
 	cmd := &cobra.Command{
 		Use:   "alerts <owner>/<name>",
-		Short: "list a repository's secret-scanning alerts (table, json or sarif)",
-		Args:  exactArgs(1),
+		Short: "list a repository's secret-scanning alerts (table, json or sarif); resolve, reopen",
+		Long: `List a repository's secret-scanning alerts, or change one's state with
+the resolve and reopen subcommands. An alert is named by its id or any
+unique prefix of it of at least 7 hex digits, as git names commits; the
+table shows 12.`,
+		Args: exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
-	cmd.Flags().StringVar(&state, "state", "", "only alerts in this state: open or resolved")
+	t := newTarget(env, cmd)
+	cmd.Flags().StringVar(&state, "state", "", "only alerts in this state: open, resolved or all (the default)")
 	cmd.Flags().StringVar(&rule, "rule", "", "only alerts found by this rule id")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json or sarif (SARIF 2.1.0, one result per location)")
+	cmd.AddCommand(newAlertStateCmd(env, "resolve"), newAlertStateCmd(env, "reopen"))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx := cmd.Context()
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
 		}
 		switch state {
-		case "", string(alerts.StateOpen), string(alerts.StateResolved):
+		case "", "all", string(alerts.StateOpen), string(alerts.StateResolved):
 		default:
-			return usageErrorf("--state %q: want open or resolved", state)
+			return usageErrorf("--state %q: want open, resolved or all", state)
 		}
-		var write func(io.Writer, meta.Repo, []alerts.Alert) error
+		var write func(io.Writer, string, []client.Alert) error
+		full := true // every location of every alert
 		switch format {
 		case "table":
-			write = writeAlertTable
+			write, full = writeAlertTable, false
 		case "json":
 			write = writeAlertJSON
 		case "sarif":
@@ -55,68 +60,128 @@ func newRepoAlertsCmd(env *Env) *cobra.Command {
 		default:
 			return usageErrorf("--format %q: want table, json or sarif", format)
 		}
-		ms, as, err := a.openAlerts(ctx)
-		if err != nil {
-			return err
-		}
-		repo, err := ms.Repo(ctx, owner, name)
-		if err != nil {
-			return err
-		}
-		var all []alerts.Alert
-		f := alerts.Filter{Tenant: repo.Owner, RepoID: repo.ID, State: alerts.State(state), Rule: rule}
-		for tok := ""; ; {
-			page, err := as.ListFull(ctx, f, tok, alerts.MaxPageSize)
+		return t.runAPI(false, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			repo, err := c.Repo(ctx, owner, name)
 			if err != nil {
 				return err
 			}
-			all = append(all, page.Alerts...)
-			if tok = page.Next; tok == "" {
-				break
+			var all []client.Alert
+			f := client.AlertFilter{State: state, Rule: rule, PerPage: alerts.MaxPageSize}
+			for {
+				page, err := c.ListAlerts(ctx, owner, name, f)
+				if err != nil {
+					return err
+				}
+				all = append(all, page.Alerts...)
+				if f.Page = page.NextPage; f.Page == "" {
+					break
+				}
 			}
-		}
-		if err := write(env.Stdout, repo, all); err != nil {
-			return err
-		}
-		a.read()
-		return nil
+			if full {
+				for i := range all {
+					if err := allLocations(ctx, c, owner, name, &all[i]); err != nil {
+						return err
+					}
+				}
+			}
+			return write(env.Stdout, repo.FullName, all)
+		})(cmd, args)
 	}
 	return cmd
 }
 
-// openAlerts returns the metadata and alert stores on the configured
-// object store.
-func (a *admin) openAlerts(ctx context.Context) (*meta.Store, *alerts.Store, error) {
-	objects, err := a.cfg.OpenStore(ctx)
-	if err != nil {
-		return nil, nil, err
+// allLocations reads the locations a list left out (it carries the first
+// few of each alert), a page at a time.
+func allLocations(ctx context.Context, c *conn, owner, name string, a *client.Alert) error {
+	if a.LocationsCount <= len(a.Locations) {
+		return nil
 	}
-	return meta.New(objects, wal.New(objects, wal.Options{})), alerts.New(objects), nil
+	var locs []client.AlertLocation
+	for page := 1; page != 0; {
+		one, err := c.Alert(ctx, owner, name, a.ID, page)
+		if err != nil {
+			return err
+		}
+		locs = append(locs, one.Locations...)
+		page = one.LocationsNextPage
+	}
+	a.Locations = locs
+	return nil
 }
 
-func alertState(a alerts.Alert) string {
-	if a.State == alerts.StateResolved {
-		return string(a.State) + " (" + string(a.Resolution) + ")"
+// resolutions are what "ghost repo alerts resolve --reason" takes.
+var resolutions = []string{string(alerts.ResolutionRevoked), string(alerts.ResolutionFalsePositive), string(alerts.ResolutionUsedInTests), string(alerts.ResolutionWontFix)}
+
+// newAlertStateCmd returns "ghost repo alerts resolve" or "reopen".
+func newAlertStateCmd(env *Env, verb string) *cobra.Command {
+	var reason, comment string
+	cmd := &cobra.Command{
+		Use:   verb + " <owner>/<name> <alert-id>",
+		Short: map[string]string{"resolve": "close an alert, with the reason", "reopen": "open a resolved alert again"}[verb],
+		Args:  exactArgs(2),
 	}
-	return string(a.State)
+	if verb == "resolve" {
+		cmd.Long = "Resolve an alert with --reason: " + strings.Join(resolutions, ", ") + ".\nThe id may be any unique prefix of at least 7 hex digits."
+		cmd.Flags().StringVar(&reason, "reason", "", "why: "+strings.Join(resolutions, ", "))
+		cmd.RegisterFlagCompletionFunc("reason", cobra.FixedCompletions(resolutions, cobra.ShellCompDirectiveNoFileComp))
+	}
+	cmd.Flags().StringVar(&comment, "comment", "", "a note kept in the alert's history")
+	t := newTarget(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		ch := client.AlertChange{State: string(alerts.StateOpen), Comment: comment}
+		if verb == "resolve" {
+			if !slices.Contains(resolutions, reason) {
+				return usageErrorf("--reason %q: want one of %s", reason, strings.Join(resolutions, ", "))
+			}
+			ch = client.AlertChange{State: string(alerts.StateResolved), Resolution: reason, Comment: comment}
+		}
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			a, err := c.UpdateAlert(ctx, owner, name, args[1], ch)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "alert %s of %s/%s: %s\n", a.ID[:12], owner, name, alertState(a))
+			return nil
+		})(cmd, args)
+	}
+	return cmd
 }
 
-func writeAlertTable(w io.Writer, _ meta.Repo, as []alerts.Alert) error {
+func alertState(a client.Alert) string {
+	if a.State == string(alerts.StateResolved) {
+		return a.State + " (" + a.Resolution + ")"
+	}
+	return a.State
+}
+
+func writeAlertTable(w io.Writer, _ string, as []client.Alert) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tRULE\tLOCATIONS\tFIRST LOCATION\tMATCH\tCREATED")
 	for _, a := range as {
 		first := ""
 		if len(a.Locations) > 0 {
-			l := a.Locations[0]
-			first = l.Where()
+			first = a.Locations[0].Where
 		}
-		n := fmt.Sprint(len(a.Locations))
+		n := fmt.Sprint(a.LocationsCount)
 		if a.LocationsTruncated {
 			n += "+"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint[:12], alertState(a), a.RuleID, n, first, oneLine(a.Redacted), a.CreatedAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortAlertID(a.ID), alertState(a), a.RuleID, n, oneLine(first), oneLine(a.SecretRedacted), a.CreatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// shortAlertID is the table's form of an alert id: 12 hex digits, which
+// every command takes back (7 would do while unique).
+func shortAlertID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // oneLine keeps a table row on one line, whatever a match holds, and
@@ -136,70 +201,18 @@ func oneLine(s string) string {
 	return s
 }
 
-// alertOut is the JSON form of an alert on the command line: the API's
-// fields, never the secret.
-type alertOut struct {
-	ID                 string            `json:"id"`
-	Repository         string            `json:"repository"`
-	RuleID             string            `json:"rule_id"`
-	Description        string            `json:"description,omitempty"`
-	Rules              []string          `json:"rules"`
-	SecretRedacted     string            `json:"secret_redacted"`
-	State              alerts.State      `json:"state"`
-	Resolution         alerts.Resolution `json:"resolution,omitempty"`
-	ResolvedBy         string            `json:"resolved_by,omitempty"`
-	ResolutionComment  string            `json:"resolution_comment,omitempty"`
-	CreatedAt          time.Time         `json:"created_at"`
-	UpdatedAt          time.Time         `json:"updated_at"`
-	Locations          []locationOut     `json:"locations"`
-	LocationsTruncated bool              `json:"locations_truncated,omitempty"`
-	Bypasses           []bypassOut       `json:"push_protection_bypasses,omitempty"`
-}
-
-type bypassOut struct {
-	By     string              `json:"by"`
-	Reason alerts.BypassReason `json:"reason"`
-	At     time.Time           `json:"at"`
-	Path   string              `json:"path,omitempty"`
-	Line   int                 `json:"line,omitempty"`
-	Source string              `json:"source,omitempty"`
-	Ref    string              `json:"ref,omitempty"`
-}
-
-type locationOut struct {
-	Commit string `json:"commit,omitempty"`
-	Path   string `json:"path"`
-	Line   int    `json:"line"`
-	Column int    `json:"column,omitempty"`
-	BlobID string `json:"blob_id"`
-	Source string `json:"source,omitempty"`
-	Ref    string `json:"ref,omitempty"`
-	Where  string `json:"where"`
-	RuleID string `json:"rule_id"`
-	Match  string `json:"match"`
-	Seq    uint64 `json:"seq,omitempty"`
-}
-
-func writeAlertJSON(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
-	out := make([]alertOut, 0, len(as))
-	for _, a := range as {
-		o := alertOut{
-			ID: a.Fingerprint, Repository: repo.FullName(), RuleID: a.RuleID, Description: a.Description,
-			Rules: a.Rules, SecretRedacted: a.Redacted, State: a.State, Resolution: a.Resolution,
-			ResolvedBy: a.ResolvedBy, ResolutionComment: a.Comment, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
-			Locations: make([]locationOut, 0, len(a.Locations)), LocationsTruncated: a.LocationsTruncated,
-		}
-		for _, b := range a.Bypasses {
-			o.Bypasses = append(o.Bypasses, bypassOut{b.By, b.Reason, b.At, b.Path, b.Line, b.Source, b.Ref})
-		}
-		for _, l := range a.Locations {
-			o.Locations = append(o.Locations, locationOut{l.Commit, l.Path, l.Line, l.Column, l.BlobID, l.Source, l.Ref, l.Where(), l.RuleID, l.Match, l.Seq})
-		}
-		out = append(out, o)
+// writeAlertJSON writes the alerts as the API gives them, every location
+// included; never the secret.
+func writeAlertJSON(w io.Writer, _ string, as []client.Alert) error {
+	if as == nil {
+		as = []client.Alert{}
+	}
+	for i := range as {
+		as[i].LocationsNextPage = 0
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(as)
 }
 
 // SARIF 2.1.0 (OASIS), the subset ghost writes: one run, the rules that
@@ -276,7 +289,7 @@ type sarifSuppression struct {
 	Justification string `json:"justification,omitempty"`
 }
 
-func writeAlertSARIF(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
+func writeAlertSARIF(w io.Writer, repo string, as []client.Alert) error {
 	run := sarifRun{
 		Tool: sarifTool{Driver: sarifDriver{
 			Name: "ghost secret scanning", InformationURI: "https://github.com/ghost-scm/ghost", Rules: []sarifRule{},
@@ -304,9 +317,9 @@ func writeAlertSARIF(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
 			}
 			res := sarifResult{
 				RuleID: l.RuleID, RuleIndex: ruleIndex(l.RuleID, desc), Level: "error",
-				Message:             sarifText{Text: fmt.Sprintf("%s: secret found (%s) in %s", l.RuleID, l.Match, repo.FullName())},
-				PartialFingerprints: map[string]string{"ghostAlert/v1": a.Fingerprint},
-				Properties:          map[string]any{"alert": a.Fingerprint, "state": string(a.State), "blob": l.BlobID},
+				Message:             sarifText{Text: fmt.Sprintf("%s: secret found (%s) in %s", l.RuleID, l.Match, repo)},
+				PartialFingerprints: map[string]string{"ghostAlert/v1": a.ID},
+				Properties:          map[string]any{"alert": a.ID, "state": a.State, "blob": l.BlobID},
 			}
 			if l.Commit != "" {
 				res.Properties["commit"] = l.Commit
@@ -322,8 +335,8 @@ func writeAlertSARIF(w io.Writer, repo meta.Repo, as []alerts.Alert) error {
 				loc.PhysicalLocation.Region = &sarifRegion{StartLine: l.Line, StartColumn: l.Column}
 			}
 			res.Locations = []sarifLocation{loc}
-			if a.State == alerts.StateResolved {
-				res.Suppressions = []sarifSuppression{{Kind: "external", Status: "accepted", Justification: string(a.Resolution)}}
+			if a.State == string(alerts.StateResolved) {
+				res.Suppressions = []sarifSuppression{{Kind: "external", Status: "accepted", Justification: a.Resolution}}
 			}
 			run.Results = append(run.Results, res)
 		}

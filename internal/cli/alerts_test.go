@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 )
 
@@ -52,6 +53,7 @@ func plantAlerts(t *testing.T, dir string) {
 func TestRepoAlerts(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
 	dir := t.TempDir()
+	mustGhost(t, dir, "init")
 	mustGhost(t, dir, "tenant", "create", "acme", "--org")
 	mustGhost(t, dir, "repo", "create", "acme/app")
 	mustGhost(t, dir, "repo", "create", "acme/empty")
@@ -67,15 +69,15 @@ func TestRepoAlerts(t *testing.T) {
 		}
 	}
 
-	var js []alertOut
+	var js []client.Alert
 	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--state", "open")), &js); err != nil {
 		t.Fatal(err)
 	}
 	if len(js) != 1 || js[0].RuleID != "aws-access-token" || len(js[0].Locations) != 3 || len(js[0].Rules) != 2 || js[0].Repository != "acme/app" ||
-		len(js[0].Bypasses) != 1 || js[0].Bypasses[0].Reason != alerts.BypassWillFixLater {
+		len(js[0].Bypasses) != 1 || js[0].Bypasses[0].Reason != string(alerts.BypassWillFixLater) {
 		t.Errorf("open alerts: %+v", js)
 	}
-	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--rule", "slack-token")), &js); err != nil || len(js) != 1 || js[0].State != alerts.StateResolved {
+	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--rule", "slack-token")), &js); err != nil || len(js) != 1 || js[0].State != string(alerts.StateResolved) {
 		t.Errorf("--rule slack-token: %+v, %v", js, err)
 	}
 	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/empty", "--format", "json")), &js); err != nil || len(js) != 0 {
@@ -172,6 +174,53 @@ func TestRepoAlerts(t *testing.T) {
 
 // TestOneLineKeepsOutControls: a redacted match reaches the table on one
 // line and without anything a terminal would interpret.
+// TestAlertResolveReopen: an alert resolved and reopened by the id the
+// table shows, or any unique prefix of 7 digits, never fewer; --state all
+// lists both states; the resolver is named.
+func TestAlertResolveReopen(t *testing.T) {
+	t.Setenv("GHOST_S3_BUCKET", "")
+	dir := newStore(t)
+	mustGhost(t, dir, "init")
+	mustGhost(t, dir, "tenant", "create", "acme", "--org")
+	mustGhost(t, dir, "repo", "create", "acme/app")
+	plantAlerts(t, dir)
+	var js []client.Alert
+	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--state", "open")), &js); err != nil || len(js) != 1 {
+		t.Fatalf("open alerts: %+v %v", js, err)
+	}
+	id := js[0].ID
+	if r := ghost(t, dir, "repo", "alerts", "resolve", "acme/app", id[:6], "--reason", "revoked"); r.code != 1 || !strings.Contains(r.stderr, "at least 7 hex digits") {
+		t.Errorf("a 6-digit prefix: %+v", r)
+	}
+	if r := ghost(t, dir, "repo", "alerts", "resolve", "acme/app", id[:7]); r.code != 2 || !strings.Contains(r.stderr, "--reason") {
+		t.Errorf("resolve without a reason: %+v", r)
+	}
+	out := mustGhost(t, dir, "repo", "alerts", "resolve", "acme/app", id[:7], "--reason", "false_positive", "--comment", "a test key")
+	if !strings.Contains(out, "alert "+id[:12]+" of acme/app: resolved (false_positive)") {
+		t.Errorf("resolve: %q", out)
+	}
+	if table := mustGhost(t, dir, "repo", "alerts", "acme/app", "--state", "open"); strings.Count(strings.TrimSpace(table), "\n") != 0 {
+		t.Errorf("open alerts after resolving:\n%s", table)
+	}
+	all := mustGhost(t, dir, "repo", "alerts", "acme/app", "--state", "all")
+	if strings.Count(all, "resolved (") != 2 {
+		t.Errorf("--state all:\n%s", all)
+	}
+	if err := json.Unmarshal([]byte(mustGhost(t, dir, "repo", "alerts", "acme/app", "--format", "json", "--state", "resolved", "--rule", "aws-access-token")), &js); err != nil || len(js) != 1 ||
+		js[0].ResolutionComment != "a test key" || !strings.Contains(js[0].ResolvedBy, "(store)") {
+		t.Errorf("resolved alert: %+v %v", js, err)
+	}
+	if out := mustGhost(t, dir, "repo", "alerts", "reopen", "acme/app", strings.ToUpper(id[:12])); !strings.Contains(out, ": open") {
+		t.Errorf("reopen: %q", out)
+	}
+	if r := ghost(t, dir, "repo", "alerts", "reopen", "acme/app", "0000000"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("an unknown id: %+v", r)
+	}
+	if r := ghost(t, dir, "repo", "alerts", "acme/app", "--state", "closed"); r.code != 2 {
+		t.Errorf("--state closed: %+v", r)
+	}
+}
+
 func TestOneLineKeepsOutControls(t *testing.T) {
 	if got := oneLine("a\nb\x1b[2J\xffc"); got != `a\nb?[2J?c` {
 		t.Errorf("oneLine = %q", got)

@@ -47,6 +47,9 @@ type Env struct {
 func newRootCmd(env *Env) *cobra.Command {
 	root := newGroupCmd("ghost", "a git server whose repositories live in object storage",
 		newServeCmd(env),
+		newInitCmd(env),
+		newLoginCmd(env),
+		newLogoutCmd(env),
 		newTenantCmd(env),
 		newTokenCmd(env),
 		newKeyCmd(env),
@@ -59,8 +62,15 @@ func newRootCmd(env *Env) *cobra.Command {
 	)
 	root.Long = `ghost is a git server whose repositories live in object storage.
 
-With no flags, everything lives under ./ghost-data. Every setting can also
-be given through the GHOST_* environment variable its help names.`
+"ghost serve" runs it; with no flags, everything lives under ./ghost-data.
+The tenant, token, key and repo commands work through a running server's
+API (ghost login URL, or --server URL with GHOST_TOKEN), or, for bootstrap
+and recovery, on the store directly (--data-dir, the --s3-* flags, or
+./ghost-data when nothing else is said). Every setting can also be given
+through the GHOST_* environment variable its help names.`
+	v := versionOf(buildInfo())
+	root.Version = fmt.Sprintf("%s (commit %s, %s)", v.version, v.commit, v.goVersion)
+	root.SetVersionTemplate(`{{printf "ghost %s\n" .Version}}`)
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.SetOut(env.Stdout)
@@ -98,6 +108,9 @@ func Run(ctx context.Context, args []string, env *Env) int {
 		cmd = root
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	if errors.Is(err, config.ErrNoStore) {
+		hintNoStore(stderr)
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if cmd.HasAvailableSubCommands() {
@@ -167,6 +180,7 @@ func newGroupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                        use,
 		Short:                      short,
+		Annotations:                map[string]string{groupAnnotation: "yes"},
 		SuggestionsMinimumDistance: 2,
 		FParseErrWhitelist:         cobra.FParseErrWhitelist{UnknownFlags: true},
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -227,11 +241,16 @@ func singleDashLongFlags(root *cobra.Command, args []string) []string {
 	return out
 }
 
+// groupAnnotation marks a command that only holds subcommands
+// (newGroupCmd), as opposed to one that also runs on its own ("ghost repo
+// alerts <owner>/<name>" lists, "ghost repo alerts resolve ..." acts).
+const groupAnnotation = "ghost_group"
+
 // usageTemplate is cobra's default without aliases and command groups,
 // which ghost does not use, and with "<command>" for a group: a group's
 // usage line is "ghost tenant <command>", not its own run.
-const usageTemplate = `Usage:{{if not .HasAvailableSubCommands}}
-  {{.UseLine}}{{else}}
+const usageTemplate = `Usage:{{if not (eq (index .Annotations "ghost_group") "yes")}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
   {{.CommandPath}} <command>{{end}}{{if .HasExample}}
 
 Examples:

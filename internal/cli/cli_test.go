@@ -23,7 +23,9 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// ghost repo scan, scans
 	"wait", "poll", "limit",
 	// ghost repo compact
-	"full"}
+	"full",
+	// confirmations, alert changes, settings
+	"yes", "reason", "comment"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it
@@ -71,18 +73,32 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 			}
 		case path == "ghost repo scan" || path == "ghost repo scans":
 			// The object store, and etcd for the runs' progress.
-			if !has("data-dir") || !has("s3-bucket") || has("cache-dir") || !has("etcd-endpoints") {
-				t.Errorf("%s: want the store and etcd flags, no cache", path)
+			if !has("data-dir") || !has("s3-bucket") || !has("server") || has("cache-dir") || !has("etcd-endpoints") {
+				t.Errorf("%s: want the server, store and etcd flags, no cache", path)
+			}
+		case path == "ghost login" || path == "ghost logout":
+			// The server comes as an argument; no store.
+			if has("data-dir") || has("s3-bucket") || has("server") {
+				t.Errorf("%s: want no store or server flag", path)
+			}
+		case path == "ghost init":
+			if !has("data-dir") || !has("s3-bucket") || has("server") {
+				t.Errorf("%s: want the store flags, no --server", path)
 			}
 		case path == "ghost scan":
 			// A local scan opens no store, cache or etcd.
 			if has("data-dir") || has("s3-bucket") || has("cache-dir") || has("etcd-endpoints") {
 				t.Errorf("%s: want none of the shared flags", path)
 			}
-		case cmd.Runnable() && !cmd.HasSubCommands() && path != "ghost version":
-			// tenant, token and repo verbs: the object store only.
-			if !has("data-dir") || !has("s3-bucket") || has("cache-dir") || has("etcd-endpoints") {
-				t.Errorf("%s: want the store flags only of the shared flags", path)
+		case path == "ghost gc":
+			if !has("data-dir") || !has("s3-bucket") || has("server") || has("cache-dir") || has("etcd-endpoints") {
+				t.Errorf("%s: want the store flags only", path)
+			}
+		case cmd.Runnable() && cmd.Annotations[groupAnnotation] == "" && path != "ghost version":
+			// tenant, token, key and repo verbs: a server or the store
+			// (issue 21 §1).
+			if !has("data-dir") || !has("s3-bucket") || !has("server") || has("cache-dir") || has("etcd-endpoints") {
+				t.Errorf("%s: want --server and the store flags only of the shared flags", path)
 			}
 		}
 		for _, c := range cmd.Commands() {

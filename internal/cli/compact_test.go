@@ -18,7 +18,7 @@ import (
 // says what it does, and has nothing to do the second time.
 func TestRepoCompact(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 	mustGhost(t, dir, "tenant", "create", "acme")
 	mustGhost(t, dir, "repo", "create", "acme/app")

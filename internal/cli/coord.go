@@ -54,14 +54,20 @@ func newCoordAdmin(cmd *cobra.Command) *coordAdmin {
 	f := cmd.Flags()
 	c.cfg.RegisterDataDir(f)
 	c.cfg.RegisterEtcd(f)
-	config.StringVar(f, &c.ns, "namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
+	// --namespace was this command's name for what serve and repo scan
+	// call --coord-namespace; it still works, with a warning. It is
+	// registered first: registering sets the default, and
+	// --coord-namespace's default comes from GHOST_COORD_NAMESPACE.
+	f.StringVar(&c.ns, "namespace", defaultCoordNamespace, "etcd key prefix of the coordination records")
+	_ = f.MarkDeprecated("namespace", "use --coord-namespace")
+	config.StringVar(f, &c.ns, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
 	return c
 }
 
 // open connects to the coordination store; the caller closes the closer.
 func (c *coordAdmin) open(cmd *cobra.Command) (*etcdcoord.Backend, func() error, error) {
 	if err := etcdcoord.ValidateNamespace(c.ns); err != nil {
-		return nil, nil, usageErrorf("--namespace: %v", err)
+		return nil, nil, usageErrorf("--coord-namespace: %v", err)
 	}
 	client, closer, err := etcdserver.Open(cmd.Context(), c.cfg.DataDir, c.cfg.EtcdEndpoints)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestCoordRepairCountersOnEmbeddedEtcd(t *testing.T) {
 }
 
 func TestCoordUsage(t *testing.T) {
-	for _, args := range [][]string{{"coord"}, {"coord", "frobnicate"}, {"coord", "repair-counters", "extra"}, {"coord", "gc", "-namespace", "bad/"}, {"coord", "gc", "--s3-bucket", "b"}, {"coord", "gc", "--retention", "soon"}} {
+	for _, args := range [][]string{{"coord"}, {"coord", "frobnicate"}, {"coord", "repair-counters", "extra"}, {"coord", "gc", "-namespace", "bad/"}, {"coord", "gc", "--namespace", "bad/"}, {"coord", "gc", "--coord-namespace", "bad/"}, {"coord", "gc", "--s3-bucket", "b"}, {"coord", "gc", "--retention", "soon"}} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
@@ -45,5 +45,16 @@ func TestCoordRetentionFromEnvironment(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Main(context.Background(), []string{"coord", "gc", "--data-dir", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "GHOST_COORD_GC_RETENTION") {
 		t.Fatalf("bad GHOST_COORD_GC_RETENTION: exit %d, %s", code, errb.String())
+	}
+}
+
+// TestCoordNamespaceFromEnvironment: GHOST_COORD_NAMESPACE reaches the
+// coord commands, which the deprecated --namespace alias, registered on
+// the same variable, must not reset.
+func TestCoordNamespaceFromEnvironment(t *testing.T) {
+	t.Setenv("GHOST_COORD_NAMESPACE", "bad/")
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"coord", "gc", "--data-dir", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--coord-namespace") {
+		t.Fatalf("bad GHOST_COORD_NAMESPACE: exit %d, %s", code, errb.String())
 	}
 }

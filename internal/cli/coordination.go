@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +37,18 @@ type coordination struct {
 	mu     sync.Mutex
 	closer io.Closer
 	b      *etcdcoord.Backend // once ready
+	client *clientv3.Client   // once open
+	// endpointFile is where the embedded etcd's endpoint was recorded,
+	// removed at Close.
+	endpointFile string
 	// gcs counts the GC passes this node ran, for tests.
 	gcs atomic.Int64
 }
 
-var _ server.Coordination = (*coordination)(nil)
+var (
+	_ server.Coordination = (*coordination)(nil)
+	_ server.Readier      = (*coordination)(nil)
+)
 
 // coordOptions are serve's coordination settings.
 type coordOptions struct {
@@ -51,6 +61,9 @@ type coordOptions struct {
 	GCRetention time.Duration
 	// Observe, when set, is told of every request sent to etcd.
 	Observe func(method string)
+	// GCDone, when set, is told of every GC pass this node ran: the runs
+	// it removed, and its error.
+	GCDone func(removed int, err error)
 }
 
 // gcLockTTL is how long a dead node's gc lock outlives it.
@@ -75,7 +88,7 @@ func (c *coordination) start(ctx context.Context) {
 			return // ctx ended
 		}
 		c.mu.Lock()
-		c.closer = closer
+		c.closer, c.client = closer, client
 		c.mu.Unlock()
 		b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: o.Namespace, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
 		if err != nil {
@@ -86,6 +99,18 @@ func (c *coordination) start(ctx context.Context) {
 		c.b = b
 		c.mu.Unlock()
 		embedded := len(cfg.EtcdEndpoints) == 0
+		if embedded && len(client.Endpoints()) == 1 {
+			// The other commands on this data directory reach the
+			// embedded etcd here while serve holds it (repo scan, repo
+			// scans, worker, coord).
+			if err := writeEndpoint(cfg.DataDir, client.Endpoints()[0]); err != nil {
+				logger.Warn("cannot record the embedded etcd's endpoint; other commands on this data directory need --etcd-endpoints", "err", err)
+			} else {
+				c.mu.Lock()
+				c.endpointFile = coordEndpointFile(cfg.DataDir)
+				c.mu.Unlock()
+			}
+		}
 		logger.Info("coordination store ready", "endpoints", client.Endpoints(), "embedded", embedded, "namespace", o.Namespace)
 		if o.GCInterval > 0 {
 			c.gcLoop(ctx, logger, b, o)
@@ -107,6 +132,9 @@ func (c *coordination) gcLoop(ctx context.Context, logger *slog.Logger, b *etcdc
 		case <-tick.C:
 		}
 		ran, n, err := b.TryGC(ctx, coord.TimeOf(time.Now()), o.GCRetention, gcLockTTL)
+		if o.GCDone != nil && ctx.Err() == nil && (ran || err != nil) {
+			o.GCDone(n, err)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -149,6 +177,21 @@ func openWithRetry(ctx context.Context, logger *slog.Logger, cfg config.Config, 
 	}
 }
 
+// Ready implements server.Readier: the store is open and answers a read
+// now.
+func (c *coordination) Ready(ctx context.Context) error {
+	c.mu.Lock()
+	client, b := c.client, c.b
+	c.mu.Unlock()
+	if client == nil || b == nil {
+		return errors.New("the coordination store is not open yet")
+	}
+	if _, err := client.Get(ctx, c.o.Namespace+"/readyz", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd does not answer: %w", err)
+	}
+	return nil
+}
+
 // Backend implements server.Coordination: the backend once the store is
 // ready.
 func (c *coordination) Backend() (coord.Backend, bool) {
@@ -171,7 +214,21 @@ func (c *coordination) Close() {
 	<-c.done
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.endpointFile != "" {
+		os.Remove(c.endpointFile)
+	}
 	if c.closer != nil {
 		c.closer.Close()
 	}
+}
+
+// writeEndpoint records the embedded etcd's client URL under the data
+// directory (coordEndpointFile), replacing it atomically.
+func writeEndpoint(dataDir, endpoint string) error {
+	p := coordEndpointFile(dataDir)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(endpoint+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }

@@ -22,7 +22,7 @@ import (
 // nothing; "ghost gc" then deletes exactly that.
 func TestGCDryRun(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 	mustGhost(t, dir, "tenant", "create", "alice")
 	out := mustGhost(t, dir, "repo", "create", "alice/app")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/ghost-scm/ghost/internal/meta"
 )
 
 // newKeyCmd returns "ghost key" and its subcommands: the SSH public keys
@@ -35,11 +33,12 @@ func newKeyAddCmd(env *Env) *cobra.Command {
 		Short: "add an SSH public key (authorized_keys form, from --file or stdin); prints its fingerprint",
 		Long: `Add an SSH public key to a tenant, as one authorized_keys line
 ("ssh-ed25519 AAAA... comment", the content of a .pub file), read from
---file or, without it, from stdin. A key belongs to one tenant only.
-The title defaults to the key's comment.`,
+--file or, without it, from stdin. A key belongs to one tenant only and
+acts as a write token of it: through a server, the tenant's write token
+adds it (or an admin's). The title defaults to the key's comment.`,
 		Args: exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&title, "title", "", "what the key is for (default: the key's comment)")
 	cmd.Flags().StringVar(&file, "file", "", `read the key from this file ("-" or none: stdin)`)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -59,19 +58,16 @@ The title defaults to the key's comment.`,
 		if len(b) > maxKeyInput {
 			return fmt.Errorf("the public key input is larger than %d bytes: is it really a .pub file?", maxKeyInput)
 		}
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		k, err := s.AddSSHKey(cmd.Context(), args[0], title, b)
-		if err != nil {
-			return err
-		}
-		// The fingerprint alone on stdout, for scripts; the rest to stderr.
-		fmt.Fprintln(env.Stdout, k.Fingerprint)
-		fmt.Fprintf(env.Stderr, "added %s key %q for %s\n", k.Type, k.Title, k.Tenant)
-		a.wrote()
-		return nil
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+			k, err := c.AddSSHKey(ctx, args[0], title, string(b))
+			if err != nil {
+				return err
+			}
+			// The fingerprint alone on stdout, for scripts; the rest to stderr.
+			fmt.Fprintln(env.Stdout, k.Fingerprint)
+			fmt.Fprintf(env.Stderr, "added %s key %q for %s\n", k.Type, k.Title, k.Tenant)
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }
@@ -82,21 +78,18 @@ func newKeyListCmd(env *Env) *cobra.Command {
 		Short: "list a tenant's SSH keys",
 		Args:  exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
-	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
-		keys, err := s.ListSSHKeys(ctx, args[0])
+	t := newTarget(env, cmd)
+	cmd.RunE = t.runAPI(false, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		keys, err := c.ListSSHKeys(ctx, args[0])
 		if err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FINGERPRINT\tTYPE\tCREATED\tTITLE")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Fingerprint, k.Type, k.CreatedAt.Format(time.RFC3339), k.Title)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Fingerprint, k.Type, k.CreatedAt.Format(time.RFC3339), oneLine(k.Title))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		return nil
+		return tw.Flush()
 	})
 	return cmd
 }
@@ -107,9 +100,9 @@ func newKeyRemoveCmd(env *Env) *cobra.Command {
 		Short: "remove an SSH key; it stops working at once on every node",
 		Args:  exactArgs(2),
 	}
-	a := newAdmin(env, cmd)
-	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
-		if err := s.RemoveSSHKey(ctx, args[0], args[1]); err != nil {
+	t := newTarget(env, cmd)
+	cmd.RunE = t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		if err := c.RemoveSSHKey(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "removed ssh key %s of %s\n", args[1], args[0])

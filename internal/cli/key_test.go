@@ -46,7 +46,7 @@ func ghostStdin(t *testing.T, dataDir string, stdin string, args ...string) cliR
 
 func TestKeyCommands(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 	mustGhost(t, dir, "tenant", "create", "alice")
 	mustGhost(t, dir, "tenant", "create", "bob")

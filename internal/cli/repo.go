@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/client"
 )
 
 // newRepoCmd returns "ghost repo" and its subcommands.
 func newRepoCmd(env *Env) *cobra.Command {
-	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings, compact",
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings, alerts, scans, compact",
 		newRepoCreateCmd(env),
 		newRepoListCmd(env),
 		newRepoDeleteCmd(env),
@@ -35,24 +35,21 @@ func newRepoCreateCmd(env *Env) *cobra.Command {
 		Short: "create an empty repository",
 		Args:  exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.Flags().BoolVar(&public, "public", false, "anyone may clone it")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
 		}
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		r, err := s.CreateRepo(cmd.Context(), owner, name, public)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "created %s %s (id %s)\n", visibility(r.Public), r.FullName(), r.ID)
-		a.wrote()
-		return nil
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			r, err := c.CreateRepo(ctx, owner, name, public)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "created %s %s (id %s)\n", visibility(r.Public), r.FullName, r.ID)
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }
@@ -70,47 +67,54 @@ func newRepoListCmd(env *Env) *cobra.Command {
 		Short: "list an owner's repositories",
 		Args:  exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
-	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
-		rs, err := s.ListRepos(ctx, args[0])
+	t := newTarget(env, cmd)
+	cmd.RunE = t.runAPI(false, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		rs, err := c.ListRepos(ctx, args[0])
 		if err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "REPOSITORY\tVISIBILITY\tID\tCREATED\tFORKED FROM")
 		for _, r := range rs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.FullName(), visibility(r.Public), r.ID, r.CreatedAt.Format(time.RFC3339), r.ForkedFrom)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.FullName, visibility(r.Public), r.ID, r.CreatedAt.Format(time.RFC3339), r.ForkedFrom)
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		return nil
+		return tw.Flush()
 	})
 	return cmd
 }
 
 func newRepoDeleteCmd(env *Env) *cobra.Command {
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "delete <owner>/<name>",
 		Short: "delete a repository (its log is tombstoned; the name becomes free)",
-		Args:  exactArgs(1),
+		Long: `Delete a repository, for good: its history is tombstoned and its
+objects go, and the name becomes free for a new, empty repository. On a
+terminal it asks for the repository's name first; --yes skips that, and
+without a terminal --yes is required.`,
+		Args: exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
 		}
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.DeleteRepo(cmd.Context(), owner, name); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "deleted %s/%s\n", owner, name)
-		a.wrote()
-		return nil
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			r, err := c.Repo(ctx, owner, name)
+			if err != nil {
+				return err
+			}
+			if err := confirm(cmd, env, yes, fmt.Sprintf("This deletes %s and its whole history, for good.", r.FullName), r.FullName); err != nil {
+				return err
+			}
+			if err := c.DeleteRepo(ctx, owner, name); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "deleted %s/%s\n", owner, name)
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }
@@ -121,9 +125,8 @@ func newRepoForkCmd(env *Env) *cobra.Command {
 		Short: "fork a repository",
 		Args:  exactArgs(2),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx := cmd.Context()
 		srcOwner, srcName, err := splitRepo(args[0])
 		if err != nil {
 			return err
@@ -134,24 +137,14 @@ func newRepoForkCmd(env *Env) *cobra.Command {
 				return err
 			}
 		}
-		s, err := a.open(ctx)
-		if err != nil {
-			return err
-		}
-		if dstName == "" {
-			src, err := s.Repo(ctx, srcOwner, srcName)
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			r, err := c.ForkRepo(ctx, srcOwner, srcName, dstOwner, dstName)
 			if err != nil {
 				return err
 			}
-			dstName = src.Name
-		}
-		r, err := s.ForkRepo(ctx, srcOwner, srcName, dstOwner, dstName)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "forked %s to %s (id %s)\n", r.ForkedFrom, r.FullName(), r.ID)
-		a.wrote()
-		return nil
+			fmt.Fprintf(env.Stdout, "forked %s to %s (id %s)\n", r.ForkedFrom, r.FullName, r.ID)
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }
@@ -162,7 +155,7 @@ func newRepoVisibilityCmd(env *Env) *cobra.Command {
 		Short: "make a repository public or private",
 		Args:  exactArgs(2),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -176,16 +169,13 @@ func newRepoVisibilityCmd(env *Env) *cobra.Command {
 		default:
 			return usageErrorf("%q: want public or private", args[1])
 		}
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		if err := s.SetVisibility(cmd.Context(), owner, name, public); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "%s/%s is %s\n", owner, name, args[1])
-		a.wrote()
-		return nil
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			if _, err := c.UpdateRepo(ctx, owner, name, client.RepoSettings{Public: &public}); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "%s/%s is %s\n", owner, name, args[1])
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/client"
 )
 
 // newRepoSetCmd returns "ghost repo set": a repository's settings, one
@@ -30,7 +30,7 @@ it show another object in place of one in history. The server's own git
 (scanning, push protection, the web UI) never honours them either way.`,
 		Args: exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&pushProtection, "push-protection", "", "refuse pushes that add secrets: on or off")
 	cmd.Flags().StringVar(&replaceRefs, "allow-replace-refs", "", "let pushes update refs/replace/*: on or off")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -38,38 +38,37 @@ it show another object in place of one in history. The server's own git
 		if err != nil {
 			return err
 		}
-		type setting struct {
+		var s client.RepoSettings
+		var said []string
+		for _, st := range []struct {
 			flag, name, value string
-			set               func(s *meta.Store, ctx context.Context, owner, name string, on bool) error
-		}
-		var todo []setting
-		for _, st := range []setting{
-			{"--push-protection", "push protection", pushProtection, (*meta.Store).SetPushProtection},
-			{"--allow-replace-refs", "replace refs allowed", replaceRefs, (*meta.Store).SetAllowReplaceRefs},
+			set               **bool
+		}{
+			{"--push-protection", "push protection", pushProtection, &s.PushProtection},
+			{"--allow-replace-refs", "replace refs allowed", replaceRefs, &s.AllowReplaceRefs},
 		} {
 			switch st.value {
 			case "":
 			case "on", "off":
-				todo = append(todo, st)
+				on := st.value == "on"
+				*st.set = &on
+				said = append(said, st.name+" "+st.value)
 			default:
 				return usageErrorf("%s %q: want on or off", st.flag, st.value)
 			}
 		}
-		if len(todo) == 0 {
+		if len(said) == 0 {
 			return usageErrorf("nothing to change: want --push-protection on|off or --allow-replace-refs on|off")
 		}
-		s, err := a.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		for _, st := range todo {
-			if err := st.set(s, cmd.Context(), owner, name, st.value == "on"); err != nil {
+		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
+			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "%s/%s: %s %s\n", owner, name, st.name, st.value)
-		}
-		a.wrote()
-		return nil
+			for _, line := range said {
+				fmt.Fprintf(env.Stdout, "%s/%s: %s\n", owner, name, line)
+			}
+			return nil
+		})(cmd, args)
 	}
 	return cmd
 }

@@ -10,7 +10,7 @@ import (
 // missing or bad value is a usage error that changes nothing.
 func TestRepoSetPushProtection(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 	mustGhost(t, dir, "tenant", "create", "alice")
 	mustGhost(t, dir, "repo", "create", "alice/proj")

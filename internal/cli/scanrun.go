@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,16 +17,21 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
+	"github.com/ghost-scm/ghost/internal/tracing"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -44,15 +51,24 @@ type scanFlags struct {
 	cfg    config.Config
 	ns     string
 	shards int
+	// tracer records the workers' spans (ghost worker); nil: none.
+	tracer trace.Tracer
 }
 
 func (s *scanFlags) register(cmd *cobra.Command, withCache bool) {
 	f := cmd.Flags()
 	s.cfg.RegisterStore(f)
-	s.cfg.RegisterEtcd(f)
 	if withCache {
 		s.cfg.RegisterCache(f)
 	}
+	s.registerCoord(cmd)
+}
+
+// registerCoord binds the coordination settings alone, for the commands
+// whose store flags come from their target (newTarget).
+func (s *scanFlags) registerCoord(cmd *cobra.Command) {
+	f := cmd.Flags()
+	s.cfg.RegisterEtcd(f)
 	config.StringVar(f, &s.ns, "coord-namespace", "GHOST_COORD_NAMESPACE", defaultCoordNamespace, "etcd key prefix of the coordination records")
 	config.IntVar(f, &s.shards, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 }
@@ -61,20 +77,32 @@ func (s *scanFlags) register(cmd *cobra.Command, withCache bool) {
 // store an error; otherwise the scanner works without it (runs are
 // queued in the object store, progress is what the object store knows).
 func (s *scanFlags) open(ctx context.Context, logger *slog.Logger, needCoord bool) (*scanning, error) {
+	objects, err := s.cfg.OpenStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log := wal.New(objects, wal.Options{})
+	return s.openCoord(ctx, logger, objects, log, alerts.New(objects), needCoord)
+}
+
+// openOn opens the scanner over stores already open, for the API the
+// CLI serves over the store (repo scan, repo scans); an unreachable
+// coordination store is a warning.
+func (s *scanFlags) openOn(ctx context.Context, logger *slog.Logger, objects objstore.Store, log *wal.Log, as *alerts.Store) (*scanning, error) {
+	return s.openCoord(ctx, logger, objects, log, as, false)
+}
+
+func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, objects objstore.Store, log *wal.Log, as *alerts.Store, needCoord bool) (*scanning, error) {
 	if err := etcdcoord.ValidateNamespace(s.ns); err != nil {
 		return nil, usageErrorf("--coord-namespace: %v", err)
 	}
 	if s.shards < 1 || s.shards > 1<<16 {
 		return nil, usageErrorf("--scan-shards must be 1 to 65536")
 	}
-	objects, err := s.cfg.OpenStore(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := &scanning{log: wal.New(objects, wal.Options{}), alerts: alerts.New(objects), close: func() {}}
+	out := &scanning{log: log, alerts: as, close: func() {}}
 	out.meta = meta.New(objects, out.log)
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	client, closer, err := etcdserver.Open(octx, s.cfg.DataDir, s.cfg.EtcdEndpoints)
+	client, closer, err := openCoordClient(octx, s.cfg)
 	cancel()
 	switch {
 	case err != nil && needCoord:
@@ -90,8 +118,9 @@ func (s *scanFlags) open(ctx context.Context, logger *slog.Logger, needCoord boo
 		out.b = b
 		out.close = func() { closer.Close() }
 	}
-	out.sc, err = scanner.New(scanner.Options{
-		Store: objects, Log: out.log, Alerts: out.alerts, Logger: logger, InitialShards: s.shards,
+	var err2 error
+	out.sc, err2 = scanner.New(scanner.Options{
+		Store: objects, Log: out.log, Alerts: out.alerts, Logger: logger, InitialShards: s.shards, Tracer: s.tracer,
 		Coord: func() coord.Backend {
 			if out.b == nil {
 				return nil
@@ -99,11 +128,37 @@ func (s *scanFlags) open(ctx context.Context, logger *slog.Logger, needCoord boo
 			return out.b
 		},
 	})
-	if err != nil {
+	if err2 != nil {
 		out.close()
-		return nil, err
+		return nil, err2
 	}
 	return out, nil
+}
+
+// coordEndpointFile is where "ghost serve" records the client URL of the
+// embedded etcd it runs, while it runs: the other commands on the same
+// data directory (repo scan, repo scans, worker, coord) connect there
+// instead of failing to start a second etcd on the directory serve holds.
+func coordEndpointFile(dataDir string) string { return filepath.Join(dataDir, "etcd", "endpoint") }
+
+// openCoordClient opens the coordination store for a command other than
+// serve: --etcd-endpoints when given; else the embedded etcd under the
+// data directory, started in process, or, when a running serve holds it,
+// reached at the endpoint serve recorded.
+func openCoordClient(ctx context.Context, cfg config.Config) (*clientv3.Client, io.Closer, error) {
+	if len(cfg.EtcdEndpoints) > 0 {
+		return etcdserver.Open(ctx, cfg.DataDir, cfg.EtcdEndpoints)
+	}
+	c, closer, err := etcdserver.Open(ctx, cfg.DataDir, nil)
+	if !errors.Is(err, etcdserver.ErrDirInUse) {
+		return c, closer, err
+	}
+	b, rerr := os.ReadFile(coordEndpointFile(cfg.DataDir))
+	ep := strings.TrimSpace(string(b))
+	if rerr != nil || ep == "" {
+		return nil, nil, fmt.Errorf("%w (and no endpoint recorded in %s: pass --etcd-endpoints)", err, coordEndpointFile(cfg.DataDir))
+	}
+	return etcdserver.Open(ctx, cfg.DataDir, []string{ep})
 }
 
 // newWorkerCmd returns "ghost worker": scan workers that claim shards of
@@ -147,11 +202,21 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		if n < 1 {
 			return usageErrorf("--scan-workers must be at least 1")
 		}
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-			return usageErrorf("--log-level: %v", err)
+		level, err := parseLogLevel(logLevel)
+		if err != nil {
+			return err
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+		tp, err := tracing.Setup(ctx, "ghost-worker", versionOf(buildInfo()).version)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			tp.Shutdown(sctx)
+		}()
+		sf.tracer = tp.Tracer()
 		s, err := sf.open(ctx, logger, true)
 		if err != nil {
 			return err
@@ -162,7 +227,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			return err
 		}
 		defer cache.Close()
-		fmt.Fprintf(env.Stdout, "ghost: %d scan worker(s) (data %s, cache %s)\n", n, sf.cfg.Location(), sf.cfg.Cache())
+		fmt.Fprintf(env.Stdout, "ghost: %d scan worker(s) (%s; cache %s; %s)\n", n, sf.cfg.Describe(), sf.cfg.Cache(), sf.cfg.DescribeEtcd())
 		return runScanWorkers(ctx, logger, s.sc, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch}, s.meta, n,
 			scanner.ReconcilerOptions{Every: reconcile, SweepRate: float64(sweep)})
 	}
@@ -223,12 +288,12 @@ func newRepoScanCmd(env *Env) *cobra.Command {
 		Short: "start a full-history secret scan (run by serve's workers or ghost worker)",
 		Args:  exactArgs(1),
 	}
-	sf.register(cmd, false)
+	t := newTarget(env, cmd)
+	sf.registerCoord(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the scan is done, with a progress bar on a terminal")
 	cmd.Flags().BoolVar(&noProg, "no-progress", false, "no progress bar even on a terminal")
-	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often --wait reads the progress")
+	config.Duration(cmd.Flags(), &poll, "poll", 500*time.Millisecond, "how often --wait reads the progress")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx := cmd.Context()
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
@@ -237,72 +302,61 @@ func newRepoScanCmd(env *Env) *cobra.Command {
 			return usageErrorf("--poll must be positive")
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		s, err := sf.open(ctx, logger, false)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		repo, err := s.meta.Repo(ctx, owner, name)
-		if err != nil {
-			return err
-		}
-		run, created, err := s.sc.StartFull(ctx, repo.Owner, repo.ID)
-		if err != nil {
-			return err
-		}
-		verb := "started"
-		if !created {
-			verb = "already exists:"
-		}
-		fmt.Fprintf(env.Stdout, "scan %d-full of %s %s (run %d, %d shards)\n", run.Seq, repo.FullName(), verb, run.ID, run.Shards)
-		if !wait {
-			return nil
-		}
-		var bar *progressbar.ProgressBar
-		if !noProg && isTerminal(env.Stderr) {
-			bar = progressbar.NewOptions(1000, progressbar.OptionSetWriter(env.Stderr), progressbar.OptionFullWidth(),
-				progressbar.OptionSetPredictTime(false), progressbar.OptionClearOnFinish())
-		}
-		t := time.NewTicker(poll)
-		defer t.Stop()
-		for {
-			r, err := s.sc.Get(ctx, run.Spec())
+		return t.runAPI(true, storeOptions{scans: &sf, logger: logger}, func(ctx context.Context, c *conn, _ []string) error {
+			run, created, err := c.StartScan(ctx, owner, name)
 			if err != nil {
 				return err
 			}
-			st, err := s.sc.Status(ctx, r)
-			if err != nil {
-				return err
+			verb := "started"
+			if !created {
+				verb = "already exists:"
 			}
-			if bar != nil {
-				bar.Describe(fmt.Sprintf("%d/%d shards, %d blobs, %s", st.ShardsDone, st.ShardsTotal, st.Blobs, etaString(st)))
-				bar.Set(int(st.Covered * 1000))
-			}
-			switch st.State {
-			case "done":
-				if bar != nil {
-					bar.Finish()
-				}
-				fmt.Fprintf(env.Stdout, "scan %d-full done: %d blobs, %d bytes, %d findings\n", st.Seq, st.Blobs, st.Bytes, st.Findings)
+			fmt.Fprintf(env.Stdout, "scan %s of %s %s (run %s, %d shards)\n", run.ID, run.Repository, verb, run.RunID, run.ShardsTotal)
+			if !wait {
 				return nil
-			case "failed", "cancelled":
-				return fmt.Errorf("scan %d-full %s", st.Seq, st.State)
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
+			var bar *progressbar.ProgressBar
+			if !noProg && isTerminal(env.Stderr) {
+				bar = progressbar.NewOptions(1000, progressbar.OptionSetWriter(env.Stderr), progressbar.OptionFullWidth(),
+					progressbar.OptionSetPredictTime(false), progressbar.OptionClearOnFinish())
 			}
-		}
+			tick := time.NewTicker(poll)
+			defer tick.Stop()
+			for {
+				st, err := c.Scan(ctx, owner, name, run.ID)
+				if err != nil {
+					return err
+				}
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("%d/%d shards, %d blobs, %s", st.ShardsDone, st.ShardsTotal, st.Blobs, etaString(st.ETASeconds)))
+					bar.Set(int(st.Covered * 1000))
+				}
+				switch st.State {
+				case "done":
+					if bar != nil {
+						bar.Finish()
+					}
+					fmt.Fprintf(env.Stdout, "scan %s done: %d blobs, %s, %d findings\n", st.ID, st.Blobs, config.HumanBytes(st.Bytes), st.Findings)
+					return nil
+				case "failed", "cancelled":
+					return fmt.Errorf("scan %s %s", st.ID, st.State)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-tick.C:
+				}
+			}
+		})(cmd, args)
 	}
 	return cmd
 }
 
-func etaString(st scanner.Status) string {
-	if st.ETA <= 0 {
+func etaString(seconds float64) string {
+	if seconds <= 0 {
 		return "ETA unknown"
 	}
-	return "ETA " + st.ETA.Round(time.Second).String()
+	return "ETA " + time.Duration(seconds*float64(time.Second)).Round(time.Second).String()
 }
 
 // newRepoScansCmd returns "ghost repo scans": a repository's scan runs
@@ -318,11 +372,11 @@ func newRepoScansCmd(env *Env) *cobra.Command {
 		Short: "list a repository's secret-scan runs with their progress",
 		Args:  exactArgs(1),
 	}
-	sf.register(cmd, false)
+	t := newTarget(env, cmd)
+	sf.registerCoord(cmd)
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
-	cmd.Flags().IntVar(&limit, "limit", 20, "newest runs to show")
+	cmd.Flags().IntVar(&limit, "limit", 20, "newest runs to show (at most 100)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx := cmd.Context()
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
@@ -330,52 +384,44 @@ func newRepoScansCmd(env *Env) *cobra.Command {
 		if format != "table" && format != "json" {
 			return usageErrorf("--format %q: want table or json", format)
 		}
+		if limit < 1 {
+			return usageErrorf("--limit must be at least 1")
+		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		s, err := sf.open(ctx, logger, false)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		repo, err := s.meta.Repo(ctx, owner, name)
-		if err != nil {
-			return err
-		}
-		sts, err := s.sc.Runs(ctx, repo.ID, limit)
-		if err != nil {
-			return err
-		}
-		if format == "table" {
-			lag, err := s.sc.Lag(ctx, repo.ID)
+		return t.runAPI(false, storeOptions{scans: &sf, logger: logger}, func(ctx context.Context, c *conn, _ []string) error {
+			l, err := c.ListScans(ctx, owner, name, limit)
 			if err != nil {
 				return err
 			}
-			writeLag(env.Stdout, lag, time.Now())
-		}
-		return writeScans(env.Stdout, format, sts)
+			if format == "table" {
+				writeLag(env.Stdout, l.Lag, time.Now())
+			}
+			return writeScans(env.Stdout, format, l.Scans)
+		})(cmd, args)
 	}
 	return cmd
 }
 
 // writeLag says how far the repository's scans trail its pushes
 // (docs/adr/0033-scan-coverage.md).
-func writeLag(w io.Writer, l scanner.Lag, now time.Time) {
-	if l.Seqs == 0 {
-		fmt.Fprintf(w, "every push scanned (through seq %d)\n", l.Watermark)
+func writeLag(w io.Writer, l client.ScanLag, now time.Time) {
+	if l.Pending == 0 {
+		fmt.Fprintf(w, "every push scanned (through seq %d)\n", l.ScannedThrough)
 		return
 	}
-	fmt.Fprintf(w, "%d push(es) not scanned yet: scanned through seq %d of %d", l.Seqs, l.Watermark, l.Head)
-	if !l.Oldest.IsZero() {
-		fmt.Fprintf(w, ", the oldest pushed %s ago", now.Sub(l.Oldest).Round(time.Second))
+	fmt.Fprintf(w, "%d push(es) not scanned yet: scanned through seq %d of %d", l.Pending, l.ScannedThrough, l.Head)
+	if l.OldestPendingPushAt != nil {
+		fmt.Fprintf(w, ", the oldest pushed %s ago", now.Sub(*l.OldestPendingPushAt).Round(time.Second))
 	}
 	fmt.Fprintln(w)
 }
 
-func writeScans(w io.Writer, format string, sts []scanner.Status) error {
+func writeScans(w io.Writer, format string, sts []client.Scan) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if sts == nil {
-			sts = []scanner.Status{}
+			sts = []client.Scan{}
 		}
 		return enc.Encode(sts)
 	}
@@ -387,11 +433,11 @@ func writeScans(w io.Writer, format string, sts []scanner.Status) error {
 			parked = append(parked, p.Shard+": "+p.Reason)
 		}
 		eta := "-"
-		if st.ETA > 0 {
-			eta = st.ETA.Round(time.Second).String()
+		if st.ETASeconds > 0 {
+			eta = time.Duration(st.ETASeconds * float64(time.Second)).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%d-%s\t%d\t%s\t%d/%d\t%d\t%d\t%d\t%sB/s\t%s\t%s\n", st.Seq, st.Kind, st.ID, st.State,
-			st.ShardsDone, st.ShardsTotal, st.Blobs, st.Bytes, st.Findings, strconv.FormatFloat(st.Rate, 'f', 0, 64), eta, strings.Join(parked, "; "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%d\t%s/s\t%s\t%s\n", st.ID, st.RunID, st.State,
+			st.ShardsDone, st.ShardsTotal, st.Blobs, config.HumanBytes(st.Bytes), st.Findings, config.HumanBytes(int64(st.BytesPerSecond)), eta, oneLine(strings.Join(parked, "; ")))
 	}
 	return tw.Flush()
 }

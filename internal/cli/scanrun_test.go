@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -11,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
 	"github.com/ghost-scm/ghost/internal/etcdserver/etcdtest"
-	"github.com/ghost-scm/ghost/internal/scanner"
 )
 
 // TestRepoScanWithWorker starts a full scan with "ghost repo scan", runs
@@ -21,7 +22,7 @@ import (
 // with --wait; "ghost repo scans" lists it done.
 func TestRepoScanWithWorker(t *testing.T) {
 	e := etcdtest.StartServer(t, etcdserver.Options{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
-	dir := t.TempDir()
+	dir := newStore(t)
 	common := []string{"--data-dir", dir, "--etcd-endpoints", e.Endpoint()}
 	run := func(args ...string) string {
 		t.Helper()
@@ -71,17 +72,19 @@ func TestRepoScanWithWorker(t *testing.T) {
 // their reasons.
 func TestWriteScansTable(t *testing.T) {
 	var out bytes.Buffer
-	st := scanner.Status{Run: scanner.Run{Kind: scanner.KindFull, Seq: 7, ID: 42}, State: "active", ShardsDone: 3, ShardsTotal: 16,
-		Blobs: 100, Bytes: 2048, Findings: 5, Rate: 10, Parked: []scanner.ParkedShard{{Shard: "0x3", Reason: "boom"}}}
-	if err := writeScans(&out, "table", []scanner.Status{st}); err != nil {
+	st := client.Scan{ID: "7-full", RunID: "42", Kind: "full", Seq: 7, State: "active", ShardsDone: 3, ShardsTotal: 16,
+		Blobs: 100, Bytes: 24017962, Findings: 5, BytesPerSecond: 10, Parked: []client.ParkedShard{{Shard: "0x3", Reason: "boom"}}}
+	if err := writeScans(&out, "table", []client.Scan{st}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
-	want := []string{"7-full", "42", "active", "3/16", "100", "2048", "5", "10B/s", "-", "0x3:", "boom"}
+	cols := regexp.MustCompile(`  +`)
+	head, row := cols.Split(lines[0], -1), cols.Split(lines[1], -1)
+	// Sizes as people read them (issue 21 §5), not raw byte counts.
+	want := []string{"7-full", "42", "active", "3/16", "100", "22.9 MiB", "5", "10 B/s", "-", "0x3: boom"}
 	if len(head) != 10 || !slices.Equal(row, want) {
 		t.Fatalf("header %v\nrow %v\nwant %v", head, row, want)
 	}
@@ -91,9 +94,10 @@ func TestWriteScansTable(t *testing.T) {
 func TestWriteLag(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	var b bytes.Buffer
-	writeLag(&b, scanner.Lag{Head: 70, Watermark: 9, Seqs: 61, Oldest: now.Add(-90 * time.Second)}, now)
-	writeLag(&b, scanner.Lag{Head: 5, Watermark: 4, Seqs: 1}, now)
-	writeLag(&b, scanner.Lag{Head: 5, Watermark: 5}, now)
+	oldest := now.Add(-90 * time.Second)
+	writeLag(&b, client.ScanLag{Head: 70, ScannedThrough: 9, Pending: 61, OldestPendingPushAt: &oldest}, now)
+	writeLag(&b, client.ScanLag{Head: 5, ScannedThrough: 4, Pending: 1}, now)
+	writeLag(&b, client.ScanLag{Head: 5, ScannedThrough: 5}, now)
 	want := "61 push(es) not scanned yet: scanned through seq 9 of 70, the oldest pushed 1m30s ago\n" +
 		"1 push(es) not scanned yet: scanned through seq 4 of 5\n" +
 		"every push scanned (through seq 5)\n"

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,10 +16,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/ghost-scm/ghost/internal/certfile"
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/sshd"
+	"github.com/ghost-scm/ghost/internal/tracing"
 )
 
 // newServeCmd returns "ghost serve", which runs a ghost node until its
@@ -43,6 +47,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		scanSweep int
 		scanShard int
 		bg        backgroundFlags
+		tlsCert   string
+		tlsKey    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,6 +60,8 @@ func newServeCmd(env *Env) *cobra.Command {
 	cfg.RegisterCache(f)
 	cfg.RegisterEtcd(f)
 	config.StringVar(f, &listen, "listen", "GHOST_LISTEN", "127.0.0.1:8080", "address to listen on")
+	config.StringVar(f, &tlsCert, "tls-cert", "GHOST_TLS_CERT", "", "serve HTTPS with this PEM certificate (chain) file, reloaded when it changes; with --tls-key")
+	config.StringVar(f, &tlsKey, "tls-key", "GHOST_TLS_KEY", "", "the PEM private key of --tls-cert")
 	config.StringVar(f, &sshListen, "ssh-listen", "GHOST_SSH_LISTEN", defaultSSHListen, `address for git over SSH; "" turns SSH off`)
 	config.StringVar(f, &sshURL, "ssh-url", "GHOST_SSH_URL", "", `base of the SSH clone URLs the web UI shows, such as "ssh://git@git.example.com:2222" (default: from --ssh-listen when it names a host)`)
 	config.BoolVar(f, &sshAnon, "ssh-anonymous-read", "GHOST_SSH_ANONYMOUS_READ", false, "let SSH clients without a registered key clone public repositories")
@@ -81,12 +89,15 @@ func newServeCmd(env *Env) *cobra.Command {
 		if err := bg.err(); err != nil {
 			return err
 		}
+		if (tlsCert == "") != (tlsKey == "") {
+			return usageErrorf("--tls-cert and --tls-key go together")
+		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
 		}
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-			return usageErrorf("--log-level: %v", err)
+		level, err := parseLogLevel(logLevel)
+		if err != nil {
+			return err
 		}
 		hopts := &slog.HandlerOptions{Level: level}
 		var logger *slog.Logger
@@ -99,9 +110,28 @@ func newServeCmd(env *Env) *cobra.Command {
 			return usageErrorf("--log-format must be text or json")
 		}
 
-		store, err := cfg.OpenStore(ctx)
+		// Traces, when the standard OTEL_* variables ask for them.
+		tp, err := tracing.Setup(ctx, "ghost", versionOf(buildInfo()).version)
 		if err != nil {
 			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				logger.Warn("flushing traces failed", "err", err)
+			}
+		}()
+		if tp.Endpoint != "" {
+			fmt.Fprintf(env.Stdout, "ghost: traces to %s\n", tp.Endpoint)
+		}
+
+		store, created, err := cfg.CreateStore(ctx)
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(env.Stdout, "ghost: created an empty store: %s\n", cfg.Describe())
 		}
 		// The flags' 0 ("no limit") is the server's negative value.
 		off := func(v int64) int64 {
@@ -120,9 +150,25 @@ func newServeCmd(env *Env) *cobra.Command {
 			Name: "ghost_etcd_requests_total",
 			Help: "Requests this node sent to the coordination store, by gRPC method (streams count once, when opened).",
 		}, []string{"method"})
-		reg.MustRegister(etcdRequests)
+		coordGC := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_coord_gc_runs_total",
+			Help: "Passes of coordination GC this node ran (one node at a time does), by result: ok or failed.",
+		}, []string{"result"})
+		coordGCRemoved := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_coord_gc_removed_runs_total",
+			Help: "Ended scan runs whose records coordination GC removed from etcd on this node.",
+		})
+		reg.MustRegister(etcdRequests, coordGC, coordGCRemoved)
 		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep,
-			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() }})
+			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() },
+			GCDone: func(removed int, err error) {
+				coordGCRemoved.Add(float64(removed))
+				if err != nil {
+					coordGC.WithLabelValues("failed").Inc()
+				} else {
+					coordGC.WithLabelValues("ok").Inc()
+				}
+			}})
 		srv, err := server.New(ctx, server.Options{
 			Registry:             reg,
 			Store:                store,
@@ -146,6 +192,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			Compaction:                     compact.options(),
 			Background:                     bg.options(),
 			Coordination:                   coordStore,
+			Tracer:                         tp.Tracer(),
 			Scan:                           scanner.Options{InitialShards: scanShard},
 			SSHCloneURL:                    sshCloneURL(sshURL, sshListen),
 		})
@@ -153,11 +200,22 @@ func newServeCmd(env *Env) *cobra.Command {
 			return err
 		}
 		defer srv.Close()
+		scheme := "http"
+		var certs *certfile.Reloader
+		if tlsCert != "" {
+			if certs, err = certfile.New(tlsCert, tlsKey, logger); err != nil {
+				return err
+			}
+			scheme = "https"
+		}
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			return err
 		}
 		defer ln.Close()
+		if certs != nil {
+			ln = tls.NewListener(ln, certs.Config())
+		}
 		var sshSrv *sshd.Server
 		var sshLn net.Listener
 		if sshListen != "" {
@@ -176,8 +234,14 @@ func newServeCmd(env *Env) *cobra.Command {
 			fmt.Fprintf(env.Stdout, "ghost: ssh on %s (host key %s)\n", sshLn.Addr(), fp)
 			logger.Info("serving ssh", "addr", sshLn.Addr().String(), "host_key", fp, "anonymous_read", sshAnon)
 		}
-		fmt.Fprintf(env.Stdout, "ghost: listening on http://%s (data %s, cache %s)\n", ln.Addr(), cfg.DataDir, cfg.Cache())
-		logger.Info("serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "cache", cfg.Cache())
+		// The store, the cache and etcd, named so that an operator sees
+		// at once which data this node serves (issue 21 §7).
+		cache := cfg.Cache()
+		if abs, err := filepath.Abs(cache); err == nil {
+			cache = abs
+		}
+		fmt.Fprintf(env.Stdout, "ghost: listening on %s://%s (%s; cache %s; %s)\n", scheme, ln.Addr(), cfg.Describe(), cache, cfg.DescribeEtcd())
+		logger.Info("serving", "addr", ln.Addr().String(), "store", cfg.Describe(), "cache", cache, "coordination", cfg.DescribeEtcd())
 		coordStore.start(ctx)
 		defer coordStore.Close()
 		stopScans := startServeScanning(ctx, logger, srv, scanN, scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)})
@@ -238,4 +302,19 @@ func sshCloneURL(flag, listen string) string {
 		return ""
 	}
 	return "ssh://git@" + net.JoinHostPort(host, port)
+}
+
+// parseLogLevel reads --log-level in ghost's words, not slog's.
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, usageErrorf("--log-level %q: want debug, info, warn or error", s)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/client"
 )
 
 // newTenantCmd returns "ghost tenant" and its subcommands.
@@ -30,18 +30,18 @@ func newTenantCreateCmd(env *Env) *cobra.Command {
 		Short: "create a user (or, with --org, an organization)",
 		Args:  exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.Flags().BoolVar(&org, "org", false, "create an organization instead of a user")
-	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
-		kind := meta.KindUser
+	cmd.RunE = t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		kind := "user"
 		if org {
-			kind = meta.KindOrg
+			kind = "org"
 		}
-		t, err := s.CreateTenant(ctx, args[0], kind)
+		tn, err := c.CreateTenant(ctx, args[0], kind)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "created %s %s\n", t.Kind, t.Name)
+		fmt.Fprintf(env.Stdout, "created %s %s\n", tn.Kind, tn.Name)
 		return nil
 	})
 	return cmd
@@ -53,21 +53,18 @@ func newTenantListCmd(env *Env) *cobra.Command {
 		Short: "list tenants",
 		Args:  exactArgs(0),
 	}
-	a := newAdmin(env, cmd)
-	cmd.RunE = a.runE(false, func(ctx context.Context, s *meta.Store, args []string) error {
-		ts, err := s.ListTenants(ctx)
+	t := newTarget(env, cmd)
+	cmd.RunE = t.runAPI(false, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		ts, err := c.ListTenants(ctx)
 		if err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tKIND\tCREATED")
-		for _, t := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Kind, t.CreatedAt.Format(time.RFC3339))
+		for _, tn := range ts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", tn.Name, tn.Kind, tn.CreatedAt.Format(time.RFC3339))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		return nil
+		return tw.Flush()
 	})
 	return cmd
 }
@@ -78,9 +75,9 @@ func newTenantAddMemberCmd(env *Env) *cobra.Command {
 		Short: "let a user act on an org's repositories",
 		Args:  exactArgs(2),
 	}
-	a := newAdmin(env, cmd)
-	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
-		if err := s.AddMember(ctx, args[0], args[1]); err != nil {
+	t := newTarget(env, cmd)
+	cmd.RunE = t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		if err := c.AddMember(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "%s is a member of %s\n", args[1], args[0])
@@ -95,9 +92,9 @@ func newTenantRemoveMemberCmd(env *Env) *cobra.Command {
 		Short: "take a user's access to an org's repositories away",
 		Args:  exactArgs(2),
 	}
-	a := newAdmin(env, cmd)
-	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
-		if err := s.RemoveMember(ctx, args[0], args[1]); err != nil {
+	t := newTarget(env, cmd)
+	cmd.RunE = t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		if err := c.RemoveMember(ctx, args[0], args[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "%s is no longer a member of %s\n", args[1], args[0])
@@ -107,17 +104,27 @@ func newTenantRemoveMemberCmd(env *Env) *cobra.Command {
 }
 
 func newTenantDeleteCmd(env *Env) *cobra.Command {
-	var force bool
+	var force, yes bool
 	cmd := &cobra.Command{
 		Use:   "delete <name>",
 		Short: "delete a tenant and its tokens; --force also deletes its repositories",
-		Args:  exactArgs(1),
+		Long: `Delete a tenant: its tokens and SSH keys stop working at once. A tenant
+that owns repositories is refused unless --force is given, which deletes
+them too; that asks for the tenant's name on a terminal first, or takes
+--yes.`,
+		Args: exactArgs(1),
 	}
-	a := newAdmin(env, cmd)
+	t := newTarget(env, cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "also delete the tenant's repositories (otherwise a tenant that owns any is refused)")
-	cmd.RunE = a.runE(true, func(ctx context.Context, s *meta.Store, args []string) error {
-		if err := s.DeleteTenant(ctx, args[0], force); err != nil {
-			if errors.Is(err, meta.ErrNotEmpty) {
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.RunE = t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, args []string) error {
+		if force {
+			if err := confirm(cmd, env, yes, fmt.Sprintf("This deletes tenant %s and every repository it owns, for good.", args[0]), args[0]); err != nil {
+				return err
+			}
+		}
+		if err := c.DeleteTenant(ctx, args[0], force); err != nil {
+			if errors.Is(err, client.ErrConflict) && !force {
 				return fmt.Errorf("%w\nrerun with --force to delete its repositories too", err)
 			}
 			return err

@@ -13,7 +13,7 @@ import (
 // remove-member" and "ghost tenant delete [--force]" (issue 8 §6).
 func TestAdminRemoveMemberAndDeleteTenant(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
-	dir := t.TempDir()
+	dir := newStore(t)
 	ctx := context.Background()
 	mustGhost(t, dir, "tenant", "create", "acme", "--org")
 	mustGhost(t, dir, "tenant", "create", "bob")
@@ -54,7 +54,13 @@ func TestAdminRemoveMemberAndDeleteTenant(t *testing.T) {
 	if _, err := s.Repo(ctx, "acme", "secret"); err != nil {
 		t.Fatalf("refused delete removed the repository: %v", err)
 	}
-	mustGhost(t, dir, "tenant", "delete", "acme", "--force")
+	if r := ghost(t, dir, "tenant", "delete", "acme", "--force"); r.code != 2 || !strings.Contains(r.stderr, "--yes") {
+		t.Errorf("--force without --yes: %+v", r)
+	}
+	if _, err := s.Repo(ctx, "acme", "secret"); err != nil {
+		t.Fatalf("an unconfirmed forced delete removed the repository: %v", err)
+	}
+	mustGhost(t, dir, "tenant", "delete", "acme", "--force", "--yes")
 	if _, err := s.Repo(ctx, "acme", "secret"); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("repository after a forced delete: %v", err)
 	}

@@ -16,12 +16,17 @@ func newVersionCmd(env *Env) *cobra.Command {
 		Short: "print ghost's version, commit and Go version",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			bi, _ := debug.ReadBuildInfo()
-			v := versionOf(bi)
+			v := versionOf(buildInfo())
 			fmt.Fprintf(env.Stdout, "version: %s\ncommit: %s\ngo: %s\n", v.version, v.commit, v.goVersion)
 			return nil
 		},
 	}
+}
+
+// buildInfo is the binary's build information, nil when it has none.
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
 }
 
 // buildVersion is what "ghost version" prints.

@@ -255,6 +255,7 @@ func (c *cluster) setup(t *testing.T) {
 		}
 		return out
 	}
+	admin("init")
 	admin("tenant", "create", tenant)
 	c.token = strings.TrimSpace(strings.SplitN(admin("token", "create", tenant, "--scope", "write"), "\n", 2)[0])
 	for i := range c.cfg.Repos {

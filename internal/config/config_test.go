@@ -3,11 +3,18 @@ package config
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/spf13/pflag"
 )
 
@@ -124,15 +131,33 @@ func TestLocation(t *testing.T) {
 	}
 }
 
-func TestOpenStore(t *testing.T) {
+// TestOpenStoreCreatesNothing: only CreateStore makes a store; OpenStore
+// on a place that holds none says where it looked and leaves it as it was
+// (issue 21 §2: a command run in the wrong directory made ./ghost-data).
+func TestOpenStoreCreatesNothing(t *testing.T) {
 	ctx := context.Background()
-	c := Config{DataDir: t.TempDir()}
-	s, err := c.OpenStore(ctx)
-	if err != nil {
-		t.Fatal(err)
+	dir := filepath.Join(t.TempDir(), "data")
+	c := Config{DataDir: dir}
+	_, err := c.OpenStore(ctx)
+	var ns *NoStoreError
+	if !errors.As(err, &ns) || !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("OpenStore on nothing: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenStore created %s: %v", dir, err)
+	}
+	s, created, err := c.CreateStore(ctx)
+	if err != nil || !created {
+		t.Fatalf("CreateStore: %v, created %v", err, created)
 	}
 	if _, err := s.Put(ctx, "k", strings.NewReader("v"), 1); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := c.OpenStore(ctx); err != nil {
+		t.Fatalf("OpenStore after CreateStore: %v", err)
+	}
+	if _, created, err := c.CreateStore(ctx); err != nil || created {
+		t.Fatalf("second CreateStore: %v, created %v", err, created)
 	}
 	if _, err := (&Config{}).OpenStore(ctx); err == nil {
 		t.Fatal("empty data dir accepted")
@@ -140,6 +165,134 @@ func TestOpenStore(t *testing.T) {
 	bad := Config{DataDir: filepath.Join(t.TempDir(), "x"), S3: S3{Bucket: "b", Prefix: "/abs"}}
 	if _, err := bad.OpenStore(ctx); err == nil {
 		t.Fatal("invalid S3 prefix accepted")
+	}
+}
+
+// TestS3StoreExists: a bucket prefix holding no metadata is no store
+// (forgotten or mistyped --s3-prefix); init's marker makes it one.
+func TestS3StoreExists(t *testing.T) {
+	ctx := context.Background()
+	fake := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	defer fake.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	client := s3.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")},
+		func(o *s3.Options) { o.BaseEndpoint = aws.String(fake.URL); o.UsePathStyle = true })
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("ghost")}); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{S3: S3{Bucket: "ghost", Prefix: "prod", Endpoint: fake.URL, PathStyle: true, Region: "us-east-1"}}
+	if _, err := c.OpenStore(ctx); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "s3://ghost/prod") {
+		t.Fatalf("OpenStore on an empty prefix: %v", err)
+	}
+	if _, created, err := c.CreateStore(ctx); err != nil || !created {
+		t.Fatalf("CreateStore: %v %v", err, created)
+	}
+	if _, err := c.OpenStore(ctx); err != nil {
+		t.Fatalf("OpenStore after init: %v", err)
+	}
+	other := c
+	other.S3.Prefix = "staging"
+	if _, err := other.OpenStore(ctx); !errors.Is(err, ErrNoStore) {
+		t.Fatalf("another prefix: %v", err)
+	}
+}
+
+func TestStoreChosen(t *testing.T) {
+	t.Setenv("GHOST_DATA_DIR", "")
+	t.Setenv("GHOST_S3_BUCKET", "")
+	var c Config
+	fs := flags(&c)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.StoreChosen() {
+		t.Error("the default data dir counts as chosen")
+	}
+	if _, err := c.OpenStore(context.Background()); err == nil || !strings.Contains(err.Error(), "the default --data-dir") {
+		t.Errorf("message for the default: %v", err)
+	}
+	var c2 Config
+	if err := flags(&c2).Parse([]string{"--data-dir", "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c2.StoreChosen() {
+		t.Error("--data-dir does not count as chosen")
+	}
+	t.Setenv("GHOST_S3_BUCKET", "b")
+	var c3 Config
+	if err := flags(&c3).Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if !c3.StoreChosen() {
+		t.Error("GHOST_S3_BUCKET does not count as chosen")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	c := Config{DataDir: "/srv/ghost"}
+	if got := c.Describe(); got != "filesystem store /srv/ghost" {
+		t.Errorf("fs: %q", got)
+	}
+	if got := c.DescribeEtcd(); got != "embedded etcd in /srv/ghost/etcd" {
+		t.Errorf("embedded etcd: %q", got)
+	}
+	s3c := Config{S3: S3{Bucket: "repos", Prefix: "p/", Endpoint: "https://minio:9000"}, EtcdEndpoints: []string{"http://e1:2379", "http://e2:2379"}}
+	if got := s3c.Describe(); got != "S3 bucket repos, prefix p, at https://minio:9000" {
+		t.Errorf("s3: %q", got)
+	}
+	if got := s3c.DescribeEtcd(); got != "etcd http://e1:2379,http://e2:2379" {
+		t.Errorf("etcd: %q", got)
+	}
+}
+
+func TestDurationsInGhostsWords(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "30s": 30 * time.Second, "1h30m": 90 * time.Minute, " 5m ": 5 * time.Minute} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]string{"5": `"5" has no unit: write a duration such as 5s, 5m or 5h`, "soon": `"soon" is not a duration`} {
+		_, err := ParseDuration(in)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "time:") {
+			t.Errorf("ParseDuration(%q): %v", in, err)
+		}
+	}
+	var d time.Duration
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	DurationVar(fs, &d, "wait", "GHOST_TEST_WAIT", time.Minute, "how long")
+	if err := fs.Parse([]string{"--wait", "5"}); err == nil || strings.Contains(err.Error(), "time:") || !strings.Contains(err.Error(), "has no unit") {
+		t.Errorf("--wait 5: %v", err)
+	}
+	t.Setenv("GHOST_TEST_WAIT2", "7")
+	fs2 := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	DurationVar(fs2, &d, "wait", "GHOST_TEST_WAIT2", time.Minute, "how long")
+	if err := CheckEnv(fs2); err == nil || !strings.Contains(err.Error(), `GHOST_TEST_WAIT2="7"`) || !strings.Contains(err.Error(), "has no unit") {
+		t.Errorf("GHOST_TEST_WAIT2=7: %v", err)
+	}
+}
+
+func TestSizesPrintAsTheyAreTaken(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 512: "512", 64 << 20: "64MiB", 2 << 30: "2GiB", 1536 << 10: "1536KiB", 1<<40 + 1: "1099511627777"} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
+		if back, err := ParseBytes(FormatBytes(n)); err != nil || back != n {
+			t.Errorf("ParseBytes(FormatBytes(%d)) = %d, %v", n, back, err)
+		}
+	}
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 24017962: "22.9 MiB", 3 << 30: "3.0 GiB"} {
+		if got := HumanBytes(n); got != want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	var l Limits
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	l.Register(fs)
+	if got := fs.Lookup("max-fetch-request-bytes").DefValue; got != "64MiB" {
+		t.Errorf("help default %q, want 64MiB", got)
 	}
 }
 

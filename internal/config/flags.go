@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,10 +44,66 @@ func Int64Var(fs *pflag.FlagSet, p *int64, name, env string, def int64, usage st
 }
 
 // DurationVar is StringVar for a duration flag in time.ParseDuration
-// syntax (10m, 168h).
+// syntax (10m, 168h). A value without a unit is refused in ghost's own
+// words (ParseDuration).
 func DurationVar(fs *pflag.FlagSet, p *time.Duration, name, env string, def time.Duration, usage string) {
-	fs.DurationVar(p, name, def, usage)
+	Duration(fs, p, name, def, usage)
 	bindEnv(fs, name, env)
+}
+
+// Duration defines a duration flag without an environment variable, for
+// per-call options; it parses as DurationVar does.
+func Duration(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var((*durationValue)(p), name, usage)
+}
+
+// BytesVar is StringVar for a size flag: bytes, or a number with a binary
+// unit (64MiB, 2G); see ParseBytes. Its default shows the same way.
+func BytesVar(fs *pflag.FlagSet, p *int64, name, env string, def int64, usage string) {
+	Bytes(fs, p, name, def, usage)
+	bindEnv(fs, name, env)
+}
+
+// Bytes defines a size flag without an environment variable.
+func Bytes(fs *pflag.FlagSet, p *int64, name string, def int64, usage string) {
+	*p = def
+	fs.Var((*bytesValue)(p), name, usage)
+}
+
+// durationValue is a duration flag whose errors are in ghost's words,
+// not time's ("time: missing unit in duration").
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Type() string { return "duration" }
+
+// ParseDuration parses a duration as time.ParseDuration does, with
+// errors a user can act on: "5" needs a unit, "soon" is no duration.
+// "0" alone is zero, the value that switches a limit off.
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if t == "0" {
+		return 0, nil
+	}
+	v, err := time.ParseDuration(t)
+	if err == nil {
+		return v, nil
+	}
+	if _, nerr := strconv.ParseFloat(t, 64); nerr == nil {
+		return 0, fmt.Errorf("%q has no unit: write a duration such as %ss, %sm or %sh", s, t, t, t)
+	}
+	return 0, fmt.Errorf("%q is not a duration: write a number and a unit, such as 30s, 5m or 1h30m", s)
 }
 
 // Var is StringVar for a flag of any type; value holds the built-in

@@ -121,9 +121,43 @@ func (b *bytesValue) Set(s string) error {
 	return nil
 }
 
-func (b *bytesValue) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *bytesValue) String() string { return FormatBytes(int64(*b)) }
 
 func (b *bytesValue) Type() string { return "bytes" }
+
+// FormatBytes writes a size the way flags take it: in the largest binary
+// unit that divides it exactly ("64MiB", "2GiB", "1536KiB"), or in bytes.
+func FormatBytes(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	for i, u := range []string{"TiB", "GiB", "MiB", "KiB"} {
+		shift := uint(10 * (4 - i))
+		if n%(1<<shift) == 0 {
+			return strconv.FormatInt(n>>shift, 10) + u
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// HumanBytes writes a size for people: "512 B", "22.9 MiB", "1.5 GiB".
+// Output of commands uses it; flags take it back only when exact
+// (FormatBytes).
+func HumanBytes(n int64) string {
+	if n < 0 {
+		return "-" + HumanBytes(-n)
+	}
+	if n < 1<<10 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, i := float64(n)/(1<<10), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[i]
+}
 
 // ParseBytes parses a size: a number of bytes, optionally followed by a
 // binary unit (K, M, G, T, with or without "iB"; "2G" and "2GiB" are both

@@ -14,6 +14,9 @@
 //	                                script's variables (for ssh_config, known_hosts)
 //	stop NAME                       SIGTERM the server and expect a clean exit
 //	stdout2env VAR                  set $VAR to the first line of the last stdout
+//	waitfile FILE                   wait (up to a minute) until FILE exists
+//	grep2env VAR REGEXP FILE        set $VAR to REGEXP's first group in FILE's first match
+//	                                (FILE may be stdout or stderr)
 //	http METHOD URL                 one HTTP request (userinfo in URL = Basic auth);
 //	                                prints "status NNN", the headers but Date, the body
 package e2e
@@ -29,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -92,6 +96,8 @@ func TestScripts(t *testing.T) {
 			"serve":      cmdServe,
 			"stop":       cmdStop,
 			"stdout2env": cmdStdout2Env,
+			"grep2env":   cmdGrep2Env,
+			"waitfile":   cmdWaitFile,
 			"http":       cmdHTTP,
 			"expand":     cmdExpand,
 		},
@@ -159,7 +165,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 			if _, rest, ok := strings.Cut(sc.Text(), "ghost: ssh on "); ok {
 				a.ssh = strings.Fields(rest)[0]
 			}
-			if _, rest, ok := strings.Cut(sc.Text(), "listening on http://"); ok {
+			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
 				a.http = strings.Fields(rest)[0]
 				addr <- a
 				break
@@ -169,8 +175,8 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	}()
 	select {
 	case a := <-addr:
-		ts.Setenv(name, "http://"+a.http)
-		ts.Setenv(name+"_HOST", a.http)
+		ts.Setenv(name, a.http)
+		ts.Setenv(name+"_HOST", a.http[strings.Index(a.http, "://")+3:])
 		if a.ssh != "" {
 			_, port, err := net.SplitHostPort(a.ssh)
 			ts.Check(err)
@@ -227,6 +233,34 @@ func cmdStdout2Env(ts *testscript.TestScript, neg bool, args []string) {
 	out := ts.ReadFile("stdout")
 	line, _, _ := strings.Cut(out, "\n")
 	ts.Setenv(args[0], strings.TrimSpace(line))
+}
+
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfile FILE")
+	}
+	p := ts.MkAbs(args[0])
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s did not appear within a minute", args[0])
+		}
+	}
+}
+
+func cmdGrep2Env(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: grep2env VAR REGEXP FILE")
+	}
+	re, err := regexp.Compile("(?m)" + args[1])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile(args[2]))
+	if len(m) < 2 {
+		ts.Fatalf("grep2env: no match of %q with a group in %s", args[1], args[2])
+	}
+	ts.Setenv(args[0], m[1])
 }
 
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {

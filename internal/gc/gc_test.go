@@ -28,26 +28,9 @@ import (
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/objstore/s3store"
+	"github.com/ghost-scm/ghost/internal/testkit"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
-
-// clock is the fake clock shared by the log (entry ULIDs) and GC.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 var errCrashed = errors.New("injected: process died")
 
@@ -127,7 +110,7 @@ const (
 type history struct {
 	t     *testing.T
 	rnd   *rand.Rand
-	clk   *clock
+	clk   *testkit.Clock
 	store *crashStore
 	log   *wal.Log
 	ids   io.Reader // entropy for log ids
@@ -164,7 +147,7 @@ type reader struct {
 
 func newHistory(t *testing.T, base objstore.Store, seed int64) *history {
 	rnd := rand.New(rand.NewSource(seed))
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := &crashStore{Store: base}
 	return &history{
 		t: t, rnd: rnd, clk: clk, store: cs,
@@ -805,7 +788,7 @@ func (s *hookStore) List(ctx context.Context, prefix, after string, limit int) (
 // alone would not protect them.)
 func TestIndexReadAfterListing(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	mem := memstore.New()
 	cs := &crashStore{Store: mem}
 	l := wal.New(cs, wal.Options{Sleep: noSleep, Now: clk.Now, MaxAttempts: 1})

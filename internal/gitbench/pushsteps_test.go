@@ -2,7 +2,6 @@ package gitbench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
 
 // timedStore is a store that adds up the time spent in its writes, by
@@ -63,24 +63,6 @@ func (s *timedStore) PutIfMatch(ctx context.Context, key string, r io.Reader, si
 func (s *timedStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
 	defer s.add(key, time.Now())
 	return s.Store.PutIfAbsent(ctx, key, r, size)
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // goTreeHistory commits the Go distribution (`go env GOROOT`: its sources,
@@ -190,7 +172,7 @@ type timedGhost struct {
 	url   string
 	srv   *server.Server
 	store *timedStore
-	logs  *syncBuffer
+	logs  *testkit.Buffer
 }
 
 // pushRun is one timed push to ghost, with its steps.
@@ -206,7 +188,7 @@ func newTimedGhost(b *testing.B, root string) *timedGhost {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := &timedGhost{store: &timedStore{Store: fs, spent: map[string]time.Duration{}}, logs: &syncBuffer{}}
+	g := &timedGhost{store: &timedStore{Store: fs, spent: map[string]time.Duration{}}, logs: &testkit.Buffer{}}
 	g.srv, err = server.New(ctx, server.Options{Store: g.store, CacheDir: filepath.Join(root, "cache"),
 		Logger: slog.New(slog.NewJSONHandler(g.logs, nil))})
 	if err != nil {

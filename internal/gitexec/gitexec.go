@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ghost-scm/ghost/internal/wal"
+	"github.com/ghost-scm/ghost/internal/ids"
 )
 
 // Runner starts git processes. The zero value runs "git" from PATH.
@@ -225,7 +225,7 @@ func (t *TailBuffer) String() string {
 func ParsePackName(out string) (string, error) {
 	line := strings.TrimSpace(out)
 	_, h, ok := strings.Cut(line, "\t")
-	if !ok || !wal.IsObjectID(h) {
+	if !ok || !ids.IsObjectID(h) {
 		return "", fmt.Errorf("unexpected index-pack output %q", line)
 	}
 	return h, nil

@@ -20,7 +20,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/httpx"
-	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/ids"
 )
 
 // Authorizer resolves a request's credentials and repository name. It is
@@ -103,7 +103,7 @@ type route struct {
 	action      string // "info/refs", svcUpload, svcReceive, or "dumb"
 }
 
-// parseRoute accepts an owner and repository only if meta.ValidateName
+// parseRoute accepts an owner and repository only if ids.ValidateName
 // does: one rule, so every repository that can be created can be reached.
 func parseRoute(path string) (route, bool) {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
@@ -111,7 +111,7 @@ func parseRoute(path string) (route, bool) {
 		return route{}, false
 	}
 	rt := route{owner: segs[0], name: strings.TrimSuffix(segs[1], ".git")}
-	if meta.ValidateName(rt.owner) != nil || meta.ValidateName(rt.name) != nil {
+	if ids.ValidateName(rt.owner) != nil || ids.ValidateName(rt.name) != nil {
 		return route{}, false
 	}
 	rest := strings.Join(segs[2:], "/")

@@ -29,8 +29,9 @@ import (
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// Checkout is a repository materialized on local disk.
-type Checkout struct {
+// LocalCopy is a repository materialized on local disk: a bare git
+// repository (no work tree).
+type LocalCopy struct {
 	// Dir is the bare git repository, as of the log's current index.
 	Dir string
 	// Refs are the refs the log has (sorted by name), and Head the branch
@@ -47,7 +48,7 @@ type Checkout struct {
 type Materializer interface {
 	// Materialize returns the repository as the log has it now. An error
 	// wrapping wal.ErrRepoDeleted means the repository is gone.
-	Materialize(ctx context.Context, repo string) (*Checkout, error)
+	Materialize(ctx context.Context, repo string) (*LocalCopy, error)
 	// Suspect marks the local copy for verification at the next
 	// Materialize, after git failed on it; it reports whether that
 	// verification will happen.

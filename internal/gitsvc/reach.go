@@ -68,7 +68,7 @@ func commandOf(line []byte) (string, bool) {
 
 // checkSection refuses a v2 command ghost does not offer and a section
 // whose wants a ref does not reach.
-func (s *Service) checkSection(ctx context.Context, co *Checkout, sec section) error {
+func (s *Service) checkSection(ctx context.Context, co *LocalCopy, sec section) error {
 	switch sec.command {
 	case "", "fetch", "ls-refs":
 	default:
@@ -122,7 +122,7 @@ func scanRequest(r io.Reader, v2 bool) (section, error) {
 // reaches them; other objects (blobs and trees a partial clone asks
 // for by id, or a tag only another tag names) cost a walk of the objects
 // the refs reach, stopped once all are found, at most what a clone costs.
-func (s *Service) unreachable(ctx context.Context, co *Checkout, wants []string) (string, error) {
+func (s *Service) unreachable(ctx context.Context, co *LocalCopy, wants []string) (string, error) {
 	tips := make(map[string]bool, len(co.Refs))
 	for _, r := range co.Refs {
 		tips[strings.ToLower(r.ID)] = true
@@ -270,7 +270,7 @@ func errPacket(w io.Writer, err error) error {
 type wantFilter struct {
 	s   *Service
 	ctx context.Context
-	co  *Checkout
+	co  *LocalCopy
 	v2  bool
 	in  *pktline.Reader
 	out io.Writer // the client, for the error packet
@@ -288,7 +288,7 @@ type wantFilter struct {
 // bytes, so this is room for maxWants of them and their shallow lines.
 const maxHeld = 16 << 20
 
-func newWantFilter(ctx context.Context, s *Service, co *Checkout, v2 bool, in io.Reader, out io.Writer) *wantFilter {
+func newWantFilter(ctx context.Context, s *Service, co *LocalCopy, v2 bool, in io.Reader, out io.Writer) *wantFilter {
 	return &wantFilter{s: s, ctx: ctx, co: co, v2: v2, in: pktline.NewReader(in), out: out, checked: map[string]bool{}}
 }
 

@@ -44,7 +44,7 @@ func FuzzWantFilter(f *testing.F) {
 	f.Add([]byte("00"), false)
 	f.Fuzz(func(t *testing.T, in []byte, v2 bool) {
 		pkts, ok := packets(in)
-		co := &Checkout{}
+		co := &LocalCopy{}
 		for _, p := range pkts {
 			if len(p) > 4 {
 				if id, isWant := wantOf([]byte(p[4:])); isWant && id != "" {

@@ -78,6 +78,7 @@ func TestHostileClients(t *testing.T) {
 	}
 	bin := buildGhost(t)
 	data := t.TempDir()
+	ghostCmd(t, bin, data, "init")
 	ghostCmd(t, bin, data, "tenant", "create", "eve")
 	token := strings.TrimSpace(strings.SplitN(ghostCmd(t, bin, data, "token", "create", "eve", "--scope", "write"), "\n", 2)[0])
 	ghostCmd(t, bin, data, "repo", "create", "eve/r", "--public")

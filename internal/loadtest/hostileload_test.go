@@ -85,7 +85,7 @@ func TestHostileLoad(t *testing.T) {
 	bin := buildGhost(t)
 	data := t.TempDir()
 	for _, args := range [][]string{
-		{"tenant", "create", "eve"}, {"tenant", "create", "ann"},
+		{"init"}, {"tenant", "create", "eve"}, {"tenant", "create", "ann"},
 		{"repo", "create", "eve/huge", "--public"}, {"repo", "create", "eve/quad", "--public"},
 		{"repo", "create", "eve/alerts", "--public"}, {"repo", "create", "ann/work"},
 	} {

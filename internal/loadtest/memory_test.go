@@ -114,6 +114,7 @@ func TestPushMemoryStaysFlat(t *testing.T) {
 	const limit = 150 << 20
 	bin := buildGhost(t)
 	data := t.TempDir()
+	ghostCmd(t, bin, data, "init")
 	ghostCmd(t, bin, data, "tenant", "create", "mem")
 	token := strings.TrimSpace(strings.SplitN(ghostCmd(t, bin, data, "token", "create", "mem", "--scope", "write"), "\n", 2)[0])
 	ghostCmd(t, bin, data, "repo", "create", "mem/big")

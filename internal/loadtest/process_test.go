@@ -1,38 +1,19 @@
 package loadtest
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
-
-// syncBuffer collects a process's output; the process writes while the
-// test may read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // ghostProc is a running "ghost serve".
 type ghostProc struct {
 	Addr string
 	Pid  int
-	Logs *syncBuffer
+	Logs *testkit.Buffer
 }
 
 // startGhost runs "bin serve" on a free loopback port with env (nil: this
@@ -43,7 +24,7 @@ func startGhost(t *testing.T, bin string, env []string, args ...string) *ghostPr
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--ssh-listen", "", "--log-level", "warn"}, args...)...)
 	cmd.Env = env
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

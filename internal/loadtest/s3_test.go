@@ -60,6 +60,7 @@ func TestTwoNodesOnS3(t *testing.T) {
 		}
 		return string(out)
 	}
+	admin("init")
 	admin("tenant", "create", "s3")
 	token := strings.TrimSpace(strings.SplitN(admin("token", "create", "s3", "--scope", "write"), "\n", 2)[0])
 	admin("repo", "create", "s3/shared")

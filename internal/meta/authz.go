@@ -12,7 +12,7 @@ import (
 // storage outage is never mistaken for "no": a caller that reported "no"
 // as 404 would tell an owner their repository is gone, and nothing would
 // be logged. On error the answer is always false (authorization fails
-// closed), and the error wraps ErrUnavailable, which HTTPStatus maps to
+// closed), and the error wraps ErrUnavailable, which the API answers
 // 503. See docs/adr/0021-meta-tokens-and-authorization.md.
 
 // CanRead reports whether p (nil: anonymous) may read r: anyone for a

@@ -36,7 +36,7 @@ import (
 // ErrKeyInUse reports an SSH key that is already registered, to this
 // tenant or to another (which one is not said: that would tell anyone who
 // holds a public key whose account it opens). It matches ErrExists too, so
-// HTTPStatus answers 409.
+// the API answers 409.
 var ErrKeyInUse = fmt.Errorf("ssh key is already in use: %w", ErrExists)
 
 // MaxKeyTitleLen bounds an SSH key's title, in bytes.

@@ -27,7 +27,6 @@ package meta
 
 import (
 	"errors"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -203,29 +202,3 @@ func (s *Store) Log() *wal.Log { return s.log }
 // releaseTimeout bounds best-effort cleanups that run after the caller's
 // context may already be done.
 const releaseTimeout = 30 * time.Second
-
-// HTTPStatus maps a metadata error to the one HTTP status that reports it
-// (docs/design.md §9), so the git server and the REST API answer alike: 400
-// invalid name or argument, 401 unauthenticated, 403 forbidden, 404 not
-// found, 409 exists or not empty, 503 storage unavailable. Anything else
-// is the log's error as wal.HTTPStatus maps it (500 for errors of
-// neither layer).
-func HTTPStatus(err error) int {
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidArgument):
-		return http.StatusBadRequest
-	case errors.Is(err, ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, ErrExists), errors.Is(err, ErrNotEmpty):
-		return http.StatusConflict
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrContention):
-		return http.StatusServiceUnavailable
-	}
-	return wal.HTTPStatus(err)
-}

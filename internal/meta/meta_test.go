@@ -791,26 +791,6 @@ func readPack(t *testing.T, log *wal.Log, repo string, l wal.Layer) []byte {
 	return b
 }
 
-func TestHTTPStatus(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want int
-	}{
-		{nil, 200},
-		{fmt.Errorf("x: %w", ErrInvalidName), 400},
-		{fmt.Errorf("x: %w", ErrInvalidArgument), 400},
-		{fmt.Errorf("x: %w", ErrUnauthenticated), 401},
-		{fmt.Errorf("x: %w", ErrForbidden), 403},
-		{fmt.Errorf("x: %w", ErrNotFound), 404},
-		{fmt.Errorf("x: %w", ErrExists), 409},
-		{errors.New("disk on fire"), 500},
-	} {
-		if got := HTTPStatus(tt.err); got != tt.want {
-			t.Errorf("HTTPStatus(%v) = %d, want %d", tt.err, got, tt.want)
-		}
-	}
-}
-
 func TestTokenLenMatchesEncoding(t *testing.T) {
 	if got := len(TokenPrefix) + tokenEncoding().EncodedLen(tokenBytes); got != tokenLen {
 		t.Errorf("tokenLen = %d, encoding says %d", tokenLen, got)

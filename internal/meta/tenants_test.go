@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,8 +66,8 @@ func TestAuthorizationReportsStorageErrors(t *testing.T) {
 		if ok {
 			t.Errorf("%s granted during an outage", name)
 		}
-		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errOutage) || HTTPStatus(err) != http.StatusServiceUnavailable {
-			t.Errorf("%s error = %v (status %d), want ErrUnavailable wrapping the outage, 503", name, err, HTTPStatus(err))
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errOutage) {
+			t.Errorf("%s error = %v, want ErrUnavailable wrapping the outage", name, err)
 		}
 	}
 	// The owner's own right needs no membership record, and a public
@@ -103,7 +102,7 @@ func TestAuthenticateReportsStorageErrors(t *testing.T) {
 		plain, _ := mustToken(t, s, "alice", ScopeRead)
 		objects.armed.Store(true)
 		_, err := s.Authenticate(ctx, plain)
-		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnauthenticated) || HTTPStatus(err) != http.StatusServiceUnavailable {
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("outage of %s: Authenticate error %v, want ErrUnavailable", prefix, err)
 		}
 	}
@@ -184,7 +183,7 @@ func TestDeleteTenant(t *testing.T) {
 	commitSomething(t, s.Log(), repo.ID)
 
 	// Refused while alice owns a repository; nothing changes.
-	if err := s.DeleteTenant(ctx, "alice", false); !errors.Is(err, ErrNotEmpty) || HTTPStatus(err) != http.StatusConflict {
+	if err := s.DeleteTenant(ctx, "alice", false); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("unforced delete of an owner: %v, want ErrNotEmpty (409)", err)
 	}
 	if _, err := s.Authenticate(ctx, alicePlain); err != nil {

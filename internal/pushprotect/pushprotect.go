@@ -251,7 +251,7 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 		v.Message = s.tooManyMessage(fs)
 		return v, nil
 	}
-	if err := s.recordBypass(ctx, p, opts.Bypass, fs); err != nil {
+	if err := s.recordBypass(ctx, p, opts.Bypass, fs, key); err != nil {
 		return nil, err
 	}
 	v.Message = s.bypassedMessage(fs, opts.Bypass)
@@ -329,17 +329,19 @@ func (s *Scanner) place(ctx context.Context, e *secretscan.Engine, repo secretsc
 // recordBypass files every bypassed finding as an alert location with a
 // bypass entry. The caller's deadline bounds it; it stops at the first
 // failure, since the push is then refused anyway.
-func (s *Scanner) recordBypass(ctx context.Context, p Push, reason alerts.BypassReason, fs []secretscan.Finding) error {
+func (s *Scanner) recordBypass(ctx context.Context, p Push, reason alerts.BypassReason, fs []secretscan.Finding, key []byte) error {
 	by := p.Pusher
 	if by == "" {
 		by = "anonymous"
 	}
+	secrets := s.secretsOf(ctx, p.Repo, key, fs)
 	for i := range fs {
 		f := &fs[i]
 		af := alerts.Finding{
 			RuleID: f.RuleID, Description: f.Description, Commit: f.Commit, Path: f.Path,
 			Line: f.StartLine, Column: f.StartColumn, BlobID: f.BlobID, Match: f.Match,
 			Fingerprint: f.Fingerprint, Source: string(f.Source), Ref: f.Ref,
+			Secret: secrets[i], // "" when it could not be read back: nothing to reveal
 		}
 		if _, err := s.alerts.RecordBypass(ctx, p.Tenant, p.RepoID, af, by, reason); err != nil {
 			return fmt.Errorf("%w: %s at %s: %w", ErrBypassNotRecorded, f.RuleID, where(f), err)

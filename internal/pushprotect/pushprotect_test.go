@@ -3,6 +3,7 @@ package pushprotect
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -268,9 +269,60 @@ func TestBypass(t *testing.T) {
 			if len(a.Locations) != 1 || a.Locations[0].Commit != tip || a.Locations[0].RuleID != "github-pat" {
 				t.Errorf("locations %+v", a.Locations)
 			}
+			// The secret is kept, as any alert's is, so reveal works
+			// (issue 21 §2).
+			if secret, err := st.Reveal(ctx, "alice", repoID, a.Fingerprint); err != nil || secret != fakePAT {
+				t.Errorf("reveal: %q, %v", secret, err)
+			}
 		})
 	}
 }
+
+// TestBypassSecrets: the secret of a bypassed finding is read back from
+// its object, picked out of the match by the rule, and kept only when its
+// fingerprint checks: in a file, over several lines of a file, in a
+// commit message; a finding in base64 text (its place holds the encoded
+// form) is recorded without one, never refused.
+func TestBypassSecrets(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	old := f.rev("main")
+	pk := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxKLxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo9z+40RQzuVaE8AkAFmxZzow3x+VJYKdjykkJ0iT9wCS0DRTXu269V264Vf/3jvredZiKRkgwlL9xNAwxXFg0x/XFw005UWVRIkdgcKWTjpBP2dPwVZ4WWC+9aGVd+Gyn1o0CLelf4rEjGoXbAAEgAqeGUxrcIlbjXfbcmwIDAQABAoIBAQCyEtEK6cZZVAW8XLcRH3U+k+q0eyjwN2RBd1i1dOVEvfKkJWtz4w/xMQ9fZm0VSQ/FmlWxz6rnLfJ7GgK4yhW3dwm7bEd6brmYj5f7l3DmmWVvmXpWhTRqJk3pw==\n-----END RSA PRIVATE KEY-----\n"
+	tip := f.commit("add keys "+fakePAT2[:4]+"x "+"ghp_"+"Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8", map[string]string{
+		"new.txt": "key " + fakePAT + "\n",
+		"id_rsa":  pk,
+		"b64.txt": "data " + base64Of("token = "+"ghp_"+"Qq1Ww2Ee3Rr4Tt5Yy6Uu7Ii8Oo9Pp0Aa1Ss2D") + "\n",
+	})
+	st := alerts.New(memstore.New())
+	s := newScanner(t, st, Options{})
+	v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
+		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}, Options: []string{BypassOption + "=used_in_tests"}})
+	if err != nil || v.Blocked {
+		t.Fatalf("check: %+v %v", v, err)
+	}
+	revealed := map[string]string{}
+	for _, a := range listAlerts(t, st) {
+		secret, err := st.Reveal(ctx, "alice", repoID, a.Fingerprint)
+		if err != nil && !errors.Is(err, alerts.ErrNoSecret) {
+			t.Fatal(err)
+		}
+		revealed[a.Locations[0].Path+"|"+a.Locations[0].Source] = secret
+	}
+	if revealed["new.txt|"] != fakePAT {
+		t.Errorf("file secret: %q (%v)", revealed["new.txt|"], revealed)
+	}
+	if got := revealed["|commit-message"]; got != "ghp_"+"Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8" {
+		t.Errorf("message secret: %q (%v)", got, revealed)
+	}
+	if got := revealed["id_rsa|"]; !strings.HasPrefix(got, "-----BEGIN RSA PRIVATE KEY-----") || !strings.Contains(got, "END RSA PRIVATE KEY") {
+		t.Errorf("a secret over several lines: %q", got)
+	}
+	if got, ok := revealed["b64.txt|"]; ok && got != "" {
+		t.Errorf("a decoded finding revealed %q", got)
+	}
+}
+
+func base64Of(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 // failingAlerts fails the bypass writes.
 type failingAlerts struct{ *alerts.Store }

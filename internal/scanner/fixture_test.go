@@ -31,6 +31,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
 
 var etcdClient *clientv3.Client
@@ -48,32 +49,13 @@ func TestMain(m *testing.M) {
 	etcdtest.Main(m, &etcdClient)
 }
 
-// clock is a settable clock for coord time: tests expire leases by moving
-// it, never by sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type fixture struct {
 	t     *testing.T
 	srv   *server.Server
 	host  string
 	b     *etcdcoord.Backend
 	ns    string
-	clock *clock
+	clock *testkit.Clock
 	tok   map[string]string // tenant -> write token
 	// closeServer stops the HTTP server and waits for the push runs its
 	// commit hook is starting.
@@ -109,7 +91,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, b: b, ns: ns, clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, tok: map[string]string{}}
+	f := &fixture{t: t, b: b, ns: ns, clock: testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), tok: map[string]string{}}
 	so := server.Options{Store: memstore.New(), CacheDir: t.TempDir(), Compaction: o.compaction}
 	if o.dataDir != "" {
 		st, err := fsstore.Open(filepath.Join(o.dataDir, "objects"))

@@ -1,6 +1,8 @@
 package scanner
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -8,13 +10,17 @@ import (
 // pushes, what the runs are doing, and why attempts fail
 // (docs/adr/0033-scan-coverage.md). A nil *Metrics records nothing.
 type Metrics struct {
-	lag     *prometheus.GaugeVec
-	oldest  *prometheus.GaugeVec
-	runs    *prometheus.GaugeVec
-	parked  prometheus.Gauge
-	fails   *prometheus.CounterVec
-	parks   prometheus.Counter
-	catchUp prometheus.Counter
+	lag        *prometheus.GaugeVec
+	oldest     *prometheus.GaugeVec
+	runs       *prometheus.GaugeVec
+	parked     prometheus.Gauge
+	fails      *prometheus.CounterVec
+	parks      prometheus.Counter
+	catchUp    prometheus.Counter
+	work       *prometheus.CounterVec
+	shards     prometheus.Counter
+	done       *prometheus.CounterVec
+	pushToDone prometheus.Histogram
 }
 
 // NewMetrics registers the scanner's metrics with reg.
@@ -49,8 +55,59 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Push runs this node's workers found folded without a preserved object list and handed to a catch-up full run.",
 		}),
 	}
-	reg.MustRegister(m.lag, m.oldest, m.runs, m.parked, m.fails, m.parks, m.catchUp)
+	m.work = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_scan_scanned_total",
+		Help: "What this node's scan workers scanned, by unit: blobs (and commit and tag objects), bytes, findings (secrets found, before they are merged into alerts).",
+	}, []string{"unit"})
+	m.shards = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ghost_scan_shards_completed_total",
+		Help: "Shards this node's scan workers completed.",
+	})
+	m.done = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_scan_runs_completed_total",
+		Help: "Scan runs this node saw finish (the node whose worker completed a run's last shard), by kind: push or full.",
+	}, []string{"kind"})
+	m.pushToDone = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ghost_scan_push_to_done_seconds",
+		Help:    "For each push run that finished: from its start, right after the push landed, to the end of its scan.",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 14), // 0.25 s to about 34 min
+	})
+	for _, u := range []string{"blobs", "bytes", "findings"} {
+		m.work.WithLabelValues(u)
+	}
+	for _, k := range []Kind{KindPush, KindFull} {
+		m.done.WithLabelValues(string(k))
+	}
+	reg.MustRegister(m.lag, m.oldest, m.runs, m.parked, m.fails, m.parks, m.catchUp, m.work, m.shards, m.done, m.pushToDone)
 	return m
+}
+
+// scanned counts a batch a worker scanned.
+func (m *Metrics) scanned(blobs int, bytes int64, findings int) {
+	if m == nil {
+		return
+	}
+	m.work.WithLabelValues("blobs").Add(float64(blobs))
+	m.work.WithLabelValues("bytes").Add(float64(bytes))
+	m.work.WithLabelValues("findings").Add(float64(findings))
+}
+
+func (m *Metrics) shardDone() {
+	if m != nil {
+		m.shards.Inc()
+	}
+}
+
+// runDone counts a run that finished, and a push run's time from its
+// start to the end of its scan.
+func (m *Metrics) runDone(kind Kind, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.done.WithLabelValues(string(kind)).Inc()
+	if kind == KindPush && took >= 0 {
+		m.pushToDone.Observe(took.Seconds())
+	}
 }
 
 func (m *Metrics) observeLag(tenant, repoID string, l Lag) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
@@ -73,6 +75,9 @@ type Options struct {
 	// Metrics, when set, receives the scan-lag and run-state figures
 	// (NewMetrics).
 	Metrics *Metrics
+	// Tracer, when set, records a span per shard a worker scans
+	// (internal/tracing); nil records none.
+	Tracer trace.Tracer
 }
 
 // Scanner starts runs, reports their progress, and reconciles the runs
@@ -105,6 +110,9 @@ func New(opts Options) (*Scanner, error) {
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.Tracer == nil {
+		s.opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -317,14 +325,19 @@ func (s *Scanner) finish(ctx context.Context, r *Run) error {
 	default:
 		return nil
 	}
+	marked := false
 	if err := update(ctx, s.recs, runKey(spec), func(cur *Run) *Run {
 		if cur == nil || cur.Done {
+			marked = false
 			return nil
 		}
-		cur.Done = true
+		cur.Done, marked = true, true
 		return cur
 	}); err != nil {
 		return err
+	}
+	if marked {
+		s.opts.Metrics.runDone(spec.Kind, s.now().Sub(r.CreatedAt))
 	}
 	if spec.Kind == KindFull {
 		// Every object of the repository at a seq at or above this one

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/scanner"
@@ -23,7 +26,8 @@ func TestPushRunsThenFullRun(t *testing.T) {
 	repo := f.repo("alice", "demo")
 	want := history(t, f.remote("alice", "demo"), 0)
 	ctx := context.Background()
-	s := f.scanner(scanner.Options{InitialShards: 4})
+	reg := prometheus.NewRegistry()
+	s := f.scanner(scanner.Options{InitialShards: 4, Metrics: scanner.NewMetrics(reg)})
 	w := f.worker(s, scanner.WorkerOptions{})
 
 	n, err := s.Reconcile(ctx, "alice", repo.ID)
@@ -105,6 +109,48 @@ func TestPushRunsThenFullRun(t *testing.T) {
 	if again, created, err := s.StartFull(ctx, "alice", repo.ID); err != nil || created || again.ID != run.ID {
 		t.Fatalf("second start: %+v created=%v %v", again, created, err)
 	}
+
+	// The work is on /metrics (issue 21 §4): every run, the full run's
+	// shards, what was scanned, and the push runs' push-to-done times.
+	m := gather(t, reg)
+	if m[`ghost_scan_runs_completed_total{kind="push"}`] != float64(x.Seq) || m[`ghost_scan_runs_completed_total{kind="full"}`] != 1 ||
+		m["ghost_scan_shards_completed_total"] < float64(x.Seq)+4 || m[`ghost_scan_scanned_total{unit="blobs"}`] < float64(st.Blobs) ||
+		m[`ghost_scan_scanned_total{unit="findings"}`] < float64(findings) || m[`ghost_scan_scanned_total{unit="bytes"}`] == 0 ||
+		m["ghost_scan_push_to_done_seconds_count"] != float64(x.Seq) {
+		t.Errorf("metrics %v", m)
+	}
+}
+
+// gather reads a registry's counters, gauges and histogram counts by
+// name{labels}.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			if len(labels) > 0 {
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[name] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[name] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }
 
 func compare(a, b string) int {

@@ -12,6 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/gitexec"
@@ -341,7 +345,17 @@ var errLeaseLost = errors.New("scanner: shard lease lost")
 // left to the lease and to this process's backoff, and never counts; any
 // other is recorded in the shard's token at the cursor's position, and
 // the shard is parked once MaxFailures attempts failed there.
-func (w *Worker) process(ctx context.Context, spec Spec, lease coord.Lease) error {
+func (w *Worker) process(ctx context.Context, spec Spec, lease coord.Lease) (err error) {
+	ctx, span := w.s.opts.Tracer.Start(ctx, "scan shard", trace.WithAttributes(
+		attribute.String("ghost.scan.run", spec.String()), attribute.String("ghost.scan.kind", string(spec.Kind)),
+		attribute.Int64("ghost.scan.seq", int64(spec.Seq)), attribute.String("ghost.repo_id", spec.RepoID),
+		attribute.String("ghost.scan.shard", fmt.Sprint(lease.Shard))))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	b, err := w.s.backend()
 	if err != nil {
 		return err
@@ -543,6 +557,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		tk.Blobs += int64(len(ids))
 		tk.Bytes += size
 		tk.Findings += int64(len(fs))
+		w.s.opts.Metrics.scanned(len(ids), size, len(fs))
 		tk.Fail = nil // the cursor moves on: failures before count no more
 		last := blobs[j-1]
 		tb, _ := json.Marshal(tk)
@@ -562,6 +577,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
+	w.s.opts.Metrics.shardDone()
 	if w.o.OnComplete != nil {
 		w.o.OnComplete(spec, done)
 	}

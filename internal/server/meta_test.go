@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,56 +9,19 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
+	"github.com/ghost-scm/ghost/internal/testkit"
 )
-
-// failGet wraps a store so that, while armed, every Get of a key under
-// prefix fails: a partial object-store outage.
-type failGet struct {
-	objstore.Store
-	prefix atomic.Pointer[string]
-}
-
-func (f *failGet) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
-	if p := f.prefix.Load(); p != nil && strings.HasPrefix(key, *p) {
-		return nil, objstore.Info{}, errors.New("injected outage: connection refused")
-	}
-	return f.Store.Get(ctx, key)
-}
-
-func (f *failGet) fail(prefix string) { f.prefix.Store(&prefix) }
-func (f *failGet) heal()              { f.prefix.Store(nil) }
-
-// logBuffer collects log output from the server's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // orgFixture is a server with tenants alice (user), bob (user, member of
 // org acme) and the private repository acme/secret, plus write tokens.
 type orgFixture struct {
-	objects      *failGet
-	logs         *logBuffer
+	objects      *testkit.FailGet
+	logs         *testkit.Buffer
 	s            *server.Server
 	url          string
 	alice, bob   string // write tokens
@@ -73,7 +35,7 @@ func newOrgFixture(t *testing.T) *orgFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &orgFixture{objects: &failGet{Store: fs}, logs: &logBuffer{}}
+	f := &orgFixture{objects: &testkit.FailGet{Store: fs}, logs: &testkit.Buffer{}}
 	f.s, err = server.New(ctx, server.Options{
 		Store: f.objects, CacheDir: filepath.Join(t.TempDir(), "cache"),
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
@@ -157,7 +119,7 @@ func TestGitStorageOutageIs503(t *testing.T) {
 	if code := f.refs(t, "acme/secret", "git-upload-pack", f.bob); code != 200 {
 		t.Fatalf("member before the outage: %d", code)
 	}
-	f.objects.fail("meta/members/")
+	f.objects.Fail("meta/members/")
 	for _, svc := range []string{"git-upload-pack", "git-receive-pack"} {
 		if code := f.refs(t, "acme/secret", svc, f.bob); code != http.StatusServiceUnavailable {
 			t.Errorf("member during the outage, %s: %d, want 503", svc, code)
@@ -171,11 +133,11 @@ func TestGitStorageOutageIs503(t *testing.T) {
 		t.Errorf("owner during a membership outage: %d", code)
 	}
 	// The tenant records: no token can be checked.
-	f.objects.fail("meta/tenants/")
+	f.objects.Fail("meta/tenants/")
 	if code := f.refs(t, "alice/mine", "git-upload-pack", f.alice); code != http.StatusServiceUnavailable {
 		t.Errorf("owner during a tenant outage: %d, want 503", code)
 	}
-	f.objects.heal()
+	f.objects.Heal()
 	if code := f.refs(t, "acme/secret", "git-upload-pack", f.bob); code != 200 {
 		t.Errorf("member after the outage: %d", code)
 	}

@@ -524,6 +524,24 @@ func TestPushProtectionAdversarial(t *testing.T) {
 			only[n] = true
 		}
 	}
+	if len(only) == 0 {
+		// After every case: what push protection decided is on /metrics
+		// (issue 21 §4), each check timed.
+		t.Cleanup(func() {
+			m := gatherAll(t, s.srv.Registry())
+			checks := 0.0
+			for _, o := range []string{"blocked", "bypassed", "clean"} {
+				v := m[`ghost_push_protection_checks_total{outcome="`+o+`"}`]
+				if v == 0 {
+					t.Errorf("no %s push protection check counted", o)
+				}
+				checks += v
+			}
+			if m["ghost_push_protection_seconds_count"] < checks {
+				t.Errorf("%v checks timed, want %v", m["ghost_push_protection_seconds_count"], checks)
+			}
+		})
+	}
 	for _, tr := range []*transport{s.http, s.ssh} {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()

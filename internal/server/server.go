@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/alerts"
@@ -101,6 +103,9 @@ type Options struct {
 	// value means compact.DefaultPolicy, one at a time
 	// (docs/adr/0050-compaction.md).
 	Compaction compact.TriggerOptions
+	// Tracer records spans of fetches and pushes (HTTP and SSH) and of
+	// the scan workers' shards (internal/tracing); nil records none.
+	Tracer trace.Tracer
 	// Background tunes how background work (compaction, in-process scan
 	// workers) yields to serving: the priority of its git processes and
 	// scanning threads, their budget, and how long it pauses for requests
@@ -164,6 +169,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Minute
 	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	if opts.StoreTempMaxAge == 0 {
 		opts.StoreTempMaxAge = time.Hour
 	}
@@ -220,7 +228,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Name: "ghost_compactions_total",
 		Help: "Background compactions this node ran, by result: ok, not_needed (another compactor was first, or nothing to fold) or failed (docs/adr/0050-compaction.md).",
 	}, []string{"result"})
-	opts.Registry.MustRegister(compactions)
+	compactFolded := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ghost_compaction_folded_layers_total",
+		Help: "Layers (pushes) the background compactions of this node folded into checkpoints.",
+	})
+	compactBytes := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ghost_compaction_checkpoint_bytes",
+		Help:    "Size of each checkpoint pack the background compactions of this node wrote.",
+		Buckets: prometheus.ExponentialBuckets(64<<10, 4, 10), // 64 KiB to 16 GiB
+	})
+	opts.Registry.MustRegister(compactions, compactFolded, compactBytes)
 	done := copts.Done
 	copts.Done = func(repo string, res compact.Result, err error) {
 		result := "ok"
@@ -229,6 +246,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			result = "not_needed"
 		case err != nil:
 			result = "failed"
+		default:
+			compactFolded.Add(float64(res.Folded))
+			compactBytes.Observe(float64(res.Checkpoint.Size))
 		}
 		compactions.WithLabelValues(result).Inc()
 		if done != nil {
@@ -264,6 +284,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if so.Metrics == nil {
 			so.Metrics = scanner.NewMetrics(opts.Registry)
 		}
+		if so.Tracer == nil {
+			so.Tracer = opts.Tracer
+		}
 		sc, err := scanner.New(so)
 		if err != nil {
 			s.compact.Close()
@@ -292,7 +315,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	svc.PushProtect = protect
+	svc.PushProtect = newMeteredProtect(protect, opts.Registry)
 	// After every committed push, off the response path: maybe a
 	// background compaction (docs/adr/0050-compaction.md), and the
 	// push's scan run when scanning is on.
@@ -326,8 +349,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	apiHandler := api.NewHandler(s.meta, opts.Logger, apiOpts...)
 	uiOpts := web.Options{
-		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache},
+		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache}, API: apiHandler,
 		Alerts: s.alerts, Git: opts.Git, SSHURL: opts.SSHCloneURL, Logger: opts.Logger,
 	}
 	if s.scanner != nil {
@@ -340,22 +364,24 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.NewHandler(s.meta, opts.Logger, apiOpts...))
+	mux.Handle("/api/", apiHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
 	s.git = git.Service()
 	// The web UI owns "/", "/owner", "/owner/repo" and "/owner/repo/-/...";
 	// the rest is git's.
+	gitTraced := traceGit(opts.Tracer, git)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if web.Owns(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}
-		git.ServeHTTP(w, r)
+		gitTraced.ServeHTTP(w, r)
 	}))
 	s.handler = s.accessLog(mux)
 	return s, nil
@@ -482,7 +508,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		lw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(lw, r)
 		level := slog.LevelInfo
-		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 			level = slog.LevelDebug
 		}
 		s.logger.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
@@ -492,7 +518,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 }
 
 // gitAuthError translates a metadata failure for githttp: a storage
-// outage becomes githttp.ErrUnavailable (503), anything else stays a
+// outage becomes access.ErrUnavailable (503), anything else stays a
 // server error.
 func gitAuthError(what string, err error) error {
 	if errors.Is(err, meta.ErrUnavailable) {

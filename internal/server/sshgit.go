@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -16,12 +19,13 @@ import (
 // §7.4) and the same gitsvc.Service, in its full-duplex flavour
 // (docs/design.md §6.6). SSHServer serves it.
 func (s *Server) SSHGitService() sshd.GitService {
-	return sshGit{auth: metaAuth{s.meta}, svc: s.git}
+	return sshGit{auth: metaAuth{s.meta}, svc: s.git, tracer: s.opts.Tracer}
 }
 
 type sshGit struct {
-	auth metaAuth
-	svc  *gitsvc.Service
+	auth   metaAuth
+	svc    *gitsvc.Service
+	tracer trace.Tracer
 }
 
 func (g sshGit) UploadPack(ctx context.Context, req sshd.Request) error {
@@ -44,11 +48,17 @@ func (g sshGit) UploadArchive(context.Context, sshd.Request) error {
 // HTTP answers it 401 whether or not the repository exists
 // (docs/design.md §7.4): a missing and a private repository must answer
 // alike, or the answer tells anonymous callers which private names exist.
-func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) error {
+func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve func(context.Context, gitsvc.Request) error) (err error) {
+	ctx, span := traceSSH(ctx, g.tracer, write, req.Owner, req.Repo)
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	anonymous := req.Principal == nil
 	var acc access.Grant
 	if !(write && anonymous) {
-		var err error
 		acc, err = g.auth.grant(ctx, req.Principal, req.Owner, req.Repo)
 		switch {
 		case errors.Is(err, access.ErrNotFound):
@@ -67,7 +77,7 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 	case err != nil:
 		return meta.ErrNotFound
 	}
-	err := serve(ctx, gitsvc.Request{
+	err = serve(ctx, gitsvc.Request{
 		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
 		AllowReplaceRefs: acc.AllowReplaceRefs, Body: req.Stdin, Out: req.Stdout,
 		GitProtocol: req.GitProtocol, Stream: true,

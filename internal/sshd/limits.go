@@ -50,9 +50,11 @@ const (
 // Metrics are the SSH transport's Prometheus metrics. A nil *Metrics
 // records nothing, so tests need not set one up.
 type Metrics struct {
-	conns    *prometheus.GaugeVec
-	sessions prometheus.Gauge
-	hits     *prometheus.CounterVec
+	conns        *prometheus.GaugeVec
+	sessions     prometheus.Gauge
+	sessionsDone prometheus.Counter
+	hits         *prometheus.CounterVec
+	authFails    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (a registry of
@@ -67,6 +69,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ghost_ssh_sessions",
 			Help: "Open SSH session channels.",
 		}),
+		sessionsDone: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghost_ssh_sessions_total",
+			Help: "SSH session channels opened since the node started.",
+		}),
+		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghost_ssh_auth_failures_total",
+			Help: "SSH authentication failures, by reason: unknown_key (a key offered that no tenant registered; a client may offer several per connection), lookup_error (the key could not be looked up: storage), handshake (a connection that never completed the handshake and authentication, timeouts included).",
+		}, []string{"reason"}),
 		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ghost_ssh_limit_hits_total",
 			Help: "SSH connections and channels refused or closed by a limit: unauthenticated (--ssh-max-unauthenticated), unauthenticated_per_source (--ssh-max-unauthenticated-per-source), connections_per_principal (--ssh-max-connections-per-principal), sessions (--ssh-max-sessions), exec_timeout (--ssh-exec-timeout), handshake_timeout (--ssh-handshake-timeout).",
@@ -78,8 +88,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, st := range []string{"unauthenticated", "authenticated"} {
 		m.conns.WithLabelValues(st)
 	}
-	reg.MustRegister(m.conns, m.sessions, m.hits)
+	for _, r := range []string{authUnknownKey, authLookupError, authHandshake} {
+		m.authFails.WithLabelValues(r)
+	}
+	reg.MustRegister(m.conns, m.sessions, m.sessionsDone, m.hits, m.authFails)
 	return m
+}
+
+// The reasons of ghost_ssh_auth_failures_total.
+const (
+	authUnknownKey  = "unknown_key"
+	authLookupError = "lookup_error"
+	authHandshake   = "handshake"
+)
+
+func (m *Metrics) authFailed(reason string) {
+	if m != nil {
+		m.authFails.WithLabelValues(reason).Inc()
+	}
 }
 
 func (m *Metrics) hit(limit string) {
@@ -97,6 +123,9 @@ func (m *Metrics) conn(state string, d float64) {
 func (m *Metrics) session(d float64) {
 	if m != nil {
 		m.sessions.Add(d)
+		if d > 0 {
+			m.sessionsDone.Add(d)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/ssh"
 )
@@ -331,5 +332,42 @@ func TestConnsPerPrincipal(t *testing.T) {
 			t.Fatal("alice could not connect after closing one of her connections")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestAuthFailuresAndSessionsCounted: an unknown key, a connection that
+// never authenticates and the sessions opened are counted (issue 21 §4).
+func TestAuthFailuresAndSessionsCounted(t *testing.T) {
+	f := newFixture(t, Options{})
+	if _, err := f.dial(ssh.PublicKeys(f.stranger)); err == nil {
+		t.Fatal("an unknown key got in")
+	}
+	if got := counterValue(t, f.metrics.authFails.WithLabelValues(authUnknownKey)); got != 1 {
+		t.Errorf("unknown_key = %v, want 1", got)
+	}
+	// The server counts the failed handshake a moment after the client
+	// has given up.
+	for deadline := time.Now().Add(10 * time.Second); counterValue(t, f.metrics.authFails.WithLabelValues(authHandshake)) != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused connection's handshake was not counted")
+		}
+	}
+	c := f.mustDial(t, ssh.PublicKeys(f.alice))
+	for range 2 {
+		runCmd(t, c, "", nil, "")
+	}
+	if got := counterValue(t, f.metrics.sessionsDone); got != 2 {
+		t.Errorf("sessions = %v, want 2", got)
 	}
 }

@@ -262,8 +262,10 @@ func (s *Server) config(ctx context.Context) *ssh.ServerConfig {
 				// one as anonymous would hide a registered key offered
 				// after it. Anonymous callers come in through
 				// keyboard-interactive, which clients try last.
+				s.opts.Metrics.authFailed(authUnknownKey)
 				return nil, fmt.Errorf("unknown key %s", fp)
 			default:
+				s.opts.Metrics.authFailed(authLookupError)
 				s.log.ErrorContext(ctx, "ssh key lookup failed", "remote", conn.RemoteAddr().String(), "key", fp, "err", err)
 				res.err = err
 			}
@@ -331,6 +333,7 @@ func (s *Server) serveConn(ctx, hard context.Context, c net.Conn) {
 	}
 	conn, chans, reqs, err := ssh.NewServerConn(c, s.config(hard))
 	if err != nil {
+		s.opts.Metrics.authFailed(authHandshake)
 		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 			s.opts.Metrics.hit(limitHandshakeTimeout)
 		}

@@ -22,8 +22,8 @@ import (
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// fakeGit is a fake GitService: the real, transport-neutral git service
-// does not exist yet (issue 10 item 1). It records each request, answers
+// fakeGit is a fake GitService, so the transport's tests can inject
+// answers and refusals without a git service. It records each request, answers
 // "<service> <owner>/<repo> for <tenant>" on stdout followed by whatever
 // it reads on stdin, and refuses the repositories in errs.
 type fakeGit struct {

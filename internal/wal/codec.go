@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/ghost-scm/ghost/internal/ids"
 )
 
 // Wire-format constants. Both records are big-endian, length-prefixed and
@@ -33,7 +35,7 @@ const (
 	flagCheckpoints = 1 << 2
 	// checkpointSize is the encoded size of one checkpoint record.
 	checkpointSize = 8 + 32 + 8 + 8
-	maxRefName     = 1024
+	maxRefName     = ids.MaxRefNameLen
 	maxRefs        = 1 << 20
 	maxLayers      = 1 << 22
 	maxPushedBy    = 256
@@ -554,52 +556,23 @@ func zeroOf(id string) string { return strings.Repeat("0", len(id)) }
 // IsZero reports whether id is the all-zero id.
 func IsZero(id string) bool { return id != "" && strings.Trim(id, "0") == "" }
 
-// IsObjectID reports whether id is a git object id: 40 (SHA-1) or 64
-// (SHA-256) lowercase hex digits. It is ghost's one object-id validator.
-func IsObjectID(id string) bool { return checkOID(id) == nil }
+// IsObjectID reports whether id is a git object id (ids.IsObjectID).
+func IsObjectID(id string) bool { return ids.IsObjectID(id) }
 
-func checkOID(id string) error {
-	if len(id) != 40 && len(id) != 64 {
-		return invalid("object id %q is not 40 or 64 hex digits", id)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return invalid("object id %q is not lowercase hex", id)
-		}
-	}
-	return nil
-}
+// checkOID is ids.CheckObjectID as the log's ErrInvalid.
+func checkOID(id string) error { return asInvalid(ids.CheckObjectID(id)) }
 
-// CheckRefName applies git's check-ref-format rules (for full ref names)
-// without running git, so the log can refuse a bad name before anything
-// becomes real.
+// CheckRefName applies git's check-ref-format rules (ids.CheckRefName)
+// and answers the log's ErrInvalid, so the log refuses a bad name before
+// anything becomes real.
 func CheckRefName(name string) error { return checkRefName(name) }
 
-func checkRefName(name string) error {
-	bad := func(why string) error { return invalid("ref name %q: %s", name, why) }
-	if len(name) == 0 || len(name) > maxRefName {
-		return bad("length must be 1..1024")
+func checkRefName(name string) error { return asInvalid(ids.CheckRefName(name)) }
+
+// asInvalid turns an ids error into the log's InvalidError.
+func asInvalid(err error) error {
+	if err == nil {
+		return nil
 	}
-	if !strings.HasPrefix(name, "refs/") {
-		return bad("must start with refs/")
-	}
-	if name == "@" || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") || strings.Contains(name, "//") || strings.Contains(name, "..") || strings.Contains(name, "@{") {
-		return bad("contains '..', '//', '@{' or ends in '/' or '.'")
-	}
-	for _, comp := range strings.Split(name, "/") {
-		if comp == "" || strings.HasPrefix(comp, ".") || strings.HasSuffix(comp, ".lock") {
-			return bad("a component is empty, starts with '.' or ends with .lock")
-		}
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c < 0x20 || c == 0x7f || strings.IndexByte(" ~^:?*[\\", c) >= 0 {
-			return bad("contains a control character or one of ' ~^:?*[\\'")
-		}
-	}
-	if name == "refs/heads" || name == "refs/tags" {
-		return bad("needs a name below refs/heads/ or refs/tags/")
-	}
-	return nil
+	return invalid("%s", err.Error())
 }

@@ -3,7 +3,6 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // ErrContention means the index compare-and-swap was lost on every attempt.
@@ -87,26 +86,4 @@ type RefConflictError struct {
 
 func (e *RefConflictError) Error() string {
 	return fmt.Sprintf("ref %s conflicts with existing ref %s", e.Ref, e.Conflict)
-}
-
-// HTTPStatus maps a log error to the one HTTP status that reports it.
-func HTTPStatus(err error) int {
-	var nff *NonFastForwardError
-	var rc *RefConflictError
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.As(err, &nff), errors.As(err, &rc):
-		return http.StatusConflict
-	case errors.Is(err, ErrContention):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrRepoDeleted):
-		return http.StatusNotFound
-	case errors.Is(err, ErrRepoExists):
-		return http.StatusConflict
-	case errors.Is(err, ErrInvalid):
-		return http.StatusBadRequest
-	default: // ErrCorrupt and storage failures
-		return http.StatusInternalServerError
-	}
 }

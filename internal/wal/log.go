@@ -20,7 +20,6 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/ghost-scm/ghost/internal/ids"
 	"github.com/ghost-scm/ghost/internal/objstore"
 )
 
@@ -94,15 +94,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-var repoIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
-
-// CheckRepoID validates a repository id: it becomes a key segment.
-func CheckRepoID(repo string) error {
-	if !repoIDPattern.MatchString(repo) || strings.Contains(repo, "..") {
-		return invalid("repository id %q: want 1..128 of [A-Za-z0-9._-], no '..'", repo)
-	}
-	return nil
-}
+// CheckRepoID validates a repository id, which becomes a key segment
+// (ids.CheckRepoID), and answers the log's ErrInvalid.
+func CheckRepoID(repo string) error { return asInvalid(ids.CheckRepoID(repo)) }
 
 // IndexKey is the key of a repository's index.
 func IndexKey(repo string) string { return "repos/" + repo + "/index" }

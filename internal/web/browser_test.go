@@ -2,6 +2,9 @@ package web_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
@@ -39,7 +43,8 @@ func chromium(t *testing.T) string {
 // (ghost serve's handler, the node cache, repositories pushed over git):
 // an anonymous visitor does not see a private repository; a user signs in
 // with a token, opens the repository, a file, a commit, resolves a secret
-// alert, looks at the scan runs and signs out. Screenshots of the pages go to $GHOST_SCREENSHOTS
+// alert, looks at the scan runs, walks every form (walkForms) and signs
+// out. Screenshots of the pages go to $GHOST_SCREENSHOTS
 // (default: a temporary directory).
 func TestBrowser(t *testing.T) {
 	exe := chromium(t)
@@ -176,7 +181,8 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := text(); !strings.HasSuffix(loc, "/alice") || !strings.Contains(body, "secret-project") {
+	// Signed in, home is the dashboard: the visitor's repositories.
+	if body := text(); !strings.HasSuffix(loc, "/") || !strings.Contains(body, "secret-project") {
 		t.Fatalf("after sign-in at %s:\n%s", loc, body)
 	}
 
@@ -234,6 +240,9 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("scan runs page:\n%s", body)
 	}
 
+	// The forms of issue 21 §3, each walked as a person would.
+	walkForms(t, formWalk{m: m, sc: s.Scanner(), priv: priv.ID, base: base, do: do, text: text, shot: shot, tctx: tctx})
+
 	// Sign out: the private repository is gone again.
 	do("sign out",
 		chromedp.Click(css("#signout")),
@@ -251,4 +260,180 @@ func alertFingerprint(t *testing.T, as *alerts.Store, repoID string) string {
 		t.Fatalf("alerts: %v %v", pg.Alerts, err)
 	}
 	return pg.Alerts[0].Fingerprint
+}
+
+// formWalk is what walkForms needs of TestBrowser: the server's records,
+// the browser, and the page helpers.
+type formWalk struct {
+	m    *meta.Store
+	sc   *scanner.Scanner
+	priv string // secret-project's id
+	base string
+	do   func(step string, steps ...chromedp.Action[chromedp.Void])
+	text func() string
+	shot func(name string) chromedp.Action[chromedp.Void]
+	tctx context.Context
+}
+
+// walkForms drives each form of the web UI in the signed-in browser and
+// checks the change in the server's records, not only on the page: a
+// full-history scan, the branch switcher, repository settings, a new
+// repository and its deletion, a token created and revoked, an SSH key
+// added and removed, a tenant's alerts, the explore page, and a phone's
+// width.
+func walkForms(t *testing.T, w formWalk) {
+	t.Helper()
+	ctx := context.Background()
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	loc := func() string {
+		t.Helper()
+		l, err := chromedp.Run(w.tctx, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+
+	// Scan the whole history, from the scan-runs page.
+	w.do("full scan",
+		chromedp.Navigate(w.base+"/alice/secret-project/-/scans"),
+		chromedp.WaitVisible(css("#scan-all")),
+		chromedp.Click(css("#scan-all")),
+		chromedp.WaitVisible(css("p.notice")), w.shot("scans-full"))
+	if body := w.text(); !strings.Contains(body, "A scan of the whole history was started") {
+		t.Fatalf("after starting a full scan:\n%s", body)
+	}
+	runs, err := w.sc.Runs(ctx, w.priv, 10)
+	full := false
+	for _, r := range runs {
+		full = full || r.Kind == scanner.KindFull
+	}
+	if err != nil || !full {
+		t.Fatalf("no full run after the form: %v %v", runs, err)
+	}
+
+	// Switch the code view to another branch.
+	w.do("switcher",
+		chromedp.Navigate(w.base+"/alice/secret-project"),
+		chromedp.Click(css("#switcher summary")),
+		chromedp.WaitVisible(css(`#switcher a[href="/alice/secret-project/-/tree/feature/x"]`)), w.shot("switcher"),
+		chromedp.Click(css(`#switcher a[href="/alice/secret-project/-/tree/feature/x"]`)),
+		chromedp.WaitVisible(css("table.files")))
+	if l := loc(); !strings.HasSuffix(l, "/alice/secret-project/-/tree/feature/x") {
+		t.Fatalf("the switcher went to %s", l)
+	}
+
+	// Repository settings: push protection on.
+	w.do("settings",
+		chromedp.Click(css("#settings")),
+		chromedp.WaitVisible(css("#settings-form")),
+		chromedp.Click(css("#push-protection")), w.shot("settings"),
+		chromedp.Click(css("#save")),
+		chromedp.WaitVisible(css("p.notice")))
+	if r, err := w.m.Repo(ctx, "alice", "secret-project"); err != nil || !r.PushProtection || r.Public {
+		t.Fatalf("after saving the settings: %+v %v", r, err)
+	}
+
+	// A new repository, then its deletion with the typed name.
+	w.do("new repository",
+		chromedp.Click(css("#new")),
+		chromedp.WaitVisible(css("#new-form")),
+		chromedp.SendKeys(css("#name"), "scratch"), w.shot("new"),
+		chromedp.Click(css("#create")),
+		chromedp.WaitVisible(css(".repohead")))
+	if l := loc(); !strings.HasSuffix(l, "/alice/scratch") {
+		t.Fatalf("after creating: %s", l)
+	}
+	if r, err := w.m.Repo(ctx, "alice", "scratch"); err != nil || r.Public {
+		t.Fatalf("the new repository: %+v %v", r, err)
+	}
+	w.do("delete repository",
+		chromedp.Click(css("#settings")),
+		chromedp.WaitVisible(css("#delete-form")),
+		chromedp.SendKeys(css("#confirm"), "alice/scratch"),
+		chromedp.Click(css("#delete")),
+		chromedp.WaitVisible(css("#new-repo")))
+	if _, err := w.m.Repo(ctx, "alice", "scratch"); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("after deleting: %v", err)
+	}
+
+	// A token: created, shown once, then revoked.
+	w.do("create token",
+		chromedp.Click(css("#tokens")),
+		chromedp.WaitVisible(css("#token-form")),
+		chromedp.SendKeys(css("#description"), "ci"),
+		chromedp.Click(css("#create-token")),
+		chromedp.WaitVisible(css("#new-token")), w.shot("tokens"))
+	tok, err := chromedp.Run(w.tctx, chromedp.Value(css("#new-token")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := w.m.Authenticate(ctx, tok)
+	if err != nil || p.Scope != meta.ScopeRead {
+		t.Fatalf("the shown token: %+v %v", p, err)
+	}
+	w.do("revoke token",
+		chromedp.Click(css(`#token-`+p.TokenID+` button.revoke`)),
+		chromedp.WaitVisible(css("p.notice")))
+	if _, err := w.m.Authenticate(ctx, tok); !errors.Is(err, meta.ErrUnauthenticated) {
+		t.Fatalf("the revoked token: %v", err)
+	}
+
+	// An SSH key: added, then removed.
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.do("add key",
+		chromedp.Click(css("#keys")),
+		chromedp.WaitVisible(css("#key-form")),
+		chromedp.SendKeys(css("#key-title"), "laptop"),
+		chromedp.SendKeys(css("#key"), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))),
+		chromedp.Click(css("#add-key")),
+		chromedp.WaitVisible(css("tr.sshkey")), w.shot("keys"))
+	if keys, err := w.m.ListSSHKeys(ctx, "alice"); err != nil || len(keys) != 1 || keys[0].Title != "laptop" {
+		t.Fatalf("keys after adding: %+v %v", keys, err)
+	}
+	w.do("remove key",
+		chromedp.Click(css("tr.sshkey button.remove")),
+		chromedp.WaitVisible(css("p.notice")))
+	if keys, err := w.m.ListSSHKeys(ctx, "alice"); err != nil || len(keys) != 0 {
+		t.Fatalf("keys after removing: %+v %v", keys, err)
+	}
+
+	// The tenant's alerts, filtered by rule through the form.
+	w.do("tenant alerts",
+		chromedp.Navigate(w.base+"/"),
+		chromedp.Click(css(`a[href="/-/alerts/alice"]`)),
+		chromedp.WaitVisible(css("#alert-filters")),
+		chromedp.SetValue(css("#f-state"), "all"),
+		chromedp.SendKeys(css("#f-rule"), "github-pat"),
+		chromedp.Click(css("#filter")),
+		chromedp.WaitVisible(css("tr.alert")), w.shot("tenant-alerts"))
+	if body := w.text(); !strings.Contains(body, "alice/secret-project") || strings.Contains(body, secret) {
+		t.Fatalf("tenant alerts:\n%s", body)
+	}
+
+	// Explore lists the public repository, not the private one.
+	w.do("explore",
+		chromedp.Click(css("#explore")),
+		chromedp.WaitVisible(css("ul.repos")), w.shot("explore"))
+	if body := w.text(); !strings.Contains(body, "alice/hello") || strings.Contains(body, "secret-project") {
+		t.Fatalf("explore:\n%s", body)
+	}
+
+	// A phone's width: nothing wider than the screen.
+	w.do("phone",
+		chromedp.EmulateViewport(375, 740),
+		chromedp.Navigate(w.base+"/alice/secret-project/-/blob/main/src/main.go"),
+		chromedp.WaitVisible(css(".chroma")), w.shot("phone"))
+	wide, err := chromedp.Run(w.tctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	if err != nil || wide > 375 {
+		t.Fatalf("at 375 px the page is %d px wide (%v)", wide, err)
+	}
+	w.do("desktop", chromedp.EmulateViewport(1100, 760))
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
@@ -157,7 +158,7 @@ func newFixture(t *testing.T, fo fixtureOpts) *fixture {
 		t.Fatalf("seeded alerts: %v %v", pg.Alerts, err)
 	}
 	f.fp = pg.Alerts[0].Fingerprint
-	opts := web.Options{Store: store, Auth: m, Repos: m, Authz: m, Cache: cache, Alerts: f.alerts,
+	opts := web.Options{Store: store, Auth: m, Repos: m, Authz: m, Cache: cache, Alerts: f.alerts, API: api.NewHandler(m, nil, api.WithAlerts(f.alerts)),
 		SSHURL: "ssh://git@ghost.example:2222", MaxBlobBytes: 8 << 10, MaxHighlightBytes: 2 << 10, MaxDiffBytes: 64 << 10}
 	if fo.opts != nil {
 		fo.opts(&opts)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -15,19 +16,6 @@ import (
 )
 
 func urlSegment(s string) string { return url.PathEscape(s) }
-
-func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	if v.p != nil {
-		http.Redirect(w, r, "/"+urlSegment(v.p.Tenant), http.StatusSeeOther)
-		return
-	}
-	h.show(w, r, v, http.StatusOK, "home", page{Title: "ghost"})
-}
 
 // safeNext returns where to go after signing in: a local path only.
 func safeNext(next string) string {
@@ -81,7 +69,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	})
 	h.opts.Logger.InfoContext(r.Context(), "web: signed in", "tenant", p.Tenant, "token_id", p.TokenID)
 	if next == "" {
-		next = "/" + urlSegment(p.Tenant)
+		next = "/" // the dashboard: the visitor's repositories and their orgs'
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -126,10 +114,18 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
 			shown = append(shown, repo)
 		}
 	}
+	canWrite := false
+	if v.p != nil {
+		if canWrite, err = h.opts.Authz.CanWrite(r.Context(), v.p, meta.Repo{Owner: owner}); err != nil {
+			h.fail(w, r, v, classify("authorize", err))
+			return
+		}
+	}
 	h.show(w, r, v, http.StatusOK, "owner", page{Title: owner, Data: struct {
-		Owner string
-		Repos []meta.Repo
-	}{owner, shown}})
+		Owner    string
+		Repos    []meta.Repo
+		CanWrite bool
+	}{owner, shown, canWrite}})
 }
 
 type cloneURLs struct{ HTTP, SSH string }
@@ -206,6 +202,7 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 	}
 	if data.Head != nil {
 		rv.Ref = data.Head.Name
+		rv.Switch = &switcher{Current: data.Head.Name, Kind: "tree", Branches: data.Branches, Tags: data.Tags, MoreBranches: data.MoreBranches, MoreTags: data.MoreTags}
 		entries, more, err := g.lsTree(ctx, data.Head.Commit, h.opts.MaxTreeEntries)
 		if err != nil {
 			h.fail(w, r, v, err)
@@ -396,6 +393,26 @@ func (h *Handler) locate(w http.ResponseWriter, r *http.Request) (*visitor, *rep
 	return v, rv, g, at{Ref: name, Commit: commit, Path: p, Crumbs: crumbs(p)}, true
 }
 
+// switchRefs fills the page's branch and tag switcher: two for-each-ref,
+// a page of each.
+func (h *Handler) switchRefs(ctx context.Context, g gitRepo, rv *repoView, kind string, loc at) error {
+	sw := &switcher{Current: loc.Ref, Kind: kind, Path: loc.Path}
+	var err error
+	if sw.Branches, sw.MoreBranches, err = g.refPage(ctx, "refs/heads", "", refsPage, false); err != nil {
+		return err
+	}
+	if sw.Tags, sw.MoreTags, err = g.refPage(ctx, "refs/tags", "", refsPage, true); err != nil {
+		return err
+	}
+	for _, t := range sw.Tags {
+		if t.Name == loc.Ref {
+			sw.Tag = true
+		}
+	}
+	rv.Switch = sw
+	return nil
+}
+
 // cleanPath reports whether p ("" for the root) is a path in a tree as
 // git stores it: no empty, "." or ".." segment.
 func cleanPath(p string) bool {
@@ -420,6 +437,9 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entries, more, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path, h.opts.MaxTreeEntries)
+	if err == nil {
+		err = h.switchRefs(r.Context(), g, rv, "tree", loc)
+	}
 	if err != nil {
 		// A file's path under /tree/ goes to its page.
 		if cf, cerr := g.catFile(r.Context()); cerr == nil {
@@ -468,6 +488,10 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	}
 	if o.Type != "blob" {
 		h.fail(w, r, v, errNotFound)
+		return
+	}
+	if err := h.switchRefs(r.Context(), g, rv, "blob", loc); err != nil {
+		h.fail(w, r, v, err)
 		return
 	}
 	data := struct {
@@ -578,6 +602,10 @@ func (h *Handler) commits(w http.ResponseWriter, r *http.Request) {
 	more := len(cs) > logPage
 	if more {
 		cs = cs[:logPage]
+	}
+	if err := h.switchRefs(r.Context(), g, rv, "commits", loc); err != nil {
+		h.fail(w, r, v, err)
+		return
 	}
 	h.show(w, r, v, http.StatusOK, "commits", page{Title: "Commits · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
 		At      at
@@ -773,7 +801,7 @@ func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err})
 		return
 	}
-	h.show(w, r, v, http.StatusOK, "scans", page{Title: "Scan runs · " + rv.FullName(), Repo: rv, Tab: "scans", Data: scansPage{Runs: runs, Lag: lag}})
+	h.show(w, r, v, http.StatusOK, "scans", page{Title: "Scan runs · " + rv.FullName(), Repo: rv, Tab: "scans", Notice: noticeOf(r), Data: scansPage{Runs: runs, Lag: lag}})
 }
 
 // scansPage is what the scan-runs page shows: how far scans trail the

@@ -306,21 +306,29 @@ func rebase(dest []byte, base string) []byte {
 
 // highlight renders src as highlighted code with line numbers; plain
 // (escaped) when no lexer fits or highlighting fails.
+//
+// A lexer is picked by the file's name only: guessing from the content
+// (lexers.Analyse) picks wrong ones. And a name can fit the wrong lexer
+// too (chroma takes go.mod for AMPL, whose *.mod it claims): a lexer that
+// cannot place some of the text marks it as errors, which would show as
+// white-on-red boxes (issue 21 §8), so such a file is shown plain.
 func (r *renderer) highlight(name string, src []byte) template.HTML {
 	lexer := lexers.Match(name)
 	if lexer == nil {
-		lexer = lexers.Analyse(string(src))
+		return plain(src)
 	}
-	if lexer == nil {
-		lexer = lexers.Fallback
-	}
-	lexer = chroma.Coalesce(lexer)
-	it, err := lexer.Tokenise(nil, string(src))
+	it, err := chroma.Coalesce(lexer).Tokenise(nil, string(src))
 	if err != nil {
 		return plain(src)
 	}
+	tokens := it.Tokens()
+	for _, t := range tokens {
+		if t.Type == chroma.Error {
+			return plain(src)
+		}
+	}
 	var buf bytes.Buffer
-	if err := r.format.Format(&buf, styles.Get("github"), it); err != nil {
+	if err := r.format.Format(&buf, styles.Get("github"), chroma.Literator(tokens...)); err != nil {
 		return plain(src)
 	}
 	return template.HTML(buf.String())

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/web"
 )
@@ -48,7 +49,7 @@ func TestScanRuns(t *testing.T) {
 		Findings: 4, Covered: 0.375, Rate: 2 << 20, ETA: 90 * time.Second,
 		Parked: []scanner.ParkedShard{{Shard: "s1", Reason: "<boom>"}},
 	}}, lag: scanner.Lag{Head: 9, Watermark: 6, Seqs: 3, Oldest: time.Now().Add(-2 * time.Hour)}}
-	h, err := web.New(context.Background(), web.Options{Store: f.store, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache, Scans: scans})
+	h, err := web.New(context.Background(), web.Options{Store: f.store, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache, Scans: scans, API: api.NewHandler(f.meta, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

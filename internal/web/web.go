@@ -86,6 +86,10 @@ type Options struct {
 	Cache  Materializer
 	Alerts Alerts // nil: no alerts pages
 	Scans  Scans  // nil: no scan-runs page
+	// API is the REST API's handler (internal/api), which the pages that
+	// change things call in process with the visitor's own token, so that
+	// they share its authorization and validation. Required.
+	API http.Handler
 	// Git is the git binary; empty means "git" from PATH.
 	Git string
 	// SSHURL, when set, is the base of SSH clone URLs, such as
@@ -128,14 +132,16 @@ type Options struct {
 
 // Handler serves the UI.
 type Handler struct {
-	opts   Options
-	keys   keys
-	render *renderer
-	pages  map[string]*template.Template
-	assets map[string]asset // by URL path
-	css    string           // the stylesheet's URL
-	mux    *http.ServeMux
-	git    *gitexec.Runner
+	opts    Options
+	keys    keys
+	render  *renderer
+	pages   map[string]*template.Template
+	assets  map[string]asset // by URL path
+	css     string           // the stylesheet's URL
+	icon    []byte           // the favicon (SVG)
+	iconURL string           // its hashed URL
+	mux     *http.ServeMux
+	git     *gitexec.Runner
 }
 
 type asset struct {
@@ -152,8 +158,8 @@ var staticFS embed.FS
 // New builds the UI, creating the session key in the store if it is the
 // first node to start.
 func New(ctx context.Context, opts Options) (*Handler, error) {
-	if opts.Store == nil || opts.Auth == nil || opts.Repos == nil || opts.Authz == nil || opts.Cache == nil {
-		return nil, errors.New("web: Store, Auth, Repos, Authz and Cache are required")
+	if opts.Store == nil || opts.Auth == nil || opts.Repos == nil || opts.Authz == nil || opts.Cache == nil || opts.API == nil {
+		return nil, errors.New("web: Store, Auth, Repos, Authz, Cache and API are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -201,7 +207,16 @@ func New(ctx context.Context, opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	css = append(css, h.render.chromaCSS()...)
+	// chroma's github style draws its error token (what a lexer could not
+	// place, as on a go.mod) white on red; ghost shows it as plain text.
+	css = append(css, "\n.chroma .err { color: inherit; background-color: transparent; }\n"...)
 	h.css = h.addAsset("style.css", css, "text/css; charset=utf-8")
+	icon, err := staticFS.ReadFile("static/favicon.svg")
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	h.icon = icon
+	h.iconURL = h.addAsset("favicon.svg", icon, "image/svg+xml")
 	if err := h.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -258,7 +273,18 @@ func (h *Handler) parseTemplates() error {
 func (h *Handler) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", h.home)
+	m.HandleFunc("GET /favicon.ico", h.favicon)
 	m.HandleFunc("GET /static/{hash}/{file}", h.static)
+	m.HandleFunc("GET /-/explore", h.explore)
+	m.HandleFunc("GET /-/new", h.newRepoForm)
+	m.HandleFunc("POST /-/new", h.newRepo)
+	m.HandleFunc("GET /-/settings/tokens", h.tokens)
+	m.HandleFunc("POST /-/settings/tokens", h.createToken)
+	m.HandleFunc("POST /-/settings/tokens/{id}/revoke", h.revokeToken)
+	m.HandleFunc("GET /-/settings/keys", h.sshKeys)
+	m.HandleFunc("POST /-/settings/keys", h.addKey)
+	m.HandleFunc("POST /-/settings/keys/{id}/remove", h.removeKey)
+	m.HandleFunc("GET /-/alerts/{owner}", h.tenantAlerts)
 	m.HandleFunc("GET /login", h.loginPage)
 	m.HandleFunc("POST /login", h.login)
 	m.HandleFunc("POST /logout", h.logout)
@@ -274,6 +300,10 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
 	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
 	m.HandleFunc("GET /{owner}/{repo}/-/scans", h.scans)
+	m.HandleFunc("POST /{owner}/{repo}/-/scans", h.startScan)
+	m.HandleFunc("GET /{owner}/{repo}/-/settings", h.repoSettings)
+	m.HandleFunc("POST /{owner}/{repo}/-/settings", h.saveSettings)
+	m.HandleFunc("POST /{owner}/{repo}/-/delete", h.deleteRepo)
 	m.HandleFunc("GET /{owner}/{$}", h.trimSlash)
 	m.HandleFunc("GET /{owner}/{repo}/{$}", h.trimSlash)
 	m.HandleFunc("/", h.notFound)
@@ -281,15 +311,17 @@ func (h *Handler) routes() {
 }
 
 // Owns reports whether path is the UI's rather than git's: the root,
-// static assets, sign-in and sign-out, "/owner", "/owner/repo" and
-// anything under "/owner/repo/-/". Git's paths ("/owner/repo.git/info/refs",
-// ".../git-upload-pack") have a third segment that is never "-".
+// static assets, sign-in and sign-out, "/owner", "/owner/repo", anything
+// under "/-/" (explore, new, settings, a tenant's alerts) and under
+// "/owner/repo/-/". Git's paths ("/owner/repo.git/info/refs",
+// ".../git-upload-pack") have a third segment that is never "-", and no
+// tenant is named "-".
 func Owns(path string) bool {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	switch {
 	case len(segs) <= 2:
 		return true
-	case segs[0] == "static":
+	case segs[0] == "static" || segs[0] == "-":
 		return true
 	case len(segs) == 3 && segs[2] == "":
 		return true // "/owner/repo/"
@@ -321,6 +353,13 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 	h.fail(w, r, v, errNotFound)
 }
 
+// favicon serves the icon where browsers look for it unasked.
+func (h *Handler) favicon(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	_, _ = w.Write(h.icon)
+}
+
 func (h *Handler) static(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.assets[r.URL.Path]
 	if !ok {
@@ -335,6 +374,7 @@ func (h *Handler) static(w http.ResponseWriter, r *http.Request) {
 // visitor is who is asking.
 type visitor struct {
 	p       *meta.Principal // nil: anonymous
+	token   string          // the session's token, for the API calls of forms
 	session string          // the session cookie's value
 	csrf    string          // the form token
 }
@@ -386,7 +426,7 @@ func (h *Handler) who(w http.ResponseWriter, r *http.Request) (*visitor, error) 
 			p, err := h.opts.Auth.Authenticate(r.Context(), tok)
 			switch {
 			case err == nil:
-				v.p, v.session = &p, c.Value
+				v.p, v.session, v.token = &p, c.Value, tok
 			case errors.Is(err, meta.ErrUnauthenticated):
 			default:
 				return nil, classify("authenticate", err)
@@ -408,6 +448,7 @@ func (h *Handler) clearSession(w http.ResponseWriter, r *http.Request) {
 type page struct {
 	Title  string
 	CSS    string
+	Icon   string
 	User   string // signed-in tenant, or ""
 	CSRF   string
 	Path   string // the request path, for sign-in's return
@@ -426,10 +467,27 @@ type repoView struct {
 	// scan runs (write access, and the server keeps them).
 	Alerts bool
 	Scans  bool
+	// Switch, when set, is the branch and tag switcher of a code or log
+	// page.
+	Switch *switcher
+}
+
+// Base is the repository's URL path.
+func (rv *repoView) Base() string { return repoURL(rv.Repo) }
+
+// switcher lists the refs a code or log page may be switched to: the
+// same view (Kind: tree, blob or commits) of Path at another branch or
+// tag, the first page of each (docs/adr/0090-bounded-serving.md).
+type switcher struct {
+	Current                string
+	Tag                    bool
+	Kind, Path             string
+	Branches, Tags         []ref
+	MoreBranches, MoreTags bool
 }
 
 func (h *Handler) show(w http.ResponseWriter, r *http.Request, v *visitor, status int, name string, p page) {
-	p.CSS, p.CSRF, p.Path = h.css, v.csrf, r.URL.Path
+	p.CSS, p.Icon, p.CSRF, p.Path = h.css, h.iconURL, v.csrf, r.URL.Path
 	if v.p != nil {
 		p.User = v.p.Tenant
 	}

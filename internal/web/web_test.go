@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/web"
@@ -248,10 +249,11 @@ func TestSignInAndOut(t *testing.T) {
 	if res, _ := c.get("/alice/priv"); res.StatusCode != 404 {
 		t.Errorf("after sign-out the private repository answers %d", res.StatusCode)
 	}
-	// Home redirects a signed-in visitor to their repositories.
+	// Home shows a signed-in visitor their repositories, private ones
+	// included.
 	a := f.signedIn(f.alice)
-	if res, _ := a.get("/"); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/alice" {
-		t.Errorf("home: %d %q", res.StatusCode, res.Header.Get("Location"))
+	if res, body := a.get("/"); res.StatusCode != http.StatusOK || !strings.Contains(body, `href="/alice/priv"`) {
+		t.Errorf("home: %d\n%s", res.StatusCode, body)
 	}
 }
 
@@ -271,7 +273,7 @@ func TestSignInGuards(t *testing.T) {
 		c := f.client()
 		_, body := c.get("/login")
 		res := c.post("/login", url.Values{"csrf": {csrfOf(t, body)}, "token": {f.alice}, "next": {next}})
-		if loc := res.Header.Get("Location"); loc != "/alice" {
+		if loc := res.Header.Get("Location"); loc != "/" {
 			t.Errorf("next=%q: redirected to %q", next, loc)
 		}
 	}
@@ -365,7 +367,7 @@ func TestSessionsWorkOnAnyNode(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	c := f.signedIn(f.alice)
 	// A second node on the same store opens the first one's cookie.
-	other, err := web.New(context.Background(), web.Options{Store: storeOf(f), Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: cacheOf(f)})
+	other, err := web.New(context.Background(), web.Options{Store: storeOf(f), Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: cacheOf(f), API: api.NewHandler(f.meta, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,6 +471,7 @@ func TestStaticAssets(t *testing.T) {
 func TestOwns(t *testing.T) {
 	for path, want := range map[string]bool{
 		"/": true, "/alice": true, "/alice/demo": true, "/alice/demo/": true, "/alice/demo/-/tree/main": true, "/static/x/style.css": true, "/login": true,
+		"/favicon.ico": true, "/-/explore": true, "/-/settings/tokens": true, "/-/settings/keys/x/remove": true, "/-/alerts/alice": true, "/alice/demo/-/settings": true,
 		"/alice/demo.git/info/refs": false, "/alice/demo/git-upload-pack": false, "/alice/demo.git/git-receive-pack": false, "/alice/demo/HEAD": false,
 	} {
 		if got := web.Owns(path); got != want {
@@ -489,7 +492,7 @@ func TestAuthenticationOutageIs503(t *testing.T) {
 	c := f.signedIn(f.alice)
 	// The same store, but authentication now fails: a signed-in visitor
 	// gets 503, never an anonymous page.
-	h, err := web.New(context.Background(), web.Options{Store: f.store, Auth: failAuth{}, Repos: f.meta, Authz: f.meta, Cache: f.cache})
+	h, err := web.New(context.Background(), web.Options{Store: f.store, Auth: failAuth{}, Repos: f.meta, Authz: f.meta, Cache: f.cache, API: api.NewHandler(f.meta, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +523,7 @@ func TestSessionKeyIsSharedAndKept(t *testing.T) {
 	for i := range hs {
 		go func() {
 			var err error
-			hs[i], err = web.New(context.Background(), web.Options{Store: store, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache})
+			hs[i], err = web.New(context.Background(), web.Options{Store: store, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache, API: api.NewHandler(f.meta, nil)})
 			errs <- err
 		}()
 	}
@@ -559,7 +562,7 @@ func TestSessionKeyIsSharedAndKept(t *testing.T) {
 	if _, err := bad.PutIfAbsent(context.Background(), web.SessionKeyObject, strings.NewReader("short"), 5); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := web.New(context.Background(), web.Options{Store: bad, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache}); err == nil {
+	if _, err := web.New(context.Background(), web.Options{Store: bad, Auth: f.meta, Repos: f.meta, Authz: f.meta, Cache: f.cache, API: api.NewHandler(f.meta, nil)}); err == nil {
 		t.Error("a corrupt session key was accepted")
 	}
 }

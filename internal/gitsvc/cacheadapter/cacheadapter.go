@@ -28,12 +28,12 @@ var (
 )
 
 // Materialize brings the cache's copy forward (repocache.Cache.Materialize).
-func (r Repos) Materialize(ctx context.Context, repo string) (*gitsvc.Checkout, error) {
+func (r Repos) Materialize(ctx context.Context, repo string) (*gitsvc.LocalCopy, error) {
 	snap, err := r.Cache.Materialize(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
-	return &gitsvc.Checkout{
+	return &gitsvc.LocalCopy{
 		Dir:    snap.Dir,
 		Refs:   snap.Index.Refs,
 		Head:   repocache.DefaultBranch(snap.Index.Refs),

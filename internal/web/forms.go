@@ -1,0 +1,453 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/ghost-scm/ghost/internal/client"
+)
+
+// The pages that change things (docs/adr/0103-web-ui-forms.md): creating
+// a repository, its settings and deletion, the visitor's tokens and SSH
+// keys, a full-history scan; and the pages that find things: the signed-
+// in home, the explore page of public repositories and a tenant's alerts
+// across its repositories. Each is an HTML form that works without
+// JavaScript, checked against the session's CSRF token, and each change
+// is one call of the REST API, served in process (Options.API) with the
+// visitor's own token: the same authorization, validation and messages
+// as for git and the CLI, and no second copy of those rules here.
+
+// api returns a client of the API acting as v (anonymous when v is).
+func (h *Handler) api(v *visitor) *client.Client {
+	c, err := client.New("http://ghost.invalid", v.token, client.WithHandler(h.opts.API), client.WithUserAgent("ghost-web"))
+	if err != nil {
+		panic(err) // a constant URL
+	}
+	return c
+}
+
+// apiError turns an API failure into a page: the API's message, which is
+// written for people, with its status.
+func apiError(err error) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return classify("api", err)
+	}
+	status := ce.Status
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	msg := ce.Message
+	if status >= 500 {
+		msg = "The service is unavailable; try again shortly."
+	}
+	if status == http.StatusNotFound {
+		msg = "Not found."
+	}
+	return &httpError{status: status, msg: msg, err: err}
+}
+
+// form reads a POST form after checking its size and its CSRF token; it
+// renders the failure itself and reports false.
+func (h *Handler) form(w http.ResponseWriter, r *http.Request, signedIn bool) (*visitor, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return nil, false
+	}
+	if !h.keys.checkCSRF(r) {
+		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
+		return nil, false
+	}
+	if signedIn && v.p == nil {
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.Path), http.StatusSeeOther)
+		return nil, false
+	}
+	return v, true
+}
+
+// signedIn renders a GET page for a signed-in visitor only: anyone else
+// is sent to sign in first.
+func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*visitor, bool) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return nil, false
+	}
+	if v.p == nil {
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return nil, false
+	}
+	return v, true
+}
+
+// ownerRepos is one owner's repositories on the home page.
+type ownerRepos struct {
+	Owner string
+	Org   bool
+	Repos []client.Repo
+}
+
+// home is the front page: for a visitor, what ghost is and where to look;
+// signed in, the visitor's repositories and those of their orgs.
+func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if v.p == nil {
+		h.show(w, r, v, http.StatusOK, "home", page{Title: "ghost"})
+		return
+	}
+	ctx := r.Context()
+	c := h.api(v)
+	owners := []ownerRepos{{Owner: v.p.Tenant}}
+	orgs, err := c.UserOrgs(ctx)
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	for _, o := range orgs {
+		owners = append(owners, ownerRepos{Owner: o.Name, Org: true})
+	}
+	for i := range owners {
+		if owners[i].Repos, err = c.ListRepos(ctx, owners[i].Owner); err != nil {
+			h.fail(w, r, v, apiError(err))
+			return
+		}
+	}
+	h.show(w, r, v, http.StatusOK, "dashboard", page{Title: "ghost", Data: owners})
+}
+
+// explore lists the public repositories of every owner, a page at a time.
+func (h *Handler) explore(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	p, err := h.api(v).PublicRepos(r.Context(), r.URL.Query().Get("page"), 0)
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "explore", page{Title: "Explore", Data: p})
+}
+
+// newRepoPage is the form of a new repository, and its outcome.
+type newRepoPage struct {
+	Owners []string
+	Owner  string
+	Name   string
+	Public bool
+}
+
+func (h *Handler) newRepoForm(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	owners, err := h.owners(r.Context(), v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "new", page{Title: "New repository", Data: newRepoPage{Owners: owners, Owner: r.URL.Query().Get("owner")}})
+}
+
+// owners are where v may create repositories: itself and its orgs.
+func (h *Handler) owners(ctx context.Context, v *visitor) ([]string, error) {
+	orgs, err := h.api(v).UserOrgs(ctx)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	out := []string{v.p.Tenant}
+	for _, o := range orgs {
+		out = append(out, o.Name)
+	}
+	return out, nil
+}
+
+func (h *Handler) newRepo(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	d := newRepoPage{Owner: r.PostFormValue("owner"), Name: strings.TrimSpace(r.PostFormValue("name")), Public: r.PostFormValue("visibility") == "public"}
+	repo, err := h.api(v).CreateRepo(r.Context(), d.Owner, d.Name, d.Public)
+	if err != nil {
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Status > 0 && ce.Status < 500 {
+			// The form again, with what was typed and why it failed.
+			d.Owners, _ = h.owners(r.Context(), v)
+			h.show(w, r, v, ce.Status, "new", page{Title: "New repository", Notice: ce.Message, Data: d})
+			return
+		}
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.opts.Logger.InfoContext(r.Context(), "web: repository created", "repo", repo.FullName, "by", v.p.Tenant, "token_id", v.p.TokenID)
+	http.Redirect(w, r, "/"+urlSegment(repo.Owner)+"/"+urlSegment(repo.Name), http.StatusSeeOther)
+}
+
+// settingsPage is a repository's settings.
+type settingsPage struct {
+	Repo client.Repo
+}
+
+func (h *Handler) repoSettings(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	rv, err := h.security(r, v)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	repo, err := h.api(v).Repo(r.Context(), rv.Owner, rv.Name)
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "settings", page{Title: "Settings · " + rv.FullName(), Repo: rv, Tab: "settings", Notice: noticeOf(r), Data: settingsPage{Repo: repo}})
+}
+
+// notices are the messages a redirect after a change shows (?done=...):
+// fixed texts, never the URL's own words, so a link cannot make the page
+// say anything.
+var notices = map[string]string{
+	"saved":   "Settings saved.",
+	"scan":    "A scan of the whole history was started; its progress is below.",
+	"revoked": "The token was revoked; it stops working at once.",
+	"removed": "The key was removed; it stops working at once.",
+	"added":   "The key was added.",
+}
+
+func noticeOf(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
+
+func (h *Handler) saveSettings(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	owner, name := r.PathValue("owner"), r.PathValue("repo")
+	public := r.PostFormValue("visibility") == "public"
+	protect := r.PostFormValue("push_protection") == "on"
+	replace := r.PostFormValue("allow_replace_refs") == "on"
+	if _, err := h.api(v).UpdateRepo(r.Context(), owner, name, client.RepoSettings{Public: &public, PushProtection: &protect, AllowReplaceRefs: &replace}); err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	http.Redirect(w, r, "/"+urlSegment(owner)+"/"+urlSegment(name)+"/-/settings?done=saved", http.StatusSeeOther)
+}
+
+func (h *Handler) deleteRepo(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	owner, name := r.PathValue("owner"), r.PathValue("repo")
+	c := h.api(v)
+	repo, err := c.Repo(r.Context(), owner, name)
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	// The typed confirmation, as GitHub asks: the full name, exactly.
+	if strings.TrimSpace(r.PostFormValue("confirm")) != repo.FullName {
+		h.fail(w, r, v, &httpError{status: http.StatusBadRequest, msg: "Type the repository's full name, " + repo.FullName + ", to delete it. Nothing was deleted."})
+		return
+	}
+	if err := c.DeleteRepo(r.Context(), owner, name); err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.opts.Logger.InfoContext(r.Context(), "web: repository deleted", "repo", repo.FullName, "by", v.p.Tenant, "token_id", v.p.TokenID)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (h *Handler) startScan(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	owner, name := r.PathValue("owner"), r.PathValue("repo")
+	if _, _, err := h.api(v).StartScan(r.Context(), owner, name); err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	http.Redirect(w, r, "/"+urlSegment(owner)+"/"+urlSegment(name)+"/-/scans?done=scan", http.StatusSeeOther)
+}
+
+// tokensPage is the visitor's tokens, and a token just made, shown once.
+type tokensPage struct {
+	Tokens  []client.Token
+	Created *client.Token
+	Current string // the id of the token this session uses
+}
+
+func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	h.showTokens(w, r, v, http.StatusOK, nil, noticeOf(r))
+}
+
+func (h *Handler) showTokens(w http.ResponseWriter, r *http.Request, v *visitor, status int, created *client.Token, notice string) {
+	toks, err := h.api(v).ListTokens(r.Context(), v.p.Tenant)
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.show(w, r, v, status, "tokens", page{Title: "Access tokens", Notice: notice, Data: tokensPage{Tokens: toks, Created: created, Current: v.p.TokenID}})
+}
+
+func (h *Handler) createToken(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	scope := r.PostFormValue("scope")
+	if !slices.Contains([]string{"read", "write"}, scope) {
+		h.fail(w, r, v, &httpError{status: http.StatusBadRequest, msg: "A token's scope is read or write here; admin tokens come from the command line."})
+		return
+	}
+	tok, err := h.api(v).CreateToken(r.Context(), v.p.Tenant, scope, strings.TrimSpace(r.PostFormValue("description")))
+	if err != nil {
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Status > 0 && ce.Status < 500 {
+			h.showTokens(w, r, v, ce.Status, nil, ce.Message)
+			return
+		}
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.opts.Logger.InfoContext(r.Context(), "web: token created", "tenant", tok.Tenant, "id", tok.ID, "scope", tok.Scope, "by_token", v.p.TokenID)
+	// Shown on this answer only: not a redirect, and never cached.
+	h.showTokens(w, r, v, http.StatusCreated, &tok, "")
+}
+
+func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	if err := h.api(v).RevokeToken(r.Context(), v.p.Tenant, r.PathValue("id")); err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	if r.PathValue("id") == v.p.TokenID {
+		// The session's own token: the visitor is signed out with it.
+		h.clearSession(w, r)
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/-/settings/tokens?done=revoked", http.StatusSeeOther)
+}
+
+// keysPage is the visitor's SSH keys.
+type keysPage struct {
+	Keys  []client.SSHKey
+	Title string
+	Key   string
+}
+
+func (h *Handler) sshKeys(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	h.showKeys(w, r, v, http.StatusOK, keysPage{}, noticeOf(r))
+}
+
+func (h *Handler) showKeys(w http.ResponseWriter, r *http.Request, v *visitor, status int, d keysPage, notice string) {
+	keys, err := h.api(v).ListSSHKeys(r.Context(), v.p.Tenant)
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	d.Keys = keys
+	h.show(w, r, v, status, "keys", page{Title: "SSH keys", Notice: notice, Data: d})
+}
+
+func (h *Handler) addKey(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	d := keysPage{Title: strings.TrimSpace(r.PostFormValue("title")), Key: strings.TrimSpace(r.PostFormValue("key"))}
+	if _, err := h.api(v).AddSSHKey(r.Context(), v.p.Tenant, d.Title, d.Key); err != nil {
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Status > 0 && ce.Status < 500 {
+			h.showKeys(w, r, v, ce.Status, d, ce.Message)
+			return
+		}
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	http.Redirect(w, r, "/-/settings/keys?done=added", http.StatusSeeOther)
+}
+
+func (h *Handler) removeKey(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.form(w, r, true)
+	if !ok {
+		return
+	}
+	if err := h.api(v).RemoveSSHKey(r.Context(), v.p.Tenant, r.PathValue("id")); err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	http.Redirect(w, r, "/-/settings/keys?done=removed", http.StatusSeeOther)
+}
+
+// tenantAlertsPage is a tenant's alerts across its repositories.
+type tenantAlertsPage struct {
+	Owner  string
+	State  string
+	Rule   string
+	Repo   string
+	States []string
+	Repos  []client.Repo
+	Alerts []client.Alert
+	Next   string
+}
+
+// tenantAlerts lists the alerts of every repository of an owner the
+// visitor may write, with filters: state, rule, repository.
+func (h *Handler) tenantAlerts(w http.ResponseWriter, r *http.Request) {
+	v, err := h.who(w, r)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if v.p == nil || h.opts.Alerts == nil {
+		h.fail(w, r, v, errNotFound)
+		return
+	}
+	q := r.URL.Query()
+	d := tenantAlertsPage{Owner: r.PathValue("owner"), State: q.Get("state"), Rule: strings.TrimSpace(q.Get("rule")), Repo: q.Get("repo"), States: alertStates()}
+	if !slices.Contains(d.States, d.State) {
+		d.State = "open"
+	}
+	c := h.api(v)
+	p, err := c.ListTenantAlerts(r.Context(), d.Owner, client.AlertFilter{State: d.State, Rule: d.Rule, Repo: d.Repo, Page: q.Get("page")})
+	if err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	d.Alerts, d.Next = p.Alerts, p.NextPage
+	if d.Repos, err = c.ListRepos(r.Context(), d.Owner); err != nil {
+		h.fail(w, r, v, apiError(err))
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "tenantalerts", page{Title: "Secret alerts · " + d.Owner, Data: d})
+}

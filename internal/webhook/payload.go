@@ -1,0 +1,235 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Payloads follow GitHub's webhook shapes field for field where GitHub
+// has the event, so receivers and libraries written for GitHub parse
+// them unchanged (the tests decode them with go-github).
+
+// Repository is the repository an event concerns.
+type Repository struct {
+	// ID is ghost's repository id; payloads carry it as node_id and a
+	// number derived from it as id, since GitHub's ids are numbers.
+	ID            string
+	Owner, Name   string
+	Private       bool
+	DefaultBranch string
+	// BaseURL is the server's public URL, e.g. "https://git.example.com".
+	BaseURL string
+}
+
+// NumericID is the number a payload gives as the repository's id: the
+// first 53 bits of the sha256 of ghost's id, stable and exact in
+// JavaScript.
+func NumericID(id string) int64 {
+	sum := sha256.Sum256([]byte(id))
+	return int64(binary.BigEndian.Uint64(sum[:8]) >> 11)
+}
+
+type repoJSON struct {
+	ID            int64     `json:"id"`
+	NodeID        string    `json:"node_id"`
+	Name          string    `json:"name"`
+	FullName      string    `json:"full_name"`
+	Private       bool      `json:"private"`
+	Owner         userJSON  `json:"owner"`
+	HTMLURL       string    `json:"html_url"`
+	URL           string    `json:"url"`
+	CloneURL      string    `json:"clone_url"`
+	DefaultBranch string    `json:"default_branch,omitempty"`
+	Visibility    string    `json:"visibility"`
+	PushedAt      *unixTime `json:"pushed_at,omitempty"`
+}
+
+type userJSON struct {
+	Login string `json:"login,omitempty"`
+	Name  string `json:"name,omitempty"`
+	Email string `json:"email,omitempty"`
+}
+
+// unixTime encodes as GitHub's push payloads do (seconds).
+type unixTime int64
+
+func (r Repository) json() repoJSON {
+	html := strings.TrimRight(r.BaseURL, "/") + "/" + r.Owner + "/" + r.Name
+	vis := "public"
+	if r.Private {
+		vis = "private"
+	}
+	return repoJSON{
+		ID: NumericID(r.ID), NodeID: r.ID, Name: r.Name, FullName: r.Owner + "/" + r.Name,
+		Private: r.Private, Owner: userJSON{Login: r.Owner, Name: r.Owner}, HTMLURL: html, URL: html,
+		CloneURL: html + ".git", DefaultBranch: r.DefaultBranch, Visibility: vis,
+	}
+}
+
+// Commit is one pushed commit.
+type Commit struct {
+	ID, TreeID, Message           string
+	Timestamp                     time.Time
+	AuthorName, AuthorEmail       string
+	CommitterName, CommitterEmail string
+}
+
+// MaxPushCommits is how many commits a push payload lists, newest last,
+// as GitHub's event API does; Size says how many there were.
+const MaxPushCommits = 20
+
+// Push is one ref's update by one push.
+type Push struct {
+	Ref, Before, After string
+	Forced             bool
+	// Commits are the commits the push made reachable from Ref, oldest
+	// first; Size is their count when Commits was cut (0: len(Commits)).
+	Commits []Commit
+	Size    int
+	// Pusher names who pushed (a tenant).
+	Pusher string
+	Repo   Repository
+	// At is when the push was committed.
+	At time.Time
+}
+
+type commitJSON struct {
+	ID        string    `json:"id"`
+	TreeID    string    `json:"tree_id,omitempty"`
+	Distinct  bool      `json:"distinct"`
+	Message   string    `json:"message"`
+	Timestamp time.Time `json:"timestamp"`
+	URL       string    `json:"url"`
+	Author    userJSON  `json:"author"`
+	Committer userJSON  `json:"committer"`
+	Added     []string  `json:"added"`
+	Removed   []string  `json:"removed"`
+	Modified  []string  `json:"modified"`
+}
+
+type pushJSON struct {
+	Ref        string       `json:"ref"`
+	Before     string       `json:"before"`
+	After      string       `json:"after"`
+	Created    bool         `json:"created"`
+	Deleted    bool         `json:"deleted"`
+	Forced     bool         `json:"forced"`
+	BaseRef    *string      `json:"base_ref"`
+	Compare    string       `json:"compare"`
+	Commits    []commitJSON `json:"commits"`
+	Size       int          `json:"size"`
+	HeadCommit *commitJSON  `json:"head_commit"`
+	Repository repoJSON     `json:"repository"`
+	Pusher     userJSON     `json:"pusher"`
+	Sender     userJSON     `json:"sender"`
+}
+
+func isZeroID(id string) bool { return id == "" || strings.Trim(id, "0") == "" }
+
+// PushPayload returns the "push" event's body.
+func PushPayload(p Push) ([]byte, error) {
+	repo := p.Repo.json()
+	if !p.At.IsZero() {
+		t := unixTime(p.At.Unix())
+		repo.PushedAt = &t
+	}
+	out := pushJSON{
+		Ref: p.Ref, Before: p.Before, After: p.After,
+		Created: isZeroID(p.Before), Deleted: isZeroID(p.After), Forced: p.Forced,
+		Compare:    repo.HTMLURL + "/-/compare/" + p.Before + "..." + p.After,
+		Commits:    []commitJSON{},
+		Size:       p.Size,
+		Repository: repo,
+		Pusher:     userJSON{Name: p.Pusher},
+		Sender:     userJSON{Login: p.Pusher},
+	}
+	if out.Size < len(p.Commits) {
+		out.Size = len(p.Commits)
+	}
+	cs := p.Commits
+	if len(cs) > MaxPushCommits {
+		cs = cs[len(cs)-MaxPushCommits:]
+	}
+	for _, c := range cs {
+		out.Commits = append(out.Commits, commitJSON{
+			ID: c.ID, TreeID: c.TreeID, Distinct: true, Message: c.Message, Timestamp: c.Timestamp.UTC(),
+			URL:       repo.HTMLURL + "/-/commit/" + c.ID,
+			Author:    userJSON{Name: c.AuthorName, Email: c.AuthorEmail},
+			Committer: userJSON{Name: c.CommitterName, Email: c.CommitterEmail},
+			Added:     []string{}, Removed: []string{}, Modified: []string{},
+		})
+	}
+	if n := len(out.Commits); n > 0 && !out.Deleted {
+		head := out.Commits[n-1]
+		out.HeadCommit = &head
+	}
+	return json.Marshal(out)
+}
+
+// RefEvent is the "create" or "delete" event GitHub sends beside a push
+// that creates or deletes a branch or tag; ok is false for a push that
+// does neither, or for a ref outside refs/heads and refs/tags.
+func RefEvent(p Push) (event string, body []byte, ok bool, err error) {
+	var refType, name string
+	switch {
+	case strings.HasPrefix(p.Ref, "refs/heads/"):
+		refType, name = "branch", strings.TrimPrefix(p.Ref, "refs/heads/")
+	case strings.HasPrefix(p.Ref, "refs/tags/"):
+		refType, name = "tag", strings.TrimPrefix(p.Ref, "refs/tags/")
+	default:
+		return "", nil, false, nil
+	}
+	switch {
+	case isZeroID(p.Before) && !isZeroID(p.After):
+		event = "create"
+	case !isZeroID(p.Before) && isZeroID(p.After):
+		event = "delete"
+	default:
+		return "", nil, false, nil
+	}
+	body, err = json.Marshal(struct {
+		Ref          string   `json:"ref"`
+		RefType      string   `json:"ref_type"`
+		MasterBranch string   `json:"master_branch,omitempty"`
+		PusherType   string   `json:"pusher_type"`
+		Repository   repoJSON `json:"repository"`
+		Sender       userJSON `json:"sender"`
+	}{name, refType, p.Repo.DefaultBranch, "user", p.Repo.json(), userJSON{Login: p.Pusher}})
+	return event, body, err == nil, err
+}
+
+// Hook describes a hook in a ping.
+type Hook struct {
+	ID     int64
+	URL    string
+	Events []string
+	Active bool
+}
+
+// PingPayload returns the "ping" event's body, sent when a hook is
+// created. It names the hook's URL and events, never its secret.
+func PingPayload(h Hook, repo Repository, sender, zen string) ([]byte, error) {
+	type config struct {
+		URL         string `json:"url"`
+		ContentType string `json:"content_type"`
+		InsecureSSL string `json:"insecure_ssl"`
+	}
+	type hookJSON struct {
+		Type   string   `json:"type"`
+		ID     int64    `json:"id"`
+		Name   string   `json:"name"`
+		Active bool     `json:"active"`
+		Events []string `json:"events"`
+		Config config   `json:"config"`
+	}
+	return json.Marshal(struct {
+		Zen        string   `json:"zen"`
+		HookID     int64    `json:"hook_id"`
+		Hook       hookJSON `json:"hook"`
+		Repository repoJSON `json:"repository"`
+		Sender     userJSON `json:"sender"`
+	}{zen, h.ID, hookJSON{"Repository", h.ID, "web", h.Active, h.Events, config{h.URL, "json", "0"}}, repo.json(), userJSON{Login: sender}})
+}
