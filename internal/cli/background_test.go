@@ -13,6 +13,7 @@ import (
 func TestNiceLowersBackgroundCommands(t *testing.T) {
 	t.Setenv("GHOST_S3_BUCKET", "")
 	dir := t.TempDir()
+	mustGhost(t, dir, "init")
 	mustGhost(t, dir, "tenant", "create", "alice")
 	mustGhost(t, dir, "repo", "create", "alice/app")
 	for _, tc := range []struct {
