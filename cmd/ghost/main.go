@@ -9,11 +9,12 @@ import (
 	"syscall"
 
 	"github.com/ghost-scm/ghost/internal/cli"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := cli.Run(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, LowerPriority: gitexec.LowerProcess})
 	stop()
 	os.Exit(code)
 }

@@ -20,6 +20,11 @@ import (
 // the CLI in-process.
 type Env struct {
 	Stdout, Stderr io.Writer
+	// LowerPriority lowers the whole process's CPU priority by n, for
+	// the commands whose process is background work (--nice); nil leaves
+	// it alone (tests run commands inside the test process). The ghost
+	// binary passes gitexec.LowerProcess.
+	LowerPriority func(n int) error
 }
 
 // newRootCmd builds ghost's command tree, the one list of its commands.
@@ -87,7 +92,12 @@ through the GHOST_* environment variable its help names.`
 // process exit code: 0 on success (and for help), 2 for a usage error, 1
 // for any other failure.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := &Env{Stdout: stdout, Stderr: stderr}
+	return Run(ctx, args, &Env{Stdout: stdout, Stderr: stderr})
+}
+
+// Run is Main with the whole environment given.
+func Run(ctx context.Context, args []string, env *Env) int {
+	stderr := env.Stderr
 	root := newRootCmd(env)
 	root.SetArgs(singleDashLongFlags(root, args))
 	cmd, err := root.ExecuteContextC(ctx)

@@ -22,6 +22,8 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth", "skip-binary", "rev",
 	// ghost repo scan, scans
 	"wait", "poll", "limit",
+	// ghost repo compact
+	"full",
 	// confirmations, alert changes, settings
 	"yes", "reason", "comment",
 	// ghost repo list, tenant list

@@ -18,10 +18,13 @@ import (
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
-// newRepoCompactCmd returns "ghost repo compact <owner>/<name>": fold the
-// repository's log into a checkpoint now, whatever the policy says
-// (docs/adr/0050-compaction.md). Servers do this on their own after
-// pushes; the command is for operators and benchmarks.
+// newRepoCompactCmd returns "ghost repo compact [--full] <owner>/<name>":
+// fold the repository's log into a checkpoint now, whatever the policy
+// says (docs/adr/0050-compaction.md): a geometric roll-up or a full
+// repack, as the progression of its checkpoints says, or a full repack
+// with --full, the one kind that drops unreachable objects
+// (docs/adr/0051-geometric-checkpoints.md). Servers do this on their own
+// after pushes; the command is for operators and benchmarks.
 func newRepoCompactCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compact <owner>/<name>",
@@ -30,7 +33,14 @@ func newRepoCompactCmd(env *Env) *cobra.Command {
 	}
 	a := newAdmin(env, cmd)
 	a.cfg.RegisterCache(cmd.Flags())
+	var full bool
+	var nice int
+	cmd.Flags().BoolVar(&full, "full", false, "repack the whole repository into one checkpoint, dropping unreachable objects, instead of what the checkpoints' progression asks for")
+	registerNice(cmd.Flags(), &nice)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := lowerProcess(env, nice); err != nil {
+			return err
+		}
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
 			return err
@@ -45,7 +55,7 @@ func newRepoCompactCmd(env *Env) *cobra.Command {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "%s/%s is log %s in %s\n", owner, name, r.ID, a.cfg.Location())
-		if err := compactRepo(ctx, objects, a.cfg.Cache(), r.ID, env.Stdout); err != nil {
+		if err := compactRepo(ctx, objects, a.cfg.Cache(), r.ID, full, env.Stdout); err != nil {
 			return err
 		}
 		a.wrote()
@@ -58,7 +68,7 @@ func newRepoCompactCmd(env *Env) *cobra.Command {
 // the cache directory's scratch space, which a server on the same node
 // may share (docs/design.md §5.1). It is independent of how the command
 // line is parsed.
-func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID string, out io.Writer) error {
+func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID string, full bool, out io.Writer) error {
 	log := wal.New(objects, wal.Options{})
 	cache, err := repocache.New(cacheDir, log, repocache.Options{})
 	if err != nil {
@@ -68,7 +78,11 @@ func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID s
 	// Serve scans every push, so a compaction by hand keeps what scans
 	// have not read yet, as serve's own do (docs/adr/0033-scan-coverage.md).
 	c := compact.New(log, cache, compact.Options{Progress: func(msg string) { fmt.Fprintln(out, msg) }, Coverage: scanner.NewCoverage(objects)})
-	res, err := c.Compact(ctx, repoID)
+	compactFn := c.Compact
+	if full {
+		compactFn = c.CompactFull
+	}
+	res, err := compactFn(ctx, repoID)
 	switch {
 	case errors.Is(err, compact.ErrNothingToCompact), errors.Is(err, wal.ErrAlreadyCompacted):
 		fmt.Fprintf(out, "nothing to do: %v\n", err)
@@ -78,7 +92,11 @@ func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID s
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(out, "done: checkpoint %s (%d objects, %d bytes)\n", wal.CheckpointKey(repoID, res.Checkpoint), res.Objects, res.Checkpoint.Size)
+	kind := "a geometric roll-up"
+	if res.Full {
+		kind = "a full repack"
+	}
+	fmt.Fprintf(out, "done: checkpoint %s (%s: %d objects, %d bytes)\n", wal.CheckpointKey(repoID, res.Checkpoint), kind, res.Objects, res.Checkpoint.Size)
 	return nil
 }
 

@@ -42,7 +42,12 @@ func newGCCmd(env *Env) *cobra.Command {
 	config.DurationVar(f, &o.grace, "grace", "GHOST_GC_GRACE", gc.DefaultGrace, "delete unreferenced entries only when their ULID time is older than this (at least 1h)")
 	config.DurationVar(f, &o.retention, "retention", "GHOST_GC_RETENTION", gc.DefaultRetention, "keep what is left under a deleted repository's log this long after gc first sees it")
 	config.IntVar(f, &o.conc, "concurrency", "GHOST_GC_CONCURRENCY", gc.DefaultConcurrency, "deletes in flight at once")
+	var nice int
+	registerNice(f, &nice)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := lowerProcess(env, nice); err != nil {
+			return err
+		}
 		if o.grace < minGrace {
 			return usageErrorf("--grace %v is below %v, which in-flight pushes need", o.grace, minGrace)
 		}

@@ -173,6 +173,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		sweep     int
 		logLevel  string
 		batch     int
+		nice      int
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -186,8 +187,12 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	config.IntVar(f, &sweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at; 0 disables the sweep")
 	config.StringVar(f, &logLevel, "log-level", "GHOST_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	config.IntVar(f, &batch, "checkpoint-blobs", "GHOST_SCAN_CHECKPOINT_BLOBS", scanner.DefaultCheckpointBlobs, "blobs scanned between checkpoints: at most this many are scanned again after a crash")
+	registerNice(f, &nice)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
+		if err := lowerProcess(env, nice); err != nil {
+			return err
+		}
 		if batch < 1 {
 			return usageErrorf("--checkpoint-blobs must be at least 1")
 		}
@@ -475,11 +480,10 @@ func newCoordUnparkCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-// Serve's scanning defaults: two in-process workers (a node scans its own
-// pushes without a farm; more come from ghost worker), and a reconcile
-// pass a minute.
+// Serve's scanning defaults: in-process workers (defaultScanWorkers: a
+// node scans its own pushes without a farm; more come from ghost
+// worker), and a reconcile pass a minute.
 const (
-	defaultScanWorkers   = 2
 	defaultScanReconcile = time.Minute
 	// defaultSweepRate paces the reconciler's sweep of every repository:
 	// about 3 object-store reads each, so an idle cluster spends some 6
@@ -499,7 +503,9 @@ func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Se
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := runScanWorkers(ctx, logger, sc, scanner.WorkerOptions{Cache: srv.Cache()}, srv.Meta(), n, rec); err != nil && ctx.Err() == nil {
+		// In-process workers yield to serving (docs/adr/0051-geometric-checkpoints.md).
+		wo := scanner.WorkerOptions{Cache: srv.Cache(), Background: srv.Background()}
+		if err := runScanWorkers(ctx, logger, sc, wo, srv.Meta(), n, rec); err != nil && ctx.Err() == nil {
 			logger.Warn("scan workers stopped", "err", err)
 		}
 	}()

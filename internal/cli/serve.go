@@ -46,6 +46,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		scanEvery time.Duration
 		scanSweep int
 		scanShard int
+		bg        backgroundFlags
 		tlsCert   string
 		tlsKey    string
 	)
@@ -71,10 +72,11 @@ func newServeCmd(env *Env) *cobra.Command {
 	compact.register(f)
 	config.DurationVar(f, &gcEvery, "coord-gc-interval", "GHOST_COORD_GC_INTERVAL", defaultCoordGCInterval, "how often to remove old run summaries from etcd, one node at a time; 0 disables")
 	config.DurationVar(f, &gcKeep, "coord-gc-retention", "GHOST_COORD_GC_RETENTION", defaultCoordRetention, "how long to keep the summaries of ended runs")
-	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers, "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
+	config.IntVar(f, &scanN, "scan-workers", "GHOST_SCAN_WORKERS", defaultScanWorkers(), "in-process secret-scanning workers; 0 leaves scanning to ghost worker processes")
 	config.DurationVar(f, &scanEvery, "scan-reconcile-interval", "GHOST_SCAN_RECONCILE_INTERVAL", defaultScanReconcile, "how often to start the push scans missing after each repository's scan watermark; 0 disables")
 	config.IntVar(f, &scanSweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at, one node at a time; 0 disables the sweep")
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
+	bg.register(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -83,6 +85,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		if scanN < 0 || scanEvery < 0 || scanSweep < 0 || scanShard < 1 || scanShard > 1<<16 {
 			return usageErrorf("--scan-workers, --scan-reconcile-interval and --scan-sweep-rate must not be negative, --scan-shards must be 1 to 65536")
+		}
+		if err := bg.err(); err != nil {
+			return err
 		}
 		if (tlsCert == "") != (tlsKey == "") {
 			return usageErrorf("--tls-cert and --tls-key go together")
@@ -185,6 +190,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			SSHMaxSessions:                 int(off(int64(limits.SSHMaxSessions))),
 			SSHExecTimeout:                 time.Duration(off(int64(limits.SSHExecTimeout))),
 			Compaction:                     compact.options(),
+			Background:                     bg.options(),
 			Coordination:                   coordStore,
 			Tracer:                         tp.Tracer(),
 			Scan:                           scanner.Options{InitialShards: scanShard},

@@ -1,16 +1,23 @@
 // Package compact folds a repository's log into checkpoints
-// (docs/design.md §3.7, docs/adr/0050-compaction.md).
+// (docs/design.md §3.8, docs/adr/0050-compaction.md,
+// docs/adr/0051-geometric-checkpoints.md).
 //
-// A compactor reads the index at seq S, builds a scratch bare repository
-// from the log at S, packs every object reachable from the refs at S into
-// one pack with git's delta search, stores it as an immutable checkpoint
-// named after S and its sha256, and CASes the index so that the
-// checkpoint replaces the layers through S. Pushes only append, so one
-// that lands meanwhile makes the CAS retry and stays a layer; a push is
-// never blocked. Two compactors racing for one repository either write
-// the same checkpoint, or one of them loses the CAS and leaves an
-// unreferenced checkpoint for garbage collection. The compactor never
-// deletes anything.
+// A log's checkpoints form a geometric progression by size, oldest and
+// largest first. A compaction reads the index at seq S and rolls the
+// layers since the last checkpoint, with the newest checkpoints that
+// would break the progression, into one new checkpoint holding every
+// object of what it rolls up: its cost follows what it rolls up, not the
+// repository. When the roll-up would take in the oldest checkpoint, the
+// compaction is a full repack instead: everything the refs at S reach,
+// plus what the keep rules keep, into one checkpoint that replaces them
+// all, which is where unreachable objects are dropped. Either way the
+// pack is stored as an immutable checkpoint named after S and its
+// sha256, and the index CAS makes it replace what it covers. Pushes only
+// append, so one that lands meanwhile makes the CAS retry and stays a
+// layer; a push is never blocked. Two compactors racing for one
+// repository either write the same checkpoint, or one of them loses the
+// CAS and leaves an unreferenced checkpoint for garbage collection. The
+// compactor never deletes anything.
 package compact
 
 import (
@@ -21,8 +28,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,6 +64,16 @@ type Options struct {
 	// scan becomes impossible and no unscanned object is dropped
 	// (docs/adr/0033-scan-coverage.md). Nil folds without regard to scans.
 	Coverage Coverage
+	// Factor is the geometric progression's factor: a checkpoint stays
+	// only while it is at least Factor times the size of everything a
+	// compaction would roll up after it (default 2, as `git repack
+	// --geometric=2`; negative makes every compaction a full repack)
+	// (docs/adr/0051-geometric-checkpoints.md).
+	Factor int
+	// Git runs the compactor's git processes; nil means the cache's
+	// runner. serve passes one that yields to serving
+	// (gitexec.Background, docs/adr/0051-geometric-checkpoints.md).
+	Git *gitexec.Runner
 }
 
 // Coverage is what compaction needs from secret scanning
@@ -90,7 +109,50 @@ func New(log *wal.Log, cache *repocache.Cache, opts Options) *Compactor {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Compactor{log: log, cache: cache, git: cache.Git(), opts: opts}
+	if opts.Factor == 0 {
+		opts.Factor = DefaultFactor
+	}
+	git := opts.Git
+	if git == nil {
+		git = cache.Git()
+	}
+	return &Compactor{log: log, cache: cache, git: git, opts: opts}
+}
+
+// DefaultFactor is the default Options.Factor: git's own
+// (`git repack --geometric=2`).
+const DefaultFactor = 2
+
+// Plan returns how many of x's checkpoints, oldest first, a compaction of
+// x keeps, given layers, the size of the pack the compaction made of x's
+// layers: the newest checkpoints roll up, with that pack, while a
+// checkpoint is smaller than factor times everything rolled up after it,
+// as `git repack --geometric` decides which packs to merge. 0 means a
+// full repack; a factor of 0 or less always plans one. The result leaves
+// room for the new checkpoint under wal.MaxCheckpoints.
+//
+// The layers are weighed by their repacked size, not by the sizes the
+// index records: a layer's pack carries the full bases of its deltas
+// (design §3.2), several times what it adds to a repacked checkpoint.
+// Each checkpoint that stays is thus at least factor times the one
+// written after it, so a log holds about log_factor(size of the oldest
+// over the smallest) checkpoints, and an object is rewritten only when
+// the checkpoint holding it grows by a factor of at least 1 + 1/factor
+// (docs/adr/0051-geometric-checkpoints.md).
+func Plan(x *wal.Index, factor int, layers int64) int {
+	if factor <= 0 || x == nil {
+		return 0
+	}
+	total := layers
+	keep := min(len(x.Checkpoints), wal.MaxCheckpoints-1)
+	for _, c := range x.Checkpoints[keep:] {
+		total += c.Size
+	}
+	for keep > 0 && x.Checkpoints[keep-1].Size/int64(factor) < total {
+		keep--
+		total += x.Checkpoints[keep].Size
+	}
+	return keep
 }
 
 // ErrNothingToCompact means the log has no layer after its last
@@ -102,6 +164,10 @@ type Result struct {
 	wal.CompactResult
 	// Objects is the number of objects in the checkpoint.
 	Objects int
+	// Full is set for a full repack, unset for a geometric roll-up.
+	Full bool
+	// Took is how long the compaction ran.
+	Took time.Duration
 }
 
 func (c *Compactor) progress(format string, args ...any) {
@@ -111,14 +177,28 @@ func (c *Compactor) progress(format string, args ...any) {
 }
 
 // Compact folds every layer of repo's log up to the current head into a
-// checkpoint. Errors: ErrNothingToCompact, wal.ErrRepoDeleted,
-// wal.ErrAlreadyCompacted (another compactor covered the same seq first:
-// harmless), wal.ErrOutcomeUnknown (the index write's outcome could not
-// be learned; the next run, or any read of the index, tells), or a
-// failure to build or store the checkpoint, after which the index is
-// untouched. Whatever the failure, the repository stays consistent and
-// the next run starts over.
+// checkpoint: a geometric roll-up, or a full repack when the roll-up
+// would take in the oldest checkpoint (Plan). Errors: ErrNothingToCompact,
+// wal.ErrRepoDeleted, wal.ErrAlreadyCompacted (another compactor covered
+// the same seq first, or replaced a checkpoint this one keeps: harmless),
+// wal.ErrOutcomeUnknown (the index write's outcome could not be learned;
+// the next run, or any read of the index, tells), or a failure to build
+// or store the checkpoint, after which the index is untouched. Whatever
+// the failure, the repository stays consistent and the next run starts
+// over.
 func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
+	return c.compact(ctx, repo, false)
+}
+
+// CompactFull is Compact with a full repack, whatever the progression
+// says: the one kind of compaction that drops unreachable objects
+// (`ghost repo compact --full`).
+func (c *Compactor) CompactFull(ctx context.Context, repo string) (Result, error) {
+	return c.compact(ctx, repo, true)
+}
+
+func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result, error) {
+	start := time.Now()
 	// 1. The seq to cover: the head now.
 	x, err := c.log.Head(ctx, repo)
 	if err != nil {
@@ -127,9 +207,11 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 	if len(x.Layers) == 0 {
 		return Result{}, fmt.Errorf("%s at seq %d: %w", repo, x.Seq, ErrNothingToCompact)
 	}
+	full = full || c.opts.Factor < 0
 	c.progress("compacting %s: seq %d, %d layers since checkpoint %d", repo, x.Seq, len(x.Layers), x.CompactedThroughSeq)
 
-	// 2. A scratch repository at that seq.
+	// 2. A scratch repository with the layers; the checkpoints the plan
+	// rolls up join them below.
 	tmpRoot, err := c.cache.TempDir()
 	if err != nil {
 		return Result{}, err
@@ -140,30 +222,73 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 	}
 	defer os.RemoveAll(scratch)
 	dir := filepath.Join(scratch, "repo.git")
-	packs, err := c.cache.Build(ctx, repo, x, dir)
+	built, err := c.cache.BuildObjects(ctx, repo, nil, x.Layers, dir, c.git)
 	if err != nil {
 		return Result{}, err
 	}
 	c.progress("built seq %d in a scratch repository", x.Seq)
-
-	// 3. One pack of everything the refs reach, plus recent strays and
-	// every object of the pushes not scanned yet.
 	scanned := x.Seq
 	if c.opts.Coverage != nil {
 		if scanned, err = c.opts.Coverage.ScannedThrough(ctx, repo); err != nil {
 			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 		}
 	}
-	base, n, err := c.pack(ctx, dir, x, packs, scanned)
-	if err != nil {
-		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+
+	// 3. The pack. A roll-up first packs the layers, whose size decides
+	// how many checkpoints roll up with it (Plan), and then those with
+	// it: every object of what it rolls up. A full repack packs
+	// everything the refs reach, plus recent strays and every object of
+	// the pushes not scanned yet.
+	keep := 0
+	var base string
+	var n int
+	if !full {
+		var lbase string
+		lbase, n, err = c.rollUp(ctx, dir, slices.Collect(maps.Values(built.Layers)))
+		if err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+		st, err := os.Stat(lbase + ".pack")
+		if err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+		keep = Plan(x, c.opts.Factor, st.Size())
+		switch {
+		case keep == len(x.Checkpoints):
+			base = lbase
+		case keep > 0:
+			more, err := c.cache.AddObjects(ctx, repo, x.Checkpoints[keep:], nil, dir, c.git)
+			if err != nil {
+				return Result{}, err
+			}
+			base, n, err = c.rollUp(ctx, dir, append(more.Checkpoints, strings.TrimPrefix(filepath.Base(lbase), "pack-")))
+			if err != nil {
+				return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+			}
+		}
+	}
+	if keep == 0 {
+		c.progress("a full repack")
+		more, err := c.cache.AddObjects(ctx, repo, x.Checkpoints, nil, dir, c.git)
+		if err != nil {
+			return Result{}, err
+		}
+		built.Checkpoints = more.Checkpoints
+		if err := c.cache.SetRefs(ctx, dir, x.Refs, c.git); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+		if base, n, err = c.pack(ctx, dir, x, built, scanned); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+	} else {
+		c.progress("a roll-up of the layers and %d checkpoints, after %d", len(x.Checkpoints)-keep, keep)
 	}
 	sum, size, err := hashFile(base + ".pack")
 	if err != nil {
 		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 	}
 	c.progress("packed %d objects, %d bytes", n, size)
-	if err := c.preserve(ctx, repo, dir, x, packs, scanned); err != nil {
+	if err := c.preserve(ctx, repo, dir, x, built, scanned); err != nil {
 		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 	}
 
@@ -183,38 +308,69 @@ func (c *Compactor) Compact(ctx context.Context, repo string) (Result, error) {
 		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 	}
 	res, err := c.log.Compact(ctx, repo, wal.CheckpointPack{
-		At: x, Pack: pf, Size: size, SHA256: sum, PackIndex: xf, PackIndexSize: xi.Size(),
+		At: x, Keep: keep, Pack: pf, Size: size, SHA256: sum, PackIndex: xf, PackIndexSize: xi.Size(),
 	})
+	out := Result{CompactResult: res, Objects: n, Full: keep == 0, Took: time.Since(start)}
 	if err != nil {
-		return Result{CompactResult: res, Objects: n}, err
+		return out, err
 	}
-	c.progress("checkpoint at seq %d replaced %d layers; the index is at seq %d with %d layers after it", res.Checkpoint.Seq, res.Folded, res.Seq, res.Seq-res.Checkpoint.Seq)
-	return Result{CompactResult: res, Objects: n}, nil
+	c.progress("checkpoint at seq %d replaced %d layers and %d checkpoints; the index is at seq %d with %d checkpoints and %d layers after them",
+		res.Checkpoint.Seq, res.Folded, res.Replaced, res.Seq, keep+1, res.Seq-res.Checkpoint.Seq)
+	return out, nil
 }
 
-// pack writes the checkpoint pack into dir and returns its path without
-// extension and its object count. The objects are those `git rev-list
-// --objects --all` names (everything the refs at the seq reach, with the
-// path names git's delta search sorts by), every object of the layers
-// younger than KeepRecent (and of the previous checkpoint, while the
-// newest layer it folded is), and every object of the layers above
-// scanned (and of the previous checkpoint, while it folded any such
-// layer). pack-objects reuses the deltas the layers already hold and
-// searches for new ones, as `git repack -a` does.
-func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs map[ulid.ULID]string, scanned uint64) (string, int, error) {
+// rollUp writes a pack of every object of the given packs of the scratch
+// repository into it, and returns its path without extension and its
+// object count. `git pack-objects --stdin-packs` is what `git repack
+// --geometric` runs: it needs no reachability walk, reuses the packs'
+// deltas where their bases roll up too, and searches for new ones among
+// what it packs (docs/adr/0051-geometric-checkpoints.md).
+func (c *Compactor) rollUp(ctx context.Context, dir string, packs []string) (string, int, error) {
+	seen := map[string]bool{}
+	var names strings.Builder
+	for _, p := range slices.Sorted(slices.Values(packs)) {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			fmt.Fprintf(&names, "pack-%s.pack\n", p)
+		}
+	}
+	out := filepath.Join(dir, "objects", "pack", "pack")
+	po := c.git.Command(ctx, dir, nil, "pack-objects", "-q", "--delta-base-offset", "--stdin-packs", out)
+	po.Stdin = strings.NewReader(names.String())
+	stdout, err := po.Output()
+	if err != nil {
+		return "", 0, po.Wrap(err)
+	}
+	return packResult(out, stdout)
+}
+
+// pack writes a full repack's checkpoint pack into dir and returns its
+// path without extension and its object count. The objects are those
+// `git rev-list --objects --all` names (everything the refs at the seq
+// reach, with the path names git's delta search sorts by), every object
+// of the layers younger than KeepRecent (and of each checkpoint, while
+// the newest layer it folded is), and every object of the layers above
+// scanned (and of each checkpoint that folded any such layer).
+// pack-objects reuses the deltas the packs already hold and searches for
+// new ones, as `git repack -a` does.
+func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, built *repocache.Built, scanned uint64) (string, int, error) {
 	var recent []string
 	cutoff := c.opts.Now().Add(-c.opts.KeepRecent)
 	keepAll := func(newest time.Time, seq uint64) bool {
 		return c.opts.KeepRecent > 0 && !newest.Before(cutoff) || seq > scanned
 	}
-	// The previous checkpoint kept the strays of the layers it folded
-	// that were recent or unscanned then; while any of them still is,
-	// keep all of its objects, or this compaction would drop them.
-	if ck := x.Checkpoint; ck != nil && packs[ulid.ULID{}] != "" && keepAll(time.UnixMilli(ck.Newest), ck.Seq) {
-		recent = append(recent, packs[ulid.ULID{}])
+	// The checkpoints kept the strays of the layers they folded that were
+	// recent or unscanned then (a roll-up kept every object); while any of
+	// them still is, keep all of a checkpoint's objects, or this
+	// compaction would drop them. A checkpoint folded an unscanned layer
+	// when it ends above the watermark.
+	for i, ck := range x.Checkpoints {
+		if i < len(built.Checkpoints) && built.Checkpoints[i] != "" && keepAll(time.UnixMilli(ck.Newest), ck.Seq) {
+			recent = append(recent, built.Checkpoints[i])
+		}
 	}
 	for i, l := range x.Layers {
-		if p := packs[l.ULID]; p != "" && keepAll(ulid.Time(l.ULID.Time()), x.CompactedThroughSeq+uint64(i)+1) {
+		if p := built.Layers[l.ULID]; p != "" && keepAll(ulid.Time(l.ULID.Time()), x.CompactedThroughSeq+uint64(i)+1) {
 			recent = append(recent, p)
 		}
 	}
@@ -259,6 +415,13 @@ func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs ma
 	if err != nil {
 		return "", 0, po.Wrap(err)
 	}
+	return packResult(out, stdout)
+}
+
+// packResult reads the name pack-objects printed for the pack it wrote
+// at out-<name>.pack, and returns the pack's path without extension and
+// its object count.
+func packResult(out string, stdout []byte) (string, int, error) {
 	name := strings.TrimSpace(string(stdout))
 	if len(name) != 40 && len(name) != 64 {
 		return "", 0, fmt.Errorf("unexpected pack-objects output %q", name)
@@ -283,7 +446,7 @@ func (c *Compactor) pack(ctx context.Context, dir string, x *wal.Index, packs ma
 // run of its seq can list its objects once the index no longer lists the
 // layer (docs/adr/0033-scan-coverage.md). It runs before the index write:
 // a compaction that could not preserve a list folds nothing.
-func (c *Compactor) preserve(ctx context.Context, repo, dir string, x *wal.Index, packs map[ulid.ULID]string, scanned uint64) error {
+func (c *Compactor) preserve(ctx context.Context, repo, dir string, x *wal.Index, built *repocache.Built, scanned uint64) error {
 	if c.opts.Coverage == nil {
 		return nil
 	}
@@ -292,7 +455,7 @@ func (c *Compactor) preserve(ctx context.Context, repo, dir string, x *wal.Index
 		if seq <= scanned {
 			continue
 		}
-		if err := c.preserveOne(ctx, repo, dir, seq, l, packs[l.ULID]); err != nil {
+		if err := c.preserveOne(ctx, repo, dir, seq, l, built.Layers[l.ULID]); err != nil {
 			return err
 		}
 	}

@@ -75,11 +75,20 @@ func killChild(step, dir string) int {
 
 // TestCompactSIGKILL kills a compactor process at each of its steps:
 // after building the scratch repository, before storing the checkpoint's
-// pack, before its index, before the index CAS, and after it. The
-// repository stays consistent, and the next run completes.
+// pack, before its index, before the index CAS, and after it; for a first
+// compaction, and for a geometric roll-up around its index write. The repository stays consistent, and
+// the next run completes.
 func TestCompactSIGKILL(t *testing.T) {
+	cases := []struct{ kind, step string }{}
 	for _, step := range []string{"built", "put-pack", "put-idx", "cas", "landed"} {
-		t.Run(step, func(t *testing.T) {
+		cases = append(cases, struct{ kind, step string }{"first", step})
+	}
+	for _, step := range []string{"cas", "landed"} {
+		cases = append(cases, struct{ kind, step string }{"rollup", step})
+	}
+	for _, tc := range cases {
+		step := tc.step
+		t.Run(tc.kind+"/"+step, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			store, err := fsstore.Open(filepath.Join(dir, "objects"))
@@ -88,7 +97,16 @@ func TestCompactSIGKILL(t *testing.T) {
 			}
 			log := wal.New(store, wal.Options{})
 			main := newPusher(t, log, "main")
-			main.history(ctx, 3, nil)
+			var head uint64 = 3
+			if tc.kind == "first" {
+				main.history(ctx, 3, nil)
+			} else {
+				head = seedRollUp(t, ctx, log, main)
+			}
+			before, err := log.Head(ctx, repo)
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), killStepEnv+"="+step, killDirEnv+"="+dir)
@@ -122,7 +140,7 @@ func TestCompactSIGKILL(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantCompacted := step == "landed"
-			if compacted := x.CompactedThroughSeq == 3; compacted != wantCompacted || !compacted && len(x.Layers) != 3 {
+			if compacted := x.CompactedThroughSeq == head; compacted != wantCompacted || !compacted && (len(x.Layers) != len(before.Layers) || len(x.Checkpoints) != len(before.Checkpoints)) {
 				t.Fatalf("after a kill at %s: index %+v", step, x)
 			}
 			checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))
@@ -136,7 +154,7 @@ func TestCompactSIGKILL(t *testing.T) {
 			if _, err := compact.New(log, cache, compact.Options{}).Compact(ctx, repo); err != nil && !errors.Is(err, compact.ErrNothingToCompact) {
 				t.Fatalf("next run: %v", err)
 			}
-			if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != 3 {
+			if x, _ := log.Head(ctx, repo); x.CompactedThroughSeq != head || len(x.Checkpoints) != max(1, len(before.Checkpoints)) {
 				t.Fatalf("after the next run: %+v", x)
 			}
 			checkSnapshot(t, log, materialize(t, newCache(t, log, repocache.Options{})))

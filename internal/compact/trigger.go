@@ -158,7 +158,8 @@ func (t *Trigger) run(repo string, layers int) {
 	<-t.sem
 	switch {
 	case err == nil:
-		t.logger.Info("compacted", "repo", repo, "seq", res.Checkpoint.Seq, "folded", res.Folded, "objects", res.Objects, "bytes", res.Checkpoint.Size)
+		t.logger.Info("compacted", "repo", repo, "seq", res.Checkpoint.Seq, "full", res.Full, "folded", res.Folded, "replaced", res.Replaced,
+			"objects", res.Objects, "bytes", res.Checkpoint.Size, "duration", res.Took)
 	case errors.Is(err, wal.ErrAlreadyCompacted), errors.Is(err, ErrNothingToCompact), errors.Is(err, wal.ErrRepoDeleted):
 		t.logger.Debug("compaction not needed", "repo", repo, "err", err)
 	default:

@@ -132,6 +132,10 @@ type history struct {
 	folded int
 	// blind runs GC without names (Options.Live nil).
 	blind bool
+	// lists counts compactions that landed an index with two or more
+	// checkpoints, and rollups those that replaced a checkpoint while
+	// keeping an older one (docs/adr/0051-geometric-checkpoints.md).
+	lists, rollups int
 }
 
 // reader is a read in flight: it read repo's index at at and needs keys.
@@ -218,10 +222,13 @@ func (h *history) push(ctx context.Context, repo string, crash bool) {
 }
 
 // compact folds repo's log through its head with wal.Log.Compact and a
-// tiny checkpoint pack. A crashed compaction dies at the index CAS, after
-// its PUTs; a lost one builds from an index that another compaction has
-// already folded past (ErrAlreadyCompacted). Both leave an unreferenced
-// checkpoint.
+// tiny checkpoint pack that keeps a random number of the log's
+// checkpoints (a geometric roll-up, or a full repack when it keeps none:
+// docs/adr/0051-geometric-checkpoints.md), so histories hold lists of
+// checkpoints and replace some of them. A crashed compaction dies at the
+// index CAS, after its PUTs; a lost one builds from an index that another
+// compaction has already folded past (ErrAlreadyCompacted). Both leave an
+// unreferenced checkpoint.
 func (h *history) compact(ctx context.Context, repo string, crash, lose bool) {
 	x, _, err := h.log.ReadIndex(ctx, repo)
 	if err != nil || x.Deleted || x.Seq <= x.CompactedThroughSeq {
@@ -238,7 +245,13 @@ func (h *history) compact(ctx context.Context, repo string, crash, lose bool) {
 		h.store.arm(func(op, key string) bool { return op == "cas" && strings.HasSuffix(key, "/index") })
 		defer h.store.arm(nil)
 	}
-	_, err = h.log.Compact(ctx, repo, p)
+	res, err := h.log.Compact(ctx, repo, p)
+	if err == nil && p.Keep > 0 {
+		h.lists++
+		if res.Replaced > 0 {
+			h.rollups++
+		}
+	}
 	switch {
 	case lose && !errors.Is(err, wal.ErrAlreadyCompacted):
 		h.t.Fatalf("lost compaction of %s: %v", repo, err)
@@ -249,11 +262,12 @@ func (h *history) compact(ctx context.Context, repo string, crash, lose bool) {
 	}
 }
 
-// checkpointPack is a distinct tiny checkpoint of at, with a .idx half
-// of the time.
+// checkpointPack is a distinct tiny checkpoint of at that keeps a random
+// number of at's checkpoints, with a .idx half of the time.
 func (h *history) checkpointPack(at *wal.Index) wal.CheckpointPack {
 	pack := fmt.Sprintf("CKPT %d %s", at.Seq, h.oid())
-	p := wal.CheckpointPack{At: at, Pack: strings.NewReader(pack), Size: int64(len(pack)), SHA256: sha256.Sum256([]byte(pack))}
+	keep := h.rnd.Intn(min(len(at.Checkpoints), wal.MaxCheckpoints-1) + 1)
+	p := wal.CheckpointPack{At: at, Keep: keep, Pack: strings.NewReader(pack), Size: int64(len(pack)), SHA256: sha256.Sum256([]byte(pack))}
 	if h.rnd.Intn(2) == 0 {
 		idx := "IDX " + pack
 		p.PackIndex, p.PackIndexSize = strings.NewReader(idx), int64(len(idx))
@@ -411,7 +425,7 @@ func referenced(id string, x *wal.Index) map[string]bool {
 	if x == nil || x.Deleted {
 		return out
 	}
-	if c := x.Checkpoint; c != nil {
+	for _, c := range x.Checkpoints {
 		base := fmt.Sprintf("repos/%s/checkpoints/%020d-%x", id, c.Seq, c.SHA256)
 		out[base+".pack"] = true
 		out[base+".idx"] = true
@@ -567,8 +581,8 @@ func (h *history) runGC(ctx context.Context, pageSize int) gc.Report {
 				t.Errorf("named log %s layer %s after gc: %v", id, l.ULID, err)
 			}
 		}
-		if c := x.Checkpoint; c != nil {
-			rc, err := h.log.OpenCheckpoint(ctx, id, *c)
+		for _, c := range x.Checkpoints {
+			rc, err := h.log.OpenCheckpoint(ctx, id, c)
 			if err == nil {
 				_, err = io.Copy(io.Discard, rc)
 				rc.Close()
@@ -655,8 +669,9 @@ func (h *history) finish(ctx context.Context, pageSize int) {
 func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds, steps, pageSize int, blind bool) {
 	var total struct {
 		sync.Mutex
-		reasons map[gc.Reason]int
-		folded  int
+		reasons        map[gc.Reason]int
+		folded         int
+		lists, rollups int
 	}
 	total.reasons = make(map[gc.Reason]int)
 	defer func() {
@@ -669,6 +684,9 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 		}
 		if total.folded == 0 && !t.Failed() {
 			t.Error("no history collected an object that waits by record (folded entry, checkpoint)")
+		}
+		if (total.lists == 0 || total.rollups == 0) && !t.Failed() {
+			t.Errorf("the histories landed %d lists of checkpoints and %d roll-ups that replaced one", total.lists, total.rollups)
 		}
 	}()
 	for seed := 1; seed <= seeds; seed++ {
@@ -689,6 +707,8 @@ func propertyRun(t *testing.T, newStore func(t *testing.T) objstore.Store, seeds
 				total.reasons[r] += n
 			}
 			total.folded += h.folded
+			total.lists += h.lists
+			total.rollups += h.rollups
 			total.Unlock()
 		})
 	}

@@ -27,6 +27,9 @@ import (
 type Runner struct {
 	// Path is the git binary; empty means "git" looked up in PATH.
 	Path string
+	// bg, when set, makes every process background work
+	// (Background.Runner).
+	bg *Background
 	// HostConfig lets the system and global git configuration apply, for
 	// a command a user runs on their own repositories (ghost scan: a
 	// safe.directory of theirs must hold). The server never sets it.
@@ -56,11 +59,59 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Cmd is a prepared git process whose stderr is captured.
+// Cmd is a prepared git process whose stderr is captured. Start, Run,
+// Output and Wait are exec.Cmd's, except that a background runner's
+// process waits for its turn before it starts and gives its slot back
+// when it has been waited for (Background).
 type Cmd struct {
 	*exec.Cmd
-	args   []string
-	stderr *TailBuffer
+	args    []string
+	stderr  *TailBuffer
+	ctx     context.Context
+	bg      *Background
+	release func()
+}
+
+// Start starts the process (through Background.Start for a background
+// runner's).
+func (c *Cmd) Start() error {
+	if c.bg == nil {
+		return c.Cmd.Start()
+	}
+	release, err := c.bg.Start(c.ctx, c.Cmd)
+	if err != nil {
+		return err
+	}
+	c.release = release
+	return nil
+}
+
+// Wait waits for the process and frees its background slot.
+func (c *Cmd) Wait() error {
+	err := c.Cmd.Wait()
+	if c.release != nil {
+		c.release()
+	}
+	return err
+}
+
+// Run starts the process and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// Output runs the process and returns its stdout.
+func (c *Cmd) Output() ([]byte, error) {
+	if c.Stdout != nil {
+		return nil, errors.New("gitexec: Stdout already set")
+	}
+	var out bytes.Buffer
+	c.Stdout = &out
+	err := c.Run()
+	return out.Bytes(), err
 }
 
 // Command prepares git with args, run in dir (GIT_DIR is set to dir, so dir
@@ -87,7 +138,7 @@ func (r *Runner) Command(ctx context.Context, dir string, env []string, args ...
 	c.WaitDelay = 10 * time.Second
 	tb := &TailBuffer{Max: maxStderr}
 	c.Stderr = tb
-	return &Cmd{Cmd: c, args: args, stderr: tb}
+	return &Cmd{Cmd: c, args: args, stderr: tb, ctx: ctx, bg: r.bg}
 }
 
 // Wrap turns a failure of the process into an *Error carrying its stderr.

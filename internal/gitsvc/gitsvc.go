@@ -129,6 +129,18 @@ type Options struct {
 	// DefaultStageMinBytes; negative: never). Smaller packs are uploaded
 	// after validation, as are packs that index-pack had to complete.
 	StageMinBytes int64
+	// Serving, when set, is told about every git request from the moment
+	// it asks for a git slot until it is done, so that background work
+	// (compaction, secret scanning) pauses while requests are served
+	// (gitexec.Background, docs/adr/0051-geometric-checkpoints.md).
+	Serving ServingTracker
+}
+
+// ServingTracker counts the git requests a node is serving
+// (gitexec.Background implements it).
+type ServingTracker interface {
+	// Serving records a request in progress; done ends it.
+	Serving() (done func())
 }
 
 // DefaultStageMinBytes is the default Options.StageMinBytes: below it

@@ -90,18 +90,26 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 }
 
 // admit takes a git slot for the request, or returns a Busy *Error
-// (or Canceled when ctx ends while waiting).
+// (or Canceled when ctx ends while waiting). From the moment it asks for
+// the slot until release, the request counts as served for background
+// work (Options.Serving).
 func (s *Service) admit(ctx context.Context, repo string) (release func(), err error) {
-	release, err = s.gate.acquire(ctx)
+	served := func() {}
+	if s.opts.Serving != nil {
+		served = s.opts.Serving.Serving()
+	}
+	slot, err := s.gate.acquire(ctx)
 	switch {
 	case err == nil:
-		return release, nil
+		return func() { slot(); served() }, nil
 	case errors.Is(err, errBusy):
+		served()
 		s.opts.Metrics.rejectedBusy()
 		s.logger.Warn("git request refused: server busy", "repo", repo)
 		return nil, &Error{Kind: Busy, Msg: "the server is busy (too many git requests in progress); retry shortly",
 			Err: err, RetryAfter: retryAfter(s.opts.GitQueueTimeout)}
 	default: // the client went away while waiting
+		served()
 		return nil, &Error{Kind: Canceled, Msg: "canceled", Err: err}
 	}
 }

@@ -58,7 +58,11 @@ type streamEnv struct {
 
 // newStreamEnv serves the git service full-duplex (Request.Stream), as
 // an SSH transport does, to git clients started with env.git.
-func newStreamEnv(t *testing.T) *streamEnv {
+func newStreamEnv(t *testing.T) *streamEnv { return newStreamEnvWith(t, nil) }
+
+// newStreamEnvWith is newStreamEnv with the service's options changed by
+// opt.
+func newStreamEnvWith(t *testing.T, opt func(*gitsvc.Options)) *streamEnv {
 	t.Helper()
 	log := wal.New(memstore.New(), wal.Options{})
 	cache, err := repocache.New(t.TempDir(), log, repocache.Options{})
@@ -66,7 +70,11 @@ func newStreamEnv(t *testing.T) *streamEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(cache.Close)
-	svc, err := gitsvc.New(cacheadapter.Options(cache, log))
+	opts := cacheadapter.Options(cache, log)
+	if opt != nil {
+		opt(&opts)
+	}
+	svc, err := gitsvc.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

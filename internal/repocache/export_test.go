@@ -10,3 +10,7 @@ func Restamp(dir string) {
 	}
 	(&Cache{}).trustAll(dir, st)
 }
+
+// SetTestHook makes c call hook at the steps of a background
+// consolidation ("planned", "packed").
+func SetTestHook(c *Cache, hook func(step string)) { c.testHook = hook }

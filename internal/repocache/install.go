@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/oklog/ulid/v2"
@@ -29,41 +30,67 @@ func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string
 	if err := c.applyObjects(ctx, repo, x, dir, st, ev); err != nil {
 		return err
 	}
-	if err := c.reconcileRefs(ctx, dir, x.Refs); err != nil {
+	if err := c.reconcileRefs(ctx, c.git, dir, x.Refs); err != nil {
 		return err
 	}
 	if err := c.setHead(ctx, dir, x.Refs); err != nil {
 		return err
 	}
-	c.consolidate(ctx, repo, x, dir, st, ev)
+	if c.bg == nil {
+		c.consolidate(ctx, repo, x, dir, st, ev)
+	} else if c.maxPks >= 0 && len(recordedNames(st)) > c.maxPks {
+		c.consolidateLater(repo)
+	}
 	return nil
 }
 
 // applyObjects installs what the cache lacks of x's objects: the
-// checkpoint when st predates it, then each missing layer in seq order.
+// checkpoints that end after st.seq when st predates x's last one, then
+// each missing layer in seq order.
+//
+// A repository behind the log's oldest checkpoint must be empty (check
+// rebuilds any other): it installs every checkpoint, as a cold node does.
+// One that is at or past the oldest checkpoint but behind the last one
+// installs only the checkpoints that end after its seq: each of those
+// holds every object of every layer in its range
+// (docs/adr/0051-geometric-checkpoints.md), so the repository then holds
+// every object the log does, at the cost of what was rolled up since it
+// last caught up rather than of the whole repository.
 func (c *Cache) applyObjects(ctx context.Context, repo string, x *wal.Index, dir string, st *state, ev *Event) error {
 	if st.seq < x.CompactedThroughSeq {
-		if st.seq != 0 || len(st.base.packs) > 0 {
-			return fmt.Errorf("cache at seq %d predates the checkpoint at seq %d", st.seq, x.CompactedThroughSeq)
+		first := 0
+		for first < len(x.Checkpoints) && x.Checkpoints[first].Seq <= st.seq {
+			first++
 		}
-		ck := *x.Checkpoint
-		pack, installed, err := c.installPack(ctx, dir, repo, checkpointSource(c.log, repo, ck))
-		if installed {
-			ev.Installed++
+		if first == 0 && (st.seq != 0 || len(st.base.packs) > 0) {
+			return fmt.Errorf("cache at seq %d predates the checkpoint at seq %d", st.seq, x.Checkpoints[0].Seq)
 		}
-		if err != nil {
-			return fmt.Errorf("checkpoint at seq %d: %w", ck.Seq, err)
+		packs := slices.Clone(st.base.packs)
+		for _, l := range st.layers {
+			if l.pack != "" {
+				packs = append(packs, l.pack)
+			}
 		}
-		ev.Checkpoint = true
-		st.base = stateBase{seq: ck.Seq, checkpoint: ck.SHA256, packs: []string{pack}}
-		st.seq = ck.Seq
+		for _, ck := range x.Checkpoints[first:] {
+			pack, installed, err := c.installPack(ctx, c.git, dir, repo, checkpointSource(c.log, repo, ck))
+			if installed {
+				ev.Installed++
+			}
+			if err != nil {
+				return fmt.Errorf("checkpoint at seq %d: %w", ck.Seq, err)
+			}
+			ev.Checkpoint = true
+			packs = append(packs, pack)
+		}
+		last := x.LastCheckpoint()
+		*st = state{seq: last.Seq, base: stateBase{seq: last.Seq, checkpoint: last.SHA256, packs: packs}}
 		if err := writeState(dir, st); err != nil {
 			return err
 		}
 	}
 	for seq := st.seq + 1; seq <= x.Seq; seq++ {
 		layer := x.Layers[seq-x.CompactedThroughSeq-1]
-		pack, installed, err := c.indexLayer(ctx, dir, repo, layer)
+		pack, installed, err := c.indexLayer(ctx, c.git, dir, repo, layer)
 		if installed {
 			ev.Installed++
 		}
@@ -80,44 +107,14 @@ func (c *Cache) applyObjects(ctx context.Context, repo string, x *wal.Index, dir
 	return writeState(dir, st)
 }
 
-// Build materializes x into a new bare repository at dir, which must not
-// exist, outside the cache: every object of the checkpoint and the layers,
-// and x's refs. The compactor builds its checkpoint from it
-// (docs/adr/0050-compaction.md). It returns the pack each layer after the
-// checkpoint produced, by entry ("" for a layer without objects), and
-// the checkpoint's pack under the zero ULID.
-func (c *Cache) Build(ctx context.Context, repo string, x *wal.Index, dir string) (map[ulid.ULID]string, error) {
-	if x == nil || x.Deleted {
-		return nil, fmt.Errorf("build %s: %w", repo, wal.ErrRepoDeleted)
-	}
-	if err := c.initRepo(ctx, dir); err != nil {
-		return nil, err
-	}
-	st := &state{}
-	if err := c.applyObjects(ctx, repo, x, dir, st, &Event{Repo: repo}); err != nil {
-		return nil, fmt.Errorf("build %s: %w", repo, err)
-	}
-	if err := c.reconcileRefs(ctx, dir, x.Refs); err != nil {
-		return nil, fmt.Errorf("build %s: %w", repo, err)
-	}
-	packs := make(map[ulid.ULID]string, len(st.layers)+1)
-	if st.base.checkpoint != ([32]byte{}) && len(st.base.packs) == 1 {
-		packs[ulid.ULID{}] = st.base.packs[0]
-	}
-	for _, l := range st.layers {
-		packs[l.id] = l.pack
-	}
-	return packs, nil
-}
-
 // indexLayer streams one layer's pack from the log into git index-pack and
 // returns the pack's name ("" for a layer without objects, e.g. a
 // delete-only push).
-func (c *Cache) indexLayer(ctx context.Context, dir, repo string, layer wal.Layer) (name string, installed bool, err error) {
+func (c *Cache) indexLayer(ctx context.Context, git *gitexec.Runner, dir, repo string, layer wal.Layer) (name string, installed bool, err error) {
 	if layer.Size == 0 {
 		return "", false, nil
 	}
-	return c.installPack(ctx, dir, repo, layerSource(c.log, repo, layer))
+	return c.installPack(ctx, git, dir, repo, layerSource(c.log, repo, layer))
 }
 
 // packSource is where a pack of the log and its stored .idx are read
@@ -154,7 +151,7 @@ func checkpointSource(log *wal.Log, repo string, ck wal.Checkpoint) packSource {
 // copying it with its stored .idx when that fits, otherwise by streaming
 // it into git index-pack. It returns the pack's name and whether the
 // stored index was used.
-func (c *Cache) installPack(ctx context.Context, dir, repo string, src packSource) (name string, installed bool, err error) {
+func (c *Cache) installPack(ctx context.Context, git *gitexec.Runner, dir, repo string, src packSource) (name string, installed bool, err error) {
 	name, err = c.installStoredIndex(ctx, dir, src)
 	switch {
 	case err == nil:
@@ -172,7 +169,7 @@ func (c *Cache) installPack(ctx context.Context, dir, repo string, src packSourc
 	}
 	defer rc.Close()
 	lr := &logReader{r: rc}
-	cmd := c.git.Command(ctx, dir, nil, "index-pack", "--stdin")
+	cmd := git.Command(ctx, dir, nil, "index-pack", "--stdin")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", false, err
@@ -445,8 +442,8 @@ func (c *Cache) consolidate(ctx context.Context, repo string, x *wal.Index, dir 
 	switch ctc := x.CompactedThroughSeq; {
 	case st.seq > ctc:
 		b.last = x.Layers[st.seq-ctc-1].ULID
-	case st.seq == ctc && x.Checkpoint != nil:
-		b.checkpoint = x.Checkpoint.SHA256
+	case st.seq == ctc && ctc > 0:
+		b.checkpoint = x.LastCheckpoint().SHA256
 	}
 	next := &state{seq: st.seq, base: b}
 	if err := writeState(dir, next); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -83,7 +84,7 @@ func (c *Cache) bringForward(ctx context.Context, repo string, ev *Event) (*Snap
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
 	defer os.RemoveAll(tmp) // after a successful swap it no longer exists
-	if err := c.initRepo(ctx, tmp); err != nil {
+	if err := c.initRepo(ctx, c.git, tmp); err != nil {
 		return nil, err
 	}
 	fresh := &state{}
@@ -177,24 +178,32 @@ func (c *Cache) check(dir string, x *wal.Index) (*state, string) {
 }
 
 // behindCheckpoint starts the reason for rebuilding a cache that lacks
-// layers a checkpoint folded.
+// layers the log's oldest checkpoint folded.
 const behindCheckpoint = "behind the log's checkpoint"
 
 // checkAgainstLog compares what the state recorded with what the log
 // still lists, and returns why they disagree ("" when they do not). Layers
 // a checkpoint folded are no longer listed, so they are taken as recorded:
-// their packs were checked against the log when they were installed. A
-// cache that lacks some of them (it is behind the checkpoint) is rebuilt,
-// which installs the checkpoint: it costs what a cold node pays, and it
-// leaves the repository exactly as a cold node's (docs/design.md §5.3).
+// their packs were checked against the log when they were installed.
+//
+// A cache that lacks some of the layers the log's oldest checkpoint
+// folded is rebuilt, which installs the checkpoints: it costs what a cold
+// node pays, and it leaves the repository exactly as a cold node's, the
+// unreachable objects a full repack dropped included (docs/design.md
+// §5.3). A cache past the oldest checkpoint but behind the last one is
+// not: it installs the later checkpoints, which hold every object of
+// their ranges (applyObjects, docs/adr/0051-geometric-checkpoints.md).
 func checkAgainstLog(st *state, x *wal.Index) string {
 	ctc := x.CompactedThroughSeq
-	if st.seq < ctc {
-		return fmt.Sprintf("%s: cache at seq %d, checkpoint at seq %d", behindCheckpoint, st.seq, ctc)
+	if ctc > 0 && st.seq < x.Checkpoints[0].Seq {
+		return fmt.Sprintf("%s: cache at seq %d, checkpoint at seq %d", behindCheckpoint, st.seq, x.Checkpoints[0].Seq)
 	}
 	b := st.base
 	if b.checkpoint != ([32]byte{}) {
-		if b.seq > ctc || b.seq == ctc && b.checkpoint != x.Checkpoint.SHA256 {
+		// A checkpoint ending at a given seq is unique in a log's history
+		// (the index CAS admits one compaction through that seq), so one
+		// the log names at that seq with other bytes is not the cache's.
+		if c := checkpointAt(x, b.seq); b.seq > ctc || c != nil && c.SHA256 != b.checkpoint {
 			return fmt.Sprintf("cache holds a checkpoint at seq %d the log does not name", b.seq)
 		}
 	}
@@ -213,6 +222,16 @@ func checkAgainstLog(st *state, x *wal.Index) string {
 	return ""
 }
 
+// checkpointAt returns x's checkpoint that ends at seq, or nil.
+func checkpointAt(x *wal.Index, seq uint64) *wal.Checkpoint {
+	for i := range x.Checkpoints {
+		if x.Checkpoints[i].Seq == seq {
+			return &x.Checkpoints[i]
+		}
+	}
+	return nil
+}
+
 // repoConfig is appended to every cache repository's config. gc.auto=0
 // matters: each layer's pack is recorded by name, and nothing but the
 // cache itself may add or remove packs.
@@ -225,8 +244,8 @@ const repoConfig = `[core]
 	allowReachableSHA1InWant = true
 `
 
-func (c *Cache) initRepo(ctx context.Context, dir string) error {
-	if _, err := c.git.Run(ctx, "", nil, nil, "init", "--bare", "--quiet", "--template=", "--initial-branch=main", dir); err != nil {
+func (c *Cache) initRepo(ctx context.Context, git *gitexec.Runner, dir string) error {
+	if _, err := git.Run(ctx, "", nil, nil, "init", "--bare", "--quiet", "--template=", "--initial-branch=main", dir); err != nil {
 		return fmt.Errorf("init cache repository: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "config"), os.O_APPEND|os.O_WRONLY, 0)

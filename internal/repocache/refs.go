@@ -9,14 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // reconcileRefs makes the repository's refs equal to want in one
 // update-ref transaction, deleting refs want lacks. Refs edited by hand
 // are thereby corrected on every materialization.
-func (c *Cache) reconcileRefs(ctx context.Context, dir string, want []wal.Ref) error {
-	out, err := c.git.Run(ctx, dir, nil, nil, "for-each-ref", "--format=%(objectname) %(refname)")
+func (c *Cache) reconcileRefs(ctx context.Context, git *gitexec.Runner, dir string, want []wal.Ref) error {
+	out, err := git.Run(ctx, dir, nil, nil, "for-each-ref", "--format=%(objectname) %(refname)")
 	if err != nil {
 		return fmt.Errorf("list cached refs: %w", err)
 	}
@@ -45,7 +46,7 @@ func (c *Cache) reconcileRefs(ctx context.Context, dir string, want []wal.Ref) e
 	if dels.Len() == 0 && upds.Len() == 0 {
 		return nil
 	}
-	_, err = c.git.Run(ctx, dir, nil, strings.NewReader(dels.String()+upds.String()), "update-ref", "--stdin")
+	_, err = git.Run(ctx, dir, nil, strings.NewReader(dels.String()+upds.String()), "update-ref", "--stdin")
 	if err == nil || dels.Len() == 0 || upds.Len() == 0 {
 		if err != nil {
 			return fmt.Errorf("reconcile refs: %w", err)
@@ -54,10 +55,10 @@ func (c *Cache) reconcileRefs(ctx context.Context, dir string, want []wal.Ref) e
 	}
 	// One transaction cannot replace "a" by "a/b" in the files backend;
 	// deleting first and then updating reaches the same state.
-	if _, err := c.git.Run(ctx, dir, nil, strings.NewReader(dels.String()), "update-ref", "--stdin"); err != nil {
+	if _, err := git.Run(ctx, dir, nil, strings.NewReader(dels.String()), "update-ref", "--stdin"); err != nil {
 		return fmt.Errorf("reconcile refs (deletes): %w", err)
 	}
-	if _, err := c.git.Run(ctx, dir, nil, strings.NewReader(upds.String()), "update-ref", "--stdin"); err != nil {
+	if _, err := git.Run(ctx, dir, nil, strings.NewReader(upds.String()), "update-ref", "--stdin"); err != nil {
 		return fmt.Errorf("reconcile refs (updates): %w", err)
 	}
 	return nil

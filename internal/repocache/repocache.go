@@ -33,6 +33,13 @@ type Options struct {
 	// pack, and git's cost per request grows with their number
 	// (docs/design.md §5.6).
 	MaxPacks int
+	// Background, when set, makes consolidating packs (MaxPacks)
+	// background work: it runs after the materialization that found too
+	// many packs, not inside it, its git processes yield to serving, and
+	// it holds the repository's lock only to read and record the state
+	// (docs/design.md §5.6, docs/adr/0051-geometric-checkpoints.md). Nil
+	// consolidates inside the materialization.
+	Background *gitexec.Background
 	// VerifyInterval is how often, at most, one repository's packs are
 	// checksummed after Suspect (default 1 minute): a client that makes
 	// git fail on purpose must not make the node hash a large repository
@@ -91,10 +98,18 @@ type Cache struct {
 	tmpLock     *os.File // shared lock on tmp/ held while the cache is open
 	closeOnce   sync.Once
 
+	bg   *gitexec.Background // nil: consolidate inside materializations
+	bgWG sync.WaitGroup      // background consolidations
+	// testHook, when set, runs at the steps of a background consolidation.
+	testHook func(step string)
+
 	mu       sync.Mutex
 	slots    map[string]*slot
 	suspects map[string]bool      // repositories to verify at their next materialization
 	verified map[string]time.Time // when each was last verified
+	// consolidating holds the repositories being consolidated in the
+	// background.
+	consolidating map[string]bool
 }
 
 // New returns a cache rooted at dir, creating it if needed, and removes
@@ -130,6 +145,7 @@ func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 		dir: abs, log: log, git: opts.Git, logger: opts.Logger, observe: opts.Observe,
 		timeout: opts.Timeout, maxPks: opts.MaxPacks, base: base, cancel: cancel, slots: map[string]*slot{},
 		verifyEvery: opts.VerifyInterval, suspects: map[string]bool{}, verified: map[string]time.Time{},
+		bg: opts.Background, consolidating: map[string]bool{},
 	}
 	if err := c.ensureDirs(); err != nil {
 		cancel()
@@ -153,11 +169,15 @@ func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	return c, nil
 }
 
-// Close cancels materializations in flight (callers waiting on them get
-// an error) and lets a later process clear the scratch directory.
+// Close cancels materializations and background consolidations in
+// flight (callers waiting on them get an error), waits for the
+// consolidations, and lets a later process clear the scratch directory.
 func (c *Cache) Close() {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
 		c.cancel()
+		c.mu.Unlock()
+		c.bgWG.Wait()
 		if c.tmpLock != nil {
 			c.tmpLock.Close()
 		}

@@ -48,7 +48,7 @@ func inShard(bs []blob, start, end, after []byte, hasAfter bool) []blob {
 // ids is nil) and returns the blobs, commits and tags among them (what a
 // scan reads: blobs, and commit and tag objects for their messages), and
 // how many of ids the repository lacks.
-func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, error) {
+func batchCheck(ctx context.Context, git *gitexec.Runner, dir string, ids []string) ([]blob, int, error) {
 	args := []string{"-C", dir, "cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"}
 	var stdin io.Reader
 	if ids == nil {
@@ -56,7 +56,7 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 	} else {
 		stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	}
-	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, args...)
+	cmd := git.Command(ctx, "", nil, args...)
 	cmd.Stdin = stdin
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -98,7 +98,7 @@ func batchCheck(ctx context.Context, dir string, ids []string) ([]blob, int, err
 // pack index (git show-index). ok is false when the layer has no stored
 // index: the caller then lists every blob of its range instead, which
 // over-scans but never misses (alerts are idempotent).
-func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Layer) (ids []string, ok bool, err error) {
+func layerObjects(ctx context.Context, git *gitexec.Runner, log *wal.Log, repo string, layer wal.Layer) (ids []string, ok bool, err error) {
 	if layer.Size == 0 {
 		return nil, true, nil
 	}
@@ -110,13 +110,13 @@ func layerObjects(ctx context.Context, log *wal.Log, repo string, layer wal.Laye
 		return nil, false, err
 	}
 	defer rc.Close()
-	ids, err = showIndex(ctx, rc)
+	ids, err = showIndex(ctx, git, rc)
 	return ids, err == nil, err
 }
 
 // showIndex lists the object ids of a git pack index (git show-index).
-func showIndex(ctx context.Context, idx io.Reader) ([]string, error) {
-	cmd := (&gitexec.Runner{}).Command(ctx, "", nil, "show-index")
+func showIndex(ctx context.Context, git *gitexec.Runner, idx io.Reader) ([]string, error) {
+	cmd := git.Command(ctx, "", nil, "show-index")
 	cmd.Stdin = idx
 	out, err := cmd.Output()
 	if err != nil {
@@ -146,7 +146,7 @@ func (c *Coverage) preservedObjects(ctx context.Context, p preserved) ([]string,
 		return nil, err
 	}
 	defer rc.Close()
-	return showIndex(ctx, rc)
+	return showIndex(ctx, &gitexec.Runner{}, rc)
 }
 
 // errSuperseded reports a push run whose layer was folded by a
@@ -178,7 +178,7 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			if i >= len(x.Layers) {
 				return nil, fmt.Errorf("%w: seq %d is past the log's head %d", ErrInvalid, spec.Seq, x.Seq)
 			}
-			objs, ok, err = layerObjects(ctx, w.s.opts.Log, spec.RepoID, x.Layers[i])
+			objs, ok, err = layerObjects(ctx, w.git(), w.s.opts.Log, spec.RepoID, x.Layers[i])
 		} else {
 			var p preserved
 			p, ok, err = w.s.preservedAt(ctx, spec.RepoID, spec.Seq)
@@ -199,7 +199,7 @@ func (w *Worker) listBlobs(ctx context.Context, snap *repocache.Snapshot, spec S
 			ids = objs
 		}
 	}
-	bs, missing, err := batchCheck(ctx, snap.Dir, ids)
+	bs, missing, err := batchCheck(ctx, w.git(), snap.Dir, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/coord"
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 )
@@ -74,6 +75,14 @@ type WorkerOptions struct {
 	TransientRetries int
 	// EngineWorkers is the scan engine's parallelism; 0 means NumCPU.
 	EngineWorkers int
+	// Background, when set, makes the worker yield to serving: it pauses
+	// before each batch while git requests are served, its git processes
+	// run within the node's background budget at a lower priority, and
+	// it scans on threads of lower priority
+	// (docs/adr/0051-geometric-checkpoints.md). serve sets it for its
+	// in-process workers; nil scans at full priority (ghost worker, which
+	// lowers its whole process instead).
+	Background *gitexec.Background
 
 	// OnClaim and OnBatch observe the worker (tests, metrics): a shard
 	// claimed, a batch of blobs scanned, recorded and checkpointed, and a
@@ -134,14 +143,23 @@ func (s *Scanner) NewWorker(o WorkerOptions) (*Worker, error) {
 	return &Worker{s: s, o: o, id: id, logger: s.logger.With("worker", uint64(id)), engines: map[string]*secretscan.Engine{}}, nil
 }
 
+// git returns the runner of the worker's git processes: background work
+// within the node's budget when the worker has a Background
+// (docs/adr/0051-geometric-checkpoints.md).
+func (w *Worker) git() *gitexec.Runner { return w.o.Background.Runner(w.o.Cache.Git()) }
+
 // ID returns the worker's coord id.
 func (w *Worker) ID() coord.WorkerID { return w.id }
 
 // Run claims and scans shards until ctx ends. With nothing to do it
 // waits: for the coordination store to say that a shard became claimable,
 // or for the process's safety poll (every SafetyPoll, one idle worker of
-// the process), or, when the store cannot wake it, Idle.
+// the process), or, when the store cannot wake it, Idle. With a
+// Background it runs on a thread of lower priority, which ends with it.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.o.Background != nil {
+		w.o.Background.LowerThread()
+	}
 	for {
 		watching := w.s.watch(ctx, w.o.SafetyPoll) // before the step: what comes during it wakes the next wait
 		did, err := w.Step(ctx)
@@ -303,7 +321,11 @@ func (w *Worker) engine(ctx context.Context, tenant string) (*secretscan.Engine,
 	if err != nil {
 		return nil, err
 	}
-	e, err = secretscan.New(w.s.rules, secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers, Messages: true})
+	opts := secretscan.Options{FingerprintKey: key, Workers: w.o.EngineWorkers, Messages: true}
+	if w.o.Background != nil {
+		opts.WorkerSetup = w.o.Background.LowerThread
+	}
+	e, err = secretscan.New(w.s.rules, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +522,7 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		return err
 	}
 	tk := parseToken(sh.Cursor.Token)
-	repo := secretscan.Repo{Dir: snap.Dir, Git: w.o.Cache.Git()}
+	repo := secretscan.Repo{Dir: snap.Dir, Git: w.o.Cache.Git(), Background: w.git()}
 	ref := alerts.RunRef{ID: u64(uint64(lease.Run)), Seq: spec.Seq}
 	sliceStart := time.Now()
 	shardOp := func(what string, extra string) coord.OpID {
@@ -517,6 +539,11 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 			ids = append(ids, bl.id)
 		}
 		input := fmt.Sprintf("%d blobs %s..%s", len(ids), ids[0], ids[len(ids)-1])
+		// Between batches, background work waits for the git requests
+		// being served (docs/adr/0051-geometric-checkpoints.md).
+		if err := w.o.Background.Pause(ctx); err != nil {
+			return err
+		}
 		scan, err := eng.ScanObjects(ctx, repo, ids, nil)
 		if err != nil {
 			return &inputError{input, err}

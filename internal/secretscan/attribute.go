@@ -148,7 +148,7 @@ func (s *BlobScan) logPass(ctx context.Context, repo Repo, revArgs, opts []strin
 	}
 	args := append([]string{"-c", "log.showSignature=false", "log", "--full-history", "-z", "--raw", "--no-abbrev", "--no-color"}, opts...)
 	args = append(append(args, logFormat), revArgs...)
-	cmd := repo.packCommand(ctx, args...)
+	cmd := repo.packBackground(ctx, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)

@@ -31,6 +31,14 @@ type Repo struct {
 	// reads the objects a clone gets, not what a refs/replace/ ref
 	// substitutes for them (docs/adr/0031-push-protection.md).
 	Git *gitexec.Runner
+	// Background, when set, runs the processes of ScanObjects and
+	// Attribute instead of Git, one at a time per scan. Background
+	// scanning passes a runner of gitexec.Background, so that its git
+	// processes yield to serving
+	// (docs/adr/0051-geometric-checkpoints.md); ScanRepo's rev-list,
+	// which feeds another, runs on Git, so that a scan never holds two of
+	// the background budget's slots.
+	Background *gitexec.Runner
 }
 
 // command prepares git with args in the repository. The repository is
@@ -62,9 +70,26 @@ func (r Repo) packCommand(ctx context.Context, args ...string) *gitexec.Cmd {
 		"-c", "core.packedGitWindowSize=" + packedGitWindowSize, "-c", "core.packedGitLimit=" + packedGitLimit}, args...)...)
 }
 
+// packBackground is background with the pack access settings: the
+// reading processes of a whole-history scan, on the node's background
+// runner when it has one.
+func (r Repo) packBackground(ctx context.Context, args ...string) *gitexec.Cmd {
+	return r.background(ctx, append([]string{"-c", "core.deltaBaseCacheLimit=" + deltaBaseCacheLimit,
+		"-c", "core.packedGitWindowSize=" + packedGitWindowSize, "-c", "core.packedGitLimit=" + packedGitLimit}, args...)...)
+}
+
 // gitError wraps a failed git process's error with its stderr.
 func gitError(cmd *gitexec.Cmd, args []string, err error) error {
 	return &GitError{Args: args, Stderr: cmd.StderrText(), Err: err}
+}
+
+// background prepares git with args like command, on r.Background when
+// set.
+func (r Repo) background(ctx context.Context, args ...string) *gitexec.Cmd {
+	if r.Background == nil {
+		return r.command(ctx, args...)
+	}
+	return r.Background.Command(ctx, "", r.Env, append([]string{"-C", r.Dir}, args...)...)
 }
 
 // GitError is a failed git command, with its stderr.
@@ -326,7 +351,7 @@ func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progres
 // rev-list gave the blob.
 func (e *Engine) enumerate(ctx context.Context, repo Repo, ids io.Reader, list io.Writer, s *BlobScan) error {
 	args := []string{"cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize) %(rest)"}
-	cmd := repo.command(ctx, args...)
+	cmd := repo.background(ctx, args...)
 	cmd.Stdin = ids
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -560,11 +585,11 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 	args := []string{"cat-file", "--batch", "--buffer"}
 	var cmd *gitexec.Cmd
 	if wholeHistory {
-		cmd = repo.packCommand(ctx, args...)
+		cmd = repo.packBackground(ctx, args...)
 	} else {
 		args = append([]string{"-c", "core.deltaBaseCacheLimit=4m", "-c", "core.packedGitWindowSize=1m",
 			"-c", "core.packedGitLimit=16m"}, args...)
-		cmd = repo.command(ctx, args...)
+		cmd = repo.background(ctx, args...)
 	}
 	cmd.Stdin = list // git reads the oids straight from the file
 	out, err := cmd.StdoutPipe()
@@ -593,6 +618,9 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if e.opts.WorkerSetup != nil {
+				e.opts.WorkerSetup()
+			}
 			for j := range jobs {
 				data := *j.data
 				switch {

@@ -43,6 +43,12 @@ type Options struct {
 	MaxDecodeDepth int
 	// Ignore lists gitleaks fingerprints to drop (.gitleaksignore).
 	Ignore *Ignore
+	// WorkerSetup, when set, is called first on each goroutine that scans
+	// blobs of a repository. Background scanning passes
+	// gitexec.Background.LowerThread, so that its CPU yields to serving
+	// (docs/adr/0051-geometric-checkpoints.md); it must not need undoing,
+	// since the goroutine ends with the scan.
+	WorkerSetup func()
 	// SkipBinary skips blobs git calls binary (a NUL byte in the first
 	// 8000 bytes), as gitleaks does, and counts them. By default they are
 	// scanned like any other blob, so that a NUL byte cannot hide a

@@ -106,6 +106,13 @@ type Options struct {
 	// Tracer records spans of fetches and pushes (HTTP and SSH) and of
 	// the scan workers' shards (internal/tracing); nil records none.
 	Tracer trace.Tracer
+	// Background tunes how background work (compaction, in-process scan
+	// workers) yields to serving: the priority of its git processes and
+	// scanning threads, their budget, and how long it pauses for requests
+	// in progress (gitexec.Background,
+	// docs/adr/0051-geometric-checkpoints.md). The zero value means the
+	// defaults.
+	Background gitexec.BackgroundOptions
 	// Scan configures secret scanning over the coordinator, which is on
 	// when Coordination or Scan.Coord is set: a push run after every
 	// committed push, and the scan endpoints of the API (issue 13).
@@ -134,6 +141,7 @@ type Server struct {
 	handler  http.Handler
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
+	bgWork   *gitexec.Background
 
 	// bg carries the push-run starts, which outlive their request; Close
 	// cancels it and waits for them.
@@ -198,11 +206,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
 	metrics := gitsvc.NewMetrics(opts.Registry)
+	s.bgWork = gitexec.NewBackground(opts.Background)
+	registerBackground(opts.Registry, s.bgWork)
 	s.sshStats = sshd.NewMetrics(opts.Registry)
 	cache, err := repocache.New(opts.CacheDir, s.log, repocache.Options{
 		Git:     &gitexec.Runner{Path: opts.Git},
 		Logger:  opts.Logger,
 		Observe: cacheadapter.Observe(metrics),
+		// The cache's own repacks are background work too.
+		Background: s.bgWork,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -243,7 +255,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			done(repo, res, err)
 		}
 	}
-	cops := compact.Options{Logger: opts.Logger}
+	cops := compact.Options{Logger: opts.Logger, Git: s.bgWork.Runner(cache.Git())}
 	if opts.Scan.Coord != nil || opts.Coordination != nil {
 		// Scanning is on: compaction must not fold away what it has not
 		// read yet (docs/adr/0033-scan-coverage.md).
@@ -301,6 +313,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.MaxGitProcesses = opts.MaxGitProcesses
 	svc.GitQueue = opts.GitQueue
 	svc.GitQueueTimeout = opts.GitQueueTimeout
+	svc.Serving = s.bgWork
 	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{})
 	if err != nil {
 		s.compact.Close()
@@ -402,6 +415,28 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // Scanner returns the secret-scanning run service, or nil when scanning
 // is off (Options.Scan.Coord unset).
 func (s *Server) Scanner() *scanner.Scanner { return s.scanner }
+
+// Background returns the node's background-work policy: in-process scan
+// workers take it so that they yield to serving as compaction does.
+func (s *Server) Background() *gitexec.Background { return s.bgWork }
+
+// registerBackground exposes a Background's state on /metrics.
+func registerBackground(reg *prometheus.Registry, b *gitexec.Background) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ghost_background_git_processes",
+			Help: "Git processes of background work (compaction, scans) running now; they run at a lower priority within their own budget (docs/adr/0051-geometric-checkpoints.md).",
+		}, func() float64 { return float64(b.Stats().Running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ghost_background_git_waiting",
+			Help: "Git processes of background work waiting for a place in the background budget.",
+		}, func() float64 { return float64(b.Stats().Waiting) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ghost_background_pause_seconds_total",
+			Help: "Time background work spent waiting for git requests in progress to finish.",
+		}, func() float64 { return b.Stats().Paused.Seconds() }),
+	)
+}
 
 // Alerts returns the alert store.
 func (s *Server) Alerts() *alerts.Store { return s.alerts }

@@ -16,10 +16,13 @@ import (
 	"github.com/ghost-scm/ghost/internal/objstore"
 )
 
-// ErrAlreadyCompacted means another compactor has already folded the log
-// through the seq a compaction meant to cover. Nothing is wrong and
-// nothing was written to the index; the caller's checkpoint object, if it
-// differs from the one the index names, is garbage for GC.
+// ErrAlreadyCompacted means another compaction changed the checkpoints
+// this one was built on: it folded the log through the seq this one
+// meant to cover, or further, or it replaced a checkpoint this one keeps
+// (docs/adr/0051-geometric-checkpoints.md). Nothing is wrong and nothing
+// was written to the index; the caller's checkpoint object, if it
+// differs from the ones the index names, is garbage for GC, and the next
+// compaction starts from the new index.
 var ErrAlreadyCompacted = errors.New("log already compacted through that seq")
 
 // MaxCheckpointWait bounds how long after its pack was stored a
@@ -61,22 +64,33 @@ func CheckpointKey(repo string, c Checkpoint) string { return checkpointBase(rep
 // optional: readers check it against the pack and fall back to indexing.
 func CheckpointIndexKey(repo string, c Checkpoint) string { return checkpointBase(repo, c) + ".idx" }
 
-// CheckpointKeys returns the keys of the objects the index's checkpoint
-// needs (none when it has none). Garbage collection must count them as
-// referenced (docs/adr/0050-compaction.md).
+// CheckpointKeys returns the keys of the objects the index's checkpoints
+// need, oldest first (none when it has none). Garbage collection must
+// count them as referenced (docs/adr/0050-compaction.md).
 func (x *Index) CheckpointKeys(repo string) []string {
-	if x == nil || x.Deleted || x.Checkpoint == nil {
+	if x == nil || x.Deleted {
 		return nil
 	}
-	return []string{CheckpointKey(repo, *x.Checkpoint), CheckpointIndexKey(repo, *x.Checkpoint)}
+	keys := make([]string, 0, 2*len(x.Checkpoints))
+	for _, c := range x.Checkpoints {
+		keys = append(keys, CheckpointKey(repo, c), CheckpointIndexKey(repo, c))
+	}
+	return keys
 }
 
-// CheckpointPack is what a compactor built: the pack of every object
-// reachable from the refs at At.Seq, and its git .idx.
+// CheckpointPack is what a compactor built, and its git .idx: a pack
+// that replaces At's checkpoints after the first Keep, and every layer
+// of At (docs/adr/0051-geometric-checkpoints.md).
 type CheckpointPack struct {
 	// At is the index the pack was built from; the checkpoint covers
 	// through At.Seq.
 	At *Index
+	// Keep is how many of At's checkpoints, oldest first, stay in front
+	// of the new one, which covers the seqs after the last of them. 0 is
+	// a full repack: the new checkpoint stands for the whole log through
+	// At.Seq. With Keep > 0 the pack must hold every object of At's
+	// checkpoints after the first Keep and of At's layers.
+	Keep int
 	// Pack is streamed into the store once; Size and SHA256 must describe
 	// it exactly (they name the object, and are checked while it streams).
 	Pack   io.Reader
@@ -92,28 +106,33 @@ type CompactResult struct {
 	Checkpoint Checkpoint
 	// Folded is how many layers the checkpoint replaced in the index.
 	Folded int
+	// Replaced is how many checkpoints it replaced (rolled up, or
+	// superseded by a full repack).
+	Replaced int
 	// Seq is the index's seq when the compaction landed (pushes may have
 	// appended layers after At.Seq meanwhile).
 	Seq      uint64
 	Attempts int
 }
 
-// Compact stores a checkpoint and then replaces the layers it covers in
-// the index (docs/design.md §3.7):
+// Compact stores a checkpoint and then replaces the layers and the
+// checkpoints it covers in the index (docs/design.md §3.8):
 //
 //  1. PUT the pack, then the .idx, under names derived from the seq and
 //     the pack's sha256. They are immutable and unreferenced until step 2,
 //     so the PUTs need no condition; a failed or ambiguous PUT ends the
 //     compaction, and whatever landed is garbage for GC.
 //  2. Run the index CAS loop: on the current index, drop the layers with
-//     seq <= At.Seq, point at the checkpoint and set CompactedThroughSeq.
-//     Pushes only append, so when one lands in between, the retry keeps
-//     its layers (they are above At.Seq) and the result stays valid.
+//     seq <= At.Seq and the checkpoints after the first p.Keep, append
+//     the new checkpoint and set CompactedThroughSeq. Pushes only append,
+//     so when one lands in between, the retry keeps its layers (they are
+//     above At.Seq) and the result stays valid.
 //
 // It never deletes anything: the checkpoint's name may be shared with a
-// racing compactor that built the same bytes, and the folded entries are
-// left to GC. Errors: ErrAlreadyCompacted when the log is already
-// compacted through At.Seq (another compactor won; harmless),
+// racing compactor that built the same bytes, and the folded entries and
+// replaced checkpoints are left to GC. Errors: ErrAlreadyCompacted when
+// the log is already compacted through At.Seq, or a checkpoint this one
+// keeps was replaced (another compactor won; harmless),
 // ErrCheckpointStale when the index write would be sent more than
 // MaxCheckpointWait after the pack was stored (GC may take it by then),
 // ErrRepoDeleted, ErrContention, a *CorruptError when At's layers are not
@@ -133,8 +152,10 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 		return CompactResult{}, fmt.Errorf("%s at seq %d: %w", repo, at.Seq, ErrAlreadyCompacted)
 	case p.Size < 0:
 		return CompactResult{}, invalid("negative checkpoint size %d", p.Size)
+	case p.Keep < 0 || p.Keep > len(at.Checkpoints) || p.Keep >= MaxCheckpoints:
+		return CompactResult{}, invalid("keep %d of %d checkpoints (at most %d in all)", p.Keep, len(at.Checkpoints), MaxCheckpoints)
 	}
-	ck := Checkpoint{Seq: at.Seq, SHA256: p.SHA256, Size: p.Size, Newest: newest(at)}
+	ck := Checkpoint{Seq: at.Seq, SHA256: p.SHA256, Size: p.Size, Newest: newest(at, p.Keep)}
 	key := CheckpointKey(repo, ck)
 	v := &verifyReader{rc: io.NopCloser(p.Pack), key: key, want: p.SHA256, size: p.Size, sum: sha256.New()}
 	if _, err := l.store.Put(ctx, key, v, p.Size); err != nil {
@@ -152,30 +173,33 @@ func (l *Log) Compact(ctx context.Context, repo string, p CheckpointPack) (Compa
 			return CompactResult{}, fmt.Errorf("put checkpoint index of %s: %w", key, err)
 		}
 	}
-	var folded int
+	var folded, replaced int
 	next := func(cur *Index) (*Index, error) {
 		// Every index write is built here just before it is sent.
 		if waited := l.opts.Now().Sub(stored); waited > MaxCheckpointWait {
 			return nil, fmt.Errorf("%s stored %v ago: %w", key, waited, ErrCheckpointStale)
 		}
-		nx, n, err := fold(repo, cur, at, ck)
-		folded = n
+		nx, n, err := fold(repo, cur, at, ck, p.Keep)
+		if err == nil {
+			folded, replaced = n, len(cur.Checkpoints)-p.Keep
+		}
 		return nx, err
 	}
-	landed := func(x *Index) bool { return x.Checkpoint != nil && *x.Checkpoint == ck }
+	landed := func(x *Index) bool { return slices.Contains(x.Checkpoints, ck) }
 	res, _, err := l.casLoopFunc(ctx, repo, next, ulid.ULID{}, landed)
-	out := CompactResult{Checkpoint: ck, Folded: folded, Seq: res.Seq, Attempts: res.Attempts}
+	out := CompactResult{Checkpoint: ck, Folded: folded, Replaced: replaced, Seq: res.Seq, Attempts: res.Attempts}
 	if err != nil {
 		return out, fmt.Errorf("compact %s through seq %d: %w", repo, ck.Seq, err)
 	}
 	return out, nil
 }
 
-// newest is the Newest of a checkpoint built from at.
-func newest(at *Index) int64 {
+// newest is the Newest of a checkpoint built from at that keeps at's
+// first keep checkpoints.
+func newest(at *Index, keep int) int64 {
 	var n int64
-	if at.Checkpoint != nil {
-		n = at.Checkpoint.Newest
+	for _, c := range at.Checkpoints[keep:] {
+		n = max(n, c.Newest)
 	}
 	for _, l := range at.Layers {
 		n = max(n, int64(l.ULID.Time()))
@@ -183,17 +207,24 @@ func newest(at *Index) int64 {
 	return n
 }
 
-// fold builds the index that replaces cur's layers through ck.Seq by ck.
-// at is the index the checkpoint was built from: every layer both list
-// must be the same entry, or the log is not the one the checkpoint was
-// built from (which append-only logs rule out; the check keeps a bug from
-// folding layers the checkpoint does not hold).
-func fold(repo string, cur, at *Index, ck Checkpoint) (*Index, int, error) {
+// fold builds the index that replaces cur's layers through ck.Seq, and
+// its checkpoints after the first keep, by ck. at is the index the
+// checkpoint was built from: every layer both list must be the same
+// entry, or the log is not the one the checkpoint was built from (which
+// append-only logs rule out; the check keeps a bug from folding layers
+// the checkpoint does not hold). The checkpoints ck follows must still
+// be cur's first ones; those after them in cur end at or before ck.Seq
+// and cover only seqs whose layers ck was built from, or checkpoints it
+// rolled up, so ck stands for them too.
+func fold(repo string, cur, at *Index, ck Checkpoint, keep int) (*Index, int, error) {
 	if cur.CompactedThroughSeq >= ck.Seq {
 		return nil, 0, fmt.Errorf("compacted through %d, at or past %d: %w", cur.CompactedThroughSeq, ck.Seq, ErrAlreadyCompacted)
 	}
 	if cur.Seq < ck.Seq {
 		return nil, 0, corrupt(IndexKey(repo), "index at seq %d is behind the checkpoint's seq %d", cur.Seq, ck.Seq)
+	}
+	if len(cur.Checkpoints) < keep || !slices.Equal(cur.Checkpoints[:keep], at.Checkpoints[:keep]) {
+		return nil, 0, fmt.Errorf("a checkpoint this one follows was replaced meanwhile: %w", ErrAlreadyCompacted)
 	}
 	for seq := max(cur.CompactedThroughSeq, at.CompactedThroughSeq) + 1; seq <= ck.Seq; seq++ {
 		a := at.Layers[seq-at.CompactedThroughSeq-1].ULID
@@ -203,11 +234,10 @@ func fold(repo string, cur, at *Index, ck Checkpoint) (*Index, int, error) {
 		}
 	}
 	n := int(ck.Seq - cur.CompactedThroughSeq)
-	c := ck
 	nx := &Index{
 		Seq:                 cur.Seq,
 		CompactedThroughSeq: ck.Seq,
-		Checkpoint:          &c,
+		Checkpoints:         append(slices.Clone(cur.Checkpoints[:keep]), ck),
 		Refs:                cur.Refs,
 		Layers:              slices.Clone(cur.Layers[n:]),
 	}

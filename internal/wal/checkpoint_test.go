@@ -81,7 +81,7 @@ func TestCompactFoldsLayers(t *testing.T) {
 			t.Fatalf("checkpoint's newest layer time %d, want %d", res.Checkpoint.Newest, want)
 		}
 		x := commitN(t, l, repo, 2)
-		if x.CompactedThroughSeq != uint64(n) || x.Checkpoint == nil || *x.Checkpoint != res.Checkpoint || len(x.Layers) != 2 || x.Seq != uint64(n+2) {
+		if x.CompactedThroughSeq != uint64(n) || len(x.Checkpoints) != 1 || x.Checkpoints[0] != res.Checkpoint || len(x.Layers) != 2 || x.Seq != uint64(n+2) {
 			t.Fatalf("after compaction and 2 pushes: %+v", x)
 		}
 		if x.Ref("refs/heads/main") != oid(n+2) {
@@ -92,7 +92,7 @@ func TestCompactFoldsLayers(t *testing.T) {
 				t.Fatalf("checkpoint object %s: %v", k, err)
 			}
 		}
-		rc, err := l.OpenCheckpoint(ctx, repo, *x.Checkpoint)
+		rc, err := l.OpenCheckpoint(ctx, repo, x.Checkpoints[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestCompactRacing(t *testing.T) {
 		t.Fatalf("err = %v, want ErrAlreadyCompacted", err)
 	}
 	x, _ := l.Head(ctx, "r")
-	if x.Checkpoint.SHA256 != sha256.Sum256([]byte("same")) || indexSize(t, s, "r") != before {
+	if x.LastCheckpoint().SHA256 != sha256.Sum256([]byte("same")) || indexSize(t, s, "r") != before {
 		t.Fatalf("the losing compaction changed the index: %+v", x)
 	}
 	// An older snapshot never replaces a newer checkpoint.
@@ -244,7 +244,7 @@ func TestCompactFaults(t *testing.T) {
 					if err != nil && !errors.Is(err, wal.ErrOutcomeUnknown) {
 						t.Fatalf("compacted, but Compact reported %v", err)
 					}
-					if _, _, gerr := inner.Get(ctx, wal.CheckpointKey("r", *x.Checkpoint)); gerr != nil {
+					if _, _, gerr := inner.Get(ctx, wal.CheckpointKey("r", *x.LastCheckpoint())); gerr != nil {
 						t.Fatalf("the index names a missing checkpoint: %v", gerr)
 					}
 				default:
@@ -398,10 +398,10 @@ func TestCompactGivesUpOnStaleCheckpoint(t *testing.T) {
 			t.Fatal(herr)
 		}
 		switch {
-		case tc.fail && (!errors.Is(err, wal.ErrCheckpointStale) || x.Checkpoint != nil):
-			t.Fatalf("after %v: %v, checkpoint %v", tc.d, err, x.Checkpoint)
-		case !tc.fail && (err != nil || x.Checkpoint == nil):
-			t.Fatalf("after %v: %v, checkpoint %v", tc.d, err, x.Checkpoint)
+		case tc.fail && (!errors.Is(err, wal.ErrCheckpointStale) || len(x.Checkpoints) != 0):
+			t.Fatalf("after %v: %v, checkpoints %v", tc.d, err, x.Checkpoints)
+		case !tc.fail && (err != nil || len(x.Checkpoints) != 1):
+			t.Fatalf("after %v: %v, checkpoints %v", tc.d, err, x.Checkpoints)
 		}
 	}
 }

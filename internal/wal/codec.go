@@ -25,9 +25,16 @@ const (
 	// Index flags. flagCheckpoint was added with compaction
 	// (docs/adr/0050-compaction.md): an index without it encodes exactly
 	// as before, and a reader that predates it refuses one with it as
-	// corrupt rather than misread it.
-	flagDeleted    = 1 << 0
-	flagCheckpoint = 1 << 1
+	// corrupt rather than misread it. flagCheckpoints was added with
+	// geometric checkpoints (docs/adr/0051-geometric-checkpoints.md) the
+	// same way: an index with exactly one checkpoint still encodes under
+	// flagCheckpoint, byte for byte as before, and only a list of two or
+	// more sets the new bit.
+	flagDeleted     = 1 << 0
+	flagCheckpoint  = 1 << 1
+	flagCheckpoints = 1 << 2
+	// checkpointSize is the encoded size of one checkpoint record.
+	checkpointSize = 8 + 32 + 8 + 8
 	maxRefName     = ids.MaxRefNameLen
 	maxRefs        = 1 << 20
 	maxLayers      = 1 << 22
@@ -56,35 +63,66 @@ type Layer struct {
 	Size   int64    // pack size in bytes
 }
 
-// Checkpoint is a pack that stands for every layer through Seq: one
-// self-contained pack of every object reachable from the refs at Seq
-// (docs/design.md §3.7). It is immutable and named after what it covers
-// (CheckpointKey), so two compactors that build the same bytes write the
-// same object.
+// Checkpoint is one self-contained pack that stands for the layers of a
+// contiguous range of seqs, which ends at Seq and starts after the
+// previous checkpoint of the index (at seq 1 for the first one)
+// (docs/design.md §3.8). The first checkpoint of an index holds every
+// object reachable from the refs at its Seq and the objects compaction's
+// keep rules keep; every later one holds every object of every layer in
+// its range (docs/adr/0051-geometric-checkpoints.md). It is immutable and
+// named after what it covers (CheckpointKey), so two compactors that
+// build the same bytes write the same object.
 type Checkpoint struct {
-	Seq    uint64   // the last seq it covers; equals CompactedThroughSeq
+	Seq    uint64   // the last seq it covers
 	SHA256 [32]byte // of the pack
 	Size   int64    // pack size in bytes
 	// Newest is the newest ULID time (Unix milliseconds) of the layers the
-	// checkpoint folded, its predecessor's included. A compactor keeps the
-	// unreachable objects of layers younger than a grace period; Newest
-	// tells the next compactor whether this checkpoint may still hold
-	// some (docs/adr/0050-compaction.md).
+	// checkpoint folded, those of the checkpoints it rolled up included. A
+	// compactor keeps the unreachable objects of layers younger than a
+	// grace period; Newest tells a later compactor whether this
+	// checkpoint may still hold some (docs/adr/0050-compaction.md).
 	Newest int64
 }
 
+// MaxCheckpoints bounds the checkpoints of one index. Compaction keeps
+// them in a geometric progression by size, each at least twice the next
+// (docs/adr/0051-geometric-checkpoints.md), so a log holds about log2 of
+// its size over its smallest checkpoint's; 64 is far beyond that, and
+// bounds what a decoder accepts.
+const MaxCheckpoints = 64
+
 // Index is the one mutable record of a repository: the head of its log.
 // Layer i has seq CompactedThroughSeq + i + 1. A live index with
-// CompactedThroughSeq > 0 carries the Checkpoint that replaced the layers
-// through that seq; the older layers are no longer listed, which keeps the
-// index bounded however many pushes a repository has seen.
+// CompactedThroughSeq > 0 carries the Checkpoints that replaced the
+// layers through that seq, oldest first, each covering the seqs after
+// its predecessor's through its own; the last one's Seq is
+// CompactedThroughSeq. The folded layers are no longer listed, which
+// keeps the index bounded however many pushes a repository has seen.
 type Index struct {
 	Seq                 uint64
 	CompactedThroughSeq uint64
 	Deleted             bool
-	Checkpoint          *Checkpoint // set exactly when live and CompactedThroughSeq > 0
-	Refs                []Ref       // sorted by name, unique
+	Checkpoints         []Checkpoint // non-empty exactly when live and CompactedThroughSeq > 0
+	Refs                []Ref        // sorted by name, unique
 	Layers              []Layer
+}
+
+// LastCheckpoint returns the newest checkpoint, or nil when the index has
+// none.
+func (x *Index) LastCheckpoint() *Checkpoint {
+	if x == nil || len(x.Checkpoints) == 0 {
+		return nil
+	}
+	return &x.Checkpoints[len(x.Checkpoints)-1]
+}
+
+// CheckpointStart returns the first seq that checkpoint i of the index
+// covers: one past its predecessor's Seq, or 1.
+func (x *Index) CheckpointStart(i int) uint64 {
+	if i == 0 {
+		return 1
+	}
+	return x.Checkpoints[i-1].Seq + 1
 }
 
 // Ref returns the id a ref points at, or "" when absent.
@@ -154,13 +192,19 @@ func (x *Index) MarshalBinary() ([]byte, error) {
 	if x.Deleted {
 		flags |= flagDeleted
 	}
-	if x.Checkpoint != nil {
+	switch n := len(x.Checkpoints); {
+	case n == 1:
 		flags |= flagCheckpoint
+	case n > 1:
+		flags |= flagCheckpoints
 	}
 	e.u8(flags)
 	e.u64(x.Seq)
 	e.u64(x.CompactedThroughSeq)
-	if c := x.Checkpoint; c != nil {
+	if len(x.Checkpoints) > 1 {
+		e.u32(uint32(len(x.Checkpoints)))
+	}
+	for _, c := range x.Checkpoints {
 		e.u64(c.Seq)
 		e.Write(c.SHA256[:])
 		e.u64(uint64(c.Size))
@@ -201,13 +245,24 @@ func (x *Index) validate() error {
 			return invalid("layer %s: negative size", l.ULID)
 		}
 	}
-	if x.Deleted && (len(x.Refs) > 0 || len(x.Layers) > 0 || x.Checkpoint != nil) {
+	if x.Deleted && (len(x.Refs) > 0 || len(x.Layers) > 0 || len(x.Checkpoints) > 0) {
 		return invalid("a tombstone carries no refs, layers or checkpoint")
 	}
-	if c := x.Checkpoint; c != nil && (c.Seq == 0 || c.Seq != x.CompactedThroughSeq || c.Size < 0 || c.Newest < 0) {
-		return invalid("checkpoint at seq %d (size %d) in an index compacted through %d", c.Seq, c.Size, x.CompactedThroughSeq)
+	if len(x.Checkpoints) > MaxCheckpoints {
+		return invalid("%d checkpoints exceed %d", len(x.Checkpoints), MaxCheckpoints)
 	}
-	if !x.Deleted && x.CompactedThroughSeq > 0 && x.Checkpoint == nil {
+	var prev uint64
+	for _, c := range x.Checkpoints {
+		// Each covers the seqs after its predecessor's through its own.
+		if c.Seq <= prev || c.Size < 0 || c.Newest < 0 {
+			return invalid("checkpoint at seq %d (size %d) after one at seq %d", c.Seq, c.Size, prev)
+		}
+		prev = c.Seq
+	}
+	if len(x.Checkpoints) > 0 && prev != x.CompactedThroughSeq {
+		return invalid("last checkpoint at seq %d in an index compacted through %d", prev, x.CompactedThroughSeq)
+	}
+	if !x.Deleted && x.CompactedThroughSeq > 0 && len(x.Checkpoints) == 0 {
 		// The layers through CompactedThroughSeq are gone from the index:
 		// without a checkpoint nothing could materialize them.
 		return invalid("compacted through seq %d without a checkpoint", x.CompactedThroughSeq)
@@ -325,16 +380,29 @@ func DecodeIndex(b []byte, what string) (*Index, error) {
 		return nil, corrupt(what, "unknown index version %d", v)
 	}
 	flags := d.u8()
-	if flags&^(flagDeleted|flagCheckpoint) != 0 {
+	if flags&^(flagDeleted|flagCheckpoint|flagCheckpoints) != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	x := &Index{Deleted: flags&flagDeleted != 0, Seq: d.u64(), CompactedThroughSeq: d.u64()}
-	if flags&flagCheckpoint != 0 {
-		c := &Checkpoint{Seq: d.u64()}
+	nck := 0
+	switch flags & (flagCheckpoint | flagCheckpoints) {
+	case flagCheckpoint:
+		nck = 1
+	case flagCheckpoints:
+		// One checkpoint is always written under flagCheckpoint, so that
+		// equal states encode to equal bytes.
+		if nck = d.count(MaxCheckpoints, checkpointSize); nck < 2 && d.err == nil {
+			d.fail("a list of %d checkpoints", nck)
+		}
+	case flagCheckpoint | flagCheckpoints:
+		d.fail("both checkpoint flags set")
+	}
+	for range nck {
+		c := Checkpoint{Seq: d.u64()}
 		copy(c.SHA256[:], d.take(32))
 		c.Size = int64(d.u64())
 		c.Newest = int64(d.u64())
-		x.Checkpoint = c
+		x.Checkpoints = append(x.Checkpoints, c)
 	}
 	nrefs := d.count(maxRefs, 2+1+20)
 	for range nrefs {

@@ -3,9 +3,11 @@ package wal
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +35,46 @@ func sampleIndex() *Index {
 func sampleCompacted() *Index {
 	x := sampleIndex()
 	x.Seq, x.CompactedThroughSeq = 7, 5
-	x.Checkpoint = &Checkpoint{Seq: 5, SHA256: [32]byte{9, 8, 7}, Size: 1234, Newest: 1_700_000_000_123}
+	x.Checkpoints = []Checkpoint{{Seq: 5, SHA256: [32]byte{9, 8, 7}, Size: 1234, Newest: 1_700_000_000_123}}
 	return x
+}
+
+// sampleGeometric is sampleIndex after three checkpoints folded seq 1..9
+// (docs/adr/0051-geometric-checkpoints.md).
+func sampleGeometric() *Index {
+	x := sampleIndex()
+	x.Seq, x.CompactedThroughSeq = 11, 9
+	x.Checkpoints = []Checkpoint{
+		{Seq: 5, SHA256: [32]byte{9, 8, 7}, Size: 4000, Newest: 1_700_000_000_123},
+		{Seq: 8, SHA256: [32]byte{6}, Size: 1500, Newest: 1_700_000_000_456},
+		{Seq: 9, SHA256: [32]byte{5}, Size: 300, Newest: 1_700_000_000_789},
+	}
+	return x
+}
+
+// singleCheckpointGolden is sampleCompacted as the builds before
+// geometric checkpoints encoded it: an index with one checkpoint must
+// still read in them.
+const singleCheckpointGolden = "47484f5354494458000102000000000000000700000000000000050000000000000005090807000000000000000000000000000000000000000000000000000000000000000000000004d20000018bcfe5687b00000002000f726566732f68656164732f6d61696e140000000000000000000000000000000000000001000c726566732f746167732f7631140000000000000000000000000000000000000002000000020190000000000000000000000000000a0100000000000000000000000000000000000000000000000000000000000000000000000000000a0190000000000000000000000000000b020000000000000000000000000000000000000000000000000000000000000000000000000000142d68edb9"
+
+// TestSingleCheckpointEncodesAsBefore: one checkpoint is written under
+// flag bit 1 exactly as before the list existed, and only a list of two
+// or more sets bit 2.
+func TestSingleCheckpointEncodesAsBefore(t *testing.T) {
+	b, err := sampleCompacted().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(b); got != singleCheckpointGolden {
+		t.Fatalf("one checkpoint encodes as\n%s\nwant\n%s", got, singleCheckpointGolden)
+	}
+	g, err := sampleGeometric().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g[10] != flagCheckpoints {
+		t.Fatalf("a list of checkpoints has flags %#x, want %#x", g[10], flagCheckpoints)
+	}
 }
 
 func sampleHeader() *EntryHeader {
@@ -54,6 +94,7 @@ func TestIndexRoundTrip(t *testing.T) {
 		{},
 		sampleIndex(),
 		sampleCompacted(),
+		sampleGeometric(),
 		{Seq: 9, CompactedThroughSeq: 9, Deleted: true},
 		{Seq: 1, Refs: []Ref{{Name: "refs/heads/sha256", ID: strings.Repeat("ab", 32)}}, Layers: []Layer{{Size: 0}}},
 	} {
@@ -70,7 +111,7 @@ func TestIndexRoundTrip(t *testing.T) {
 			t.Fatalf("round trip changed bytes:\n%x\n%x", b, b2)
 		}
 		if got.Seq != x.Seq || got.Deleted != x.Deleted || len(got.Refs) != len(x.Refs) || len(got.Layers) != len(x.Layers) ||
-			(got.Checkpoint == nil) != (x.Checkpoint == nil) || got.Checkpoint != nil && *got.Checkpoint != *x.Checkpoint {
+			!slices.Equal(got.Checkpoints, x.Checkpoints) {
 			t.Fatalf("round trip = %+v, want %+v", got, x)
 		}
 	}
@@ -87,10 +128,21 @@ func TestIndexMarshalRejects(t *testing.T) {
 		"negative size":     {Seq: 1, Layers: []Layer{{Size: -1}}},
 		// A compacted index must say what replaced its folded layers.
 		"compacted w/o checkpoint": {Seq: 3, CompactedThroughSeq: 3},
-		"checkpoint seq":           {Seq: 3, CompactedThroughSeq: 3, Checkpoint: &Checkpoint{Seq: 2}},
-		"checkpoint uncompacted":   {Seq: 0, Checkpoint: &Checkpoint{}},
-		"checkpoint newest":        {Seq: 3, CompactedThroughSeq: 3, Checkpoint: &Checkpoint{Seq: 3, Newest: -1}},
-		"tombstone w/ checkpoint":  {Seq: 3, CompactedThroughSeq: 3, Deleted: true, Checkpoint: &Checkpoint{Seq: 3}},
+		"checkpoint seq":           {Seq: 3, CompactedThroughSeq: 3, Checkpoints: []Checkpoint{{Seq: 2}}},
+		"checkpoint uncompacted":   {Seq: 0, Checkpoints: []Checkpoint{{}}},
+		"checkpoint newest":        {Seq: 3, CompactedThroughSeq: 3, Checkpoints: []Checkpoint{{Seq: 3, Newest: -1}}},
+		"tombstone w/ checkpoint":  {Seq: 3, CompactedThroughSeq: 3, Deleted: true, Checkpoints: []Checkpoint{{Seq: 3}}},
+		"checkpoints unordered":    {Seq: 3, CompactedThroughSeq: 3, Checkpoints: []Checkpoint{{Seq: 2}, {Seq: 1}, {Seq: 3}}},
+		"checkpoints same seq":     {Seq: 3, CompactedThroughSeq: 3, Checkpoints: []Checkpoint{{Seq: 3}, {Seq: 3}}},
+		"last not compacted seq":   {Seq: 4, CompactedThroughSeq: 4, Checkpoints: []Checkpoint{{Seq: 2}, {Seq: 3}}, Layers: []Layer{{}}},
+		"checkpoint size":          {Seq: 3, CompactedThroughSeq: 3, Checkpoints: []Checkpoint{{Seq: 1}, {Seq: 3, Size: -1}}},
+		"too many checkpoints": func() *Index {
+			x := &Index{Seq: MaxCheckpoints + 1, CompactedThroughSeq: MaxCheckpoints + 1}
+			for i := range MaxCheckpoints + 1 {
+				x.Checkpoints = append(x.Checkpoints, Checkpoint{Seq: uint64(i + 1)})
+			}
+			return x
+		}(),
 	} {
 		if _, err := x.MarshalBinary(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -136,8 +188,35 @@ func TestDecodeIndexRejects(t *testing.T) {
 	}
 	ck, _ := sampleCompacted().MarshalBinary()
 	cases["checkpoint flag cleared"] = reCRC(func() []byte { b := bytes.Clone(ck); b[10] = 0; return b }())
+	cases["both checkpoint flags"] = reCRC(func() []byte { b := bytes.Clone(ck); b[10] = flagCheckpoint | flagCheckpoints; return b }())
 	for i := range len(ck) - 4 {
 		cases[fmt.Sprintf("compacted body truncated at %d, crc fixed", i)] = reCRC(append(bytes.Clone(ck[:i]), 0, 0, 0, 0))
+	}
+	geo, _ := sampleGeometric().MarshalBinary()
+	const countAt = 8 + 2 + 1 + 8 + 8 // magic, version, flags, seq, compacted
+	setCount := func(n uint32) []byte {
+		b := bytes.Clone(geo)
+		binary.BigEndian.PutUint32(b[countAt:], n)
+		return reCRC(b)
+	}
+	cases["checkpoint list of one"] = func() []byte {
+		// A well-formed list of one: count 1, then sampleCompacted's
+		// record, which must be written under bit 1 instead.
+		b := append(bytes.Clone(ck[:countAt]), 0, 0, 0, 1)
+		b[10] = flagCheckpoints
+		return reCRC(append(append(b, ck[countAt:len(ck)-4]...), 0, 0, 0, 0))
+	}()
+	cases["checkpoint list of zero"] = setCount(0)
+	cases["checkpoint list too long"] = setCount(MaxCheckpoints + 1)
+	cases["checkpoint list count lies"] = setCount(1 << 30)
+	cases["checkpoint list flag cleared"] = reCRC(func() []byte { b := bytes.Clone(geo); b[10] = flagCheckpoint; return b }())
+	cases["checkpoints out of order"] = reCRC(func() []byte {
+		b := bytes.Clone(geo)
+		binary.BigEndian.PutUint64(b[countAt+4+checkpointSize:], 4) // the second one's seq, before the first's 5
+		return b
+	}())
+	for i := range len(geo) - 4 {
+		cases[fmt.Sprintf("geometric body truncated at %d, crc fixed", i)] = reCRC(append(bytes.Clone(geo[:i]), 0, 0, 0, 0))
 	}
 	for i := range len(good) - 4 { // a body cut short, with a checksum that matches it
 		cases[fmt.Sprintf("body truncated at %d, crc fixed", i)] = reCRC(append(bytes.Clone(good[:i]), 0, 0, 0, 0))
@@ -212,7 +291,7 @@ func TestCheckRefName(t *testing.T) {
 }
 
 func FuzzDecodeIndex(f *testing.F) {
-	for _, x := range []*Index{{}, sampleIndex(), sampleCompacted(), {Seq: 4, CompactedThroughSeq: 4, Deleted: true}} {
+	for _, x := range []*Index{{}, sampleIndex(), sampleCompacted(), sampleGeometric(), {Seq: 4, CompactedThroughSeq: 4, Deleted: true}} {
 		b, _ := x.MarshalBinary()
 		f.Add(b)
 	}

@@ -646,7 +646,7 @@ func apply(cur *Index, ts []Transition, layer Layer) (*Index, error) {
 	next := &Index{
 		Seq:                 cur.Seq + 1,
 		CompactedThroughSeq: cur.CompactedThroughSeq,
-		Checkpoint:          cur.Checkpoint,
+		Checkpoints:         cur.Checkpoints,
 		Refs:                make([]Ref, 0, len(refs)),
 		Layers:              append(slices.Clip(cur.Layers), layer),
 	}
@@ -787,8 +787,8 @@ func (l *Log) purge(ctx context.Context, repo string) error {
 	return nil
 }
 
-// Fork copies src's log to dst: every layer's entry first (immutable, so
-// no lock is needed), then dst's index with If-None-Match, so a fork onto
+// Fork copies src's log to dst: every checkpoint and every layer's entry
+// first (immutable, so no lock is needed), then dst's index with If-None-Match, so a fork onto
 // an existing or deleted repository fails with ErrRepoExists.
 func (l *Log) Fork(ctx context.Context, src, dst string) error {
 	if err := CheckRepoID(dst); err != nil {
@@ -803,13 +803,13 @@ func (l *Log) Fork(ctx context.Context, src, dst string) error {
 	} else if etag != "" {
 		return fmt.Errorf("%s: %w", dst, ErrRepoExists)
 	}
-	if c := x.Checkpoint; c != nil {
-		// A checkpoint is immutable like an entry: copy it first, so the
-		// destination's index never names a missing object.
-		if err := l.store.Copy(ctx, CheckpointKey(src, *c), CheckpointKey(dst, *c)); err != nil {
+	for _, c := range x.Checkpoints {
+		// A checkpoint is immutable like an entry: copy them first, so
+		// the destination's index never names a missing object.
+		if err := l.store.Copy(ctx, CheckpointKey(src, c), CheckpointKey(dst, c)); err != nil {
 			return fmt.Errorf("fork %s to %s: copy checkpoint %d: %w", src, dst, c.Seq, err)
 		}
-		err := l.store.Copy(ctx, CheckpointIndexKey(src, *c), CheckpointIndexKey(dst, *c))
+		err := l.store.Copy(ctx, CheckpointIndexKey(src, c), CheckpointIndexKey(dst, c))
 		if err != nil && !errors.Is(err, objstore.ErrNotFound) { // the index is optional
 			return fmt.Errorf("fork %s to %s: copy checkpoint index %d: %w", src, dst, c.Seq, err)
 		}

@@ -7,14 +7,14 @@ package wal
 //
 // It is the one definition of "referenced" that garbage collection uses
 // (docs/adr/0040-garbage-collection.md): an object is kept when any index
-// lists it here. That includes the checkpoint's pack and .idx
+// lists it here. That includes every checkpoint's pack and .idx
 // (CheckpointKeys, docs/adr/0050-compaction.md); the entries a checkpoint
 // folded are no longer referenced. A tombstone references nothing.
 func (x *Index) ReferencedKeys(repo string) []string {
 	if x == nil || x.Deleted {
 		return nil
 	}
-	keys := make([]string, 0, 2*len(x.Layers)+2)
+	keys := make([]string, 0, 2*len(x.Layers)+2*len(x.Checkpoints))
 	keys = append(keys, x.CheckpointKeys(repo)...)
 	for _, l := range x.Layers {
 		keys = append(keys, EntryKey(repo, l.ULID), PackIndexKey(repo, l.ULID))
