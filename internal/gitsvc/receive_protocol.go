@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -22,8 +23,10 @@ import (
 const receiveCaps = "report-status delete-refs side-band-64k quiet atomic ofs-delta push-options object-format=sha1 agent=ghost"
 
 // maxPushOptions bounds the push options of one request; more make it
-// malformed. git sends one per -o.
-const maxPushOptions = 1000
+// malformed. git sends one per -o. It is push protection's limit, so
+// that one number holds on every path: a push cannot carry options that
+// protection would refuse to read.
+const maxPushOptions = pushprotect.MaxOptions
 
 // writeReceiveAdvertisement writes the v0 receive-pack advertisement of
 // refs (the service line is the caller's).
