@@ -133,13 +133,6 @@ func newServeCmd(env *Env) *cobra.Command {
 		if created {
 			fmt.Fprintf(env.Stdout, "ghost: created an empty store: %s\n", cfg.Describe())
 		}
-		// The flags' 0 ("no limit") is the server's negative value.
-		off := func(v int64) int64 {
-			if v == 0 {
-				return -1
-			}
-			return v
-		}
 		// The server holds the handle on the coordination store; the store
 		// opens after the listener is up, and git never waits for it.
 		// One registry for the node: the server's metrics and the count of
@@ -170,25 +163,19 @@ func newServeCmd(env *Env) *cobra.Command {
 				}
 			}})
 		srv, err := server.New(ctx, server.Options{
-			Registry:             reg,
-			Store:                store,
-			CacheDir:             cfg.Cache(),
-			Logger:               logger,
-			MaxPushBytes:         off(limits.MaxPushBytes),
-			MaxFetchRequestBytes: off(limits.MaxFetchRequestBytes),
-			FetchRequestTimeout:  time.Duration(off(int64(limits.FetchRequestTimeout))),
-			IOTimeout:            time.Duration(off(int64(limits.IOTimeout))),
-			MaxGitProcesses:      int(off(int64(limits.MaxGitProcesses))),
-			GitQueue:             int(off(int64(limits.GitQueue))),
-			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
-			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
+			Registry:        reg,
+			Store:           store,
+			CacheDir:        cfg.Cache(),
+			Logger:          logger,
+			Limits:          limits.Git(),
+			StoreTempMaxAge: config.Off(limits.StoreTempMaxAge),
 
-			SSHHandshakeTimeout:            time.Duration(off(int64(limits.SSHHandshakeTimeout))),
-			SSHMaxUnauthenticated:          int(off(int64(limits.SSHMaxUnauthenticated))),
-			SSHMaxUnauthenticatedPerSource: int(off(int64(limits.SSHMaxUnauthenticatedPerSource))),
-			SSHMaxConnsPerPrincipal:        int(off(int64(limits.SSHMaxConnsPerPrincipal))),
-			SSHMaxSessions:                 int(off(int64(limits.SSHMaxSessions))),
-			SSHExecTimeout:                 time.Duration(off(int64(limits.SSHExecTimeout))),
+			SSHHandshakeTimeout:            config.Off(limits.SSHHandshakeTimeout),
+			SSHMaxUnauthenticated:          config.Off(limits.SSHMaxUnauthenticated),
+			SSHMaxUnauthenticatedPerSource: config.Off(limits.SSHMaxUnauthenticatedPerSource),
+			SSHMaxConnsPerPrincipal:        config.Off(limits.SSHMaxConnsPerPrincipal),
+			SSHMaxSessions:                 config.Off(limits.SSHMaxSessions),
+			SSHExecTimeout:                 config.Off(limits.SSHExecTimeout),
 			Compaction:                     compact.options(),
 			Background:                     bg.options(),
 			Coordination:                   coordStore,

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/spf13/pflag"
@@ -393,5 +394,28 @@ func TestSSHLimits(t *testing.T) {
 	}
 	if err := l.Err(); err == nil || !strings.Contains(err.Error(), "--ssh-max-sessions") {
 		t.Fatalf("negative --ssh-max-sessions: %v", err)
+	}
+}
+
+// TestLimitsFlagZeroIsOff: a limit flag's 0 means "no limit", which the
+// git path's Limits spell negative (their 0 is the default), and a flag
+// left alone gives the git path's default.
+func TestLimitsFlagZeroIsOff(t *testing.T) {
+	var l Limits
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	l.Register(fs)
+	if err := fs.Parse([]string{"--max-push-bytes", "0", "--io-timeout", "0", "--git-queue", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	g := l.Git()
+	if g.MaxPushBytes >= 0 || g.IOTimeout >= 0 || g.GitQueue >= 0 {
+		t.Errorf("flags of 0: %+v, want those limits negative (off)", g)
+	}
+	def := gitsvc.DefaultLimits()
+	if g.MaxFetchRequestBytes != def.MaxFetchRequestBytes || g.MaxGitProcesses != def.MaxGitProcesses || g.FetchRequestTimeout != def.FetchRequestTimeout {
+		t.Errorf("flags left alone: %+v, want gitsvc's defaults %+v", g, def)
+	}
+	if g.PushTimeout != 0 {
+		t.Errorf("PushTimeout %v has no flag and should stay zero (the default)", g.PushTimeout)
 	}
 }

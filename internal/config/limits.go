@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ghost-scm/ghost/internal/githttp"
+	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
@@ -19,17 +19,13 @@ const DefaultStoreTempMaxAge = time.Hour
 
 // Limits are the resource limits of "ghost serve", the defences of a
 // public git server against clients that send too much, too slowly or
-// too often (docs/adr/0015-git-resource-limits.md). For every setting, 0
-// switches the limit off (no queue, for GitQueue).
+// too often (docs/adr/0015-git-resource-limits.md). For every flag, 0
+// switches the limit off (no queue, for GitQueue); Git and SSH turn that
+// into the Go types' negative "off", where zero means "the default".
 type Limits struct {
-	MaxPushBytes         int64
-	MaxFetchRequestBytes int64
-	FetchRequestTimeout  time.Duration
-	IOTimeout            time.Duration
-	MaxGitProcesses      int
-	GitQueue             int
-	GitQueueTimeout      time.Duration
-	StoreTempMaxAge      time.Duration
+	// The git path's, declared once in gitsvc.
+	gitsvc.Limits
+	StoreTempMaxAge time.Duration
 
 	// The SSH transport's (docs/adr/0090-bounded-serving.md).
 	SSHHandshakeTimeout            time.Duration
@@ -44,20 +40,21 @@ type Limits struct {
 // default (config.Var and friends): a variable that does not parse is a
 // usage error unless the flag is given.
 func (l *Limits) Register(fs *pflag.FlagSet) {
-	l.MaxPushBytes, l.MaxFetchRequestBytes = githttp.DefaultMaxPushBytes, githttp.DefaultMaxFetchRequestBytes
+	def := gitsvc.DefaultLimits()
+	l.MaxPushBytes, l.MaxFetchRequestBytes = def.MaxPushBytes, def.MaxFetchRequestBytes
 	Var(fs, (*bytesValue)(&l.MaxPushBytes), "max-push-bytes", "GHOST_MAX_PUSH_BYTES",
 		usage("largest push accepted, counted after gzip decoding; refused in git's own output", "GHOST_MAX_PUSH_BYTES"))
 	Var(fs, (*bytesValue)(&l.MaxFetchRequestBytes), "max-fetch-request-bytes", "GHOST_MAX_FETCH_REQUEST_BYTES",
 		usage("largest fetch (upload-pack) request body, after gzip decoding", "GHOST_MAX_FETCH_REQUEST_BYTES"))
-	DurationVar(fs, &l.FetchRequestTimeout, "fetch-request-timeout", "GHOST_FETCH_REQUEST_TIMEOUT", githttp.DefaultFetchRequestTimeout,
+	DurationVar(fs, &l.FetchRequestTimeout, "fetch-request-timeout", "GHOST_FETCH_REQUEST_TIMEOUT", def.FetchRequestTimeout,
 		usage("time allowed to receive a whole fetch request body", "GHOST_FETCH_REQUEST_TIMEOUT"))
-	DurationVar(fs, &l.IOTimeout, "io-timeout", "GHOST_IO_TIMEOUT", githttp.DefaultIOTimeout,
+	DurationVar(fs, &l.IOTimeout, "io-timeout", "GHOST_IO_TIMEOUT", def.IOTimeout,
 		usage("how long a git request's connection may move no byte; extends while bytes flow", "GHOST_IO_TIMEOUT"))
-	IntVar(fs, &l.MaxGitProcesses, "max-git-processes", "GHOST_MAX_GIT_PROCESSES", githttp.DefaultMaxGitProcesses(),
+	IntVar(fs, &l.MaxGitProcesses, "max-git-processes", "GHOST_MAX_GIT_PROCESSES", def.MaxGitProcesses,
 		usage("git requests served at once on this node", "GHOST_MAX_GIT_PROCESSES"))
-	IntVar(fs, &l.GitQueue, "git-queue", "GHOST_GIT_QUEUE", 4*githttp.DefaultMaxGitProcesses(),
+	IntVar(fs, &l.GitQueue, "git-queue", "GHOST_GIT_QUEUE", def.GitQueue,
 		usage("git requests that may wait for a slot; more get 503 with Retry-After", "GHOST_GIT_QUEUE"))
-	DurationVar(fs, &l.GitQueueTimeout, "git-queue-timeout", "GHOST_GIT_QUEUE_TIMEOUT", githttp.DefaultGitQueueTimeout,
+	DurationVar(fs, &l.GitQueueTimeout, "git-queue-timeout", "GHOST_GIT_QUEUE_TIMEOUT", def.GitQueueTimeout,
 		usage("how long a git request waits for a slot before 503", "GHOST_GIT_QUEUE_TIMEOUT"))
 	DurationVar(fs, &l.StoreTempMaxAge, "store-temp-max-age", "GHOST_STORE_TEMP_MAX_AGE", DefaultStoreTempMaxAge,
 		usage("at start, remove filesystem-store write temporaries older than this", "GHOST_STORE_TEMP_MAX_AGE"))
@@ -73,6 +70,32 @@ func (l *Limits) Register(fs *pflag.FlagSet) {
 		usage("session channels one SSH connection may have open; more are refused", "GHOST_SSH_MAX_SESSIONS"))
 	DurationVar(fs, &l.SSHExecTimeout, "ssh-exec-timeout", "GHOST_SSH_EXEC_TIMEOUT", sshd.DefaultExecTimeout,
 		usage("time an SSH session channel may stay open without asking for a command", "GHOST_SSH_EXEC_TIMEOUT"))
+}
+
+// Git returns the git path's limits as gitsvc takes them: a flag's 0
+// ("no limit") becomes negative. PushTimeout has no flag and keeps its
+// default.
+func (l *Limits) Git() gitsvc.Limits {
+	g := l.Limits
+	g.MaxPushBytes = off(g.MaxPushBytes)
+	g.MaxFetchRequestBytes = off(g.MaxFetchRequestBytes)
+	g.MaxGitProcesses = off(g.MaxGitProcesses)
+	g.GitQueue = off(g.GitQueue)
+	g.GitQueueTimeout = off(g.GitQueueTimeout)
+	g.FetchRequestTimeout = off(g.FetchRequestTimeout)
+	g.IOTimeout = off(g.IOTimeout)
+	return g
+}
+
+// Off turns a flag's 0 ("no limit") into the negative value that
+// switches a limit off in the Go types, where 0 means the default.
+func Off[T int | int64 | time.Duration](v T) T { return off(v) }
+
+func off[T int | int64 | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // Err reports negative limits.

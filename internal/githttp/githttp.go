@@ -45,15 +45,6 @@ type ServiceOptions = gitsvc.Options
 type Options struct {
 	ServiceOptions
 	Auth Authorizer
-	// FetchRequestTimeout bounds receiving one whole upload-pack request
-	// body (default DefaultFetchRequestTimeout; negative: none). Fetch
-	// requests are small; one that trickles in is an attack.
-	FetchRequestTimeout time.Duration
-	// IOTimeout is how long a git request's connection may move no byte
-	// while the request body is read or the response written (default
-	// DefaultIOTimeout; negative: none). The deadline extends with every
-	// chunk, so transfers of any size at any steady speed go through.
-	IOTimeout time.Duration
 	// AnonymousNotFound makes an anonymous read of a repository that is
 	// not public answer 404 instead of 401. 404 hides nothing more (a
 	// missing repository answers the same either way) but stops stock git
@@ -83,8 +74,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("githttp: %w", err)
 	}
-	opts.FetchRequestTimeout = gitsvc.OrDefault(opts.FetchRequestTimeout, DefaultFetchRequestTimeout)
-	opts.IOTimeout = gitsvc.OrDefault(opts.IOTimeout, DefaultIOTimeout)
+	opts.Limits = opts.Limits.WithDefaults()
 	return &Handler{opts: opts, logger: opts.Logger, svc: svc}, nil
 }
 
@@ -128,7 +118,7 @@ func parseRoute(path string) (route, bool) {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	conn := &connIO{rc: http.NewResponseController(w), idle: max(h.opts.IOTimeout, 0)}
+	conn := &connIO{rc: http.NewResponseController(w), idle: max(h.opts.Limits.IOTimeout, 0)}
 	sw := &httpx.StatusWriter{ResponseWriter: w, BeforeWrite: conn.writeDeadline}
 	r.Body = &deadlineBody{ReadCloser: r.Body, conn: conn}
 	// The response is flushed after the handler returns: that last write

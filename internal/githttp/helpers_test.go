@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ghost-scm/ghost/internal/access"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ghost-scm/ghost/internal/access"
 
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"

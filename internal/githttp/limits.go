@@ -10,22 +10,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 )
 
-// Defaults of the resource limits (docs/adr/0015-git-resource-limits.md);
-// those of the git service are gitsvc's.
-const (
-	DefaultMaxPushBytes         = gitsvc.DefaultMaxPushBytes
-	DefaultMaxFetchRequestBytes = gitsvc.DefaultMaxFetchRequestBytes
-	DefaultGitQueueTimeout      = gitsvc.DefaultGitQueueTimeout
-	// DefaultFetchRequestTimeout bounds receiving a whole fetch request.
-	DefaultFetchRequestTimeout = time.Minute
-	// DefaultIOTimeout is how long a connection may go without moving a
-	// byte in either direction while a git request is being served.
-	DefaultIOTimeout = time.Minute
-)
-
-// DefaultMaxGitProcesses is gitsvc.DefaultMaxGitProcesses.
-func DefaultMaxGitProcesses() int { return gitsvc.DefaultMaxGitProcesses() }
-
 // connIO extends the connection's deadlines while bytes flow: before each
 // read of the request body and each write of the response, the deadline
 // moves to now+idle. A client that stops reading or sending for longer is

@@ -48,8 +48,8 @@ func (h *Handler) infoRefs(w http.ResponseWriter, r *http.Request, rt route, ser
 // uploadPack answers POST git-upload-pack (gitsvc.Service.UploadPack).
 // The whole request must arrive within FetchRequestTimeout.
 func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc access.Grant) {
-	if b, ok := r.Body.(*deadlineBody); ok && h.opts.FetchRequestTimeout > 0 {
-		b.until = time.Now().Add(h.opts.FetchRequestTimeout)
+	if b, ok := r.Body.(*deadlineBody); ok && h.opts.Limits.FetchRequestTimeout > 0 {
+		b.until = time.Now().Add(h.opts.Limits.FetchRequestTimeout)
 	}
 	body, err := requestBody(r)
 	if err != nil {

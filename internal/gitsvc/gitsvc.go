@@ -88,25 +88,10 @@ type Options struct {
 	TempDir func() (string, error)
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil records nothing
-	// MaxPushBytes bounds a push's request (default DefaultMaxPushBytes;
-	// negative: no limit). A push over the limit is refused in
-	// report-status, so git shows why.
-	MaxPushBytes int64
-	// MaxFetchRequestBytes bounds an upload-pack request (default
-	// DefaultMaxFetchRequestBytes; negative: no limit).
-	MaxFetchRequestBytes int64
-	// MaxGitProcesses caps the git requests this node serves at once
-	// (default DefaultMaxGitProcesses(); negative: no cap). GitQueue is
-	// how many more may wait for a slot (default 4×MaxGitProcesses;
-	// negative: none wait), each at most GitQueueTimeout (default
-	// DefaultGitQueueTimeout; negative: as long as it takes).
-	MaxGitProcesses int
-	GitQueue        int
-	GitQueueTimeout time.Duration
-	// PushTimeout bounds validating and committing a push once its body
-	// has arrived (default 15 minutes). That phase does not stop when the
-	// client goes away, so a push either lands whole or not at all.
-	PushTimeout time.Duration
+	// Limits are the node's resource limits on the git path; zero fields
+	// take their defaults (Limits). The service applies all but the two
+	// connection timeouts, which the transports apply.
+	Limits
 	// PushProtect checks the pushes of repositories with push protection
 	// on (Request.PushProtection) after validation and before the commit
 	// point (docs/adr/0031-push-protection.md); nil never checks.
@@ -171,14 +156,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.PushTimeout <= 0 {
-		opts.PushTimeout = 15 * time.Minute
-	}
-	opts.MaxPushBytes = OrDefault(opts.MaxPushBytes, DefaultMaxPushBytes)
-	opts.MaxFetchRequestBytes = OrDefault(opts.MaxFetchRequestBytes, DefaultMaxFetchRequestBytes)
-	opts.MaxGitProcesses = OrDefault(opts.MaxGitProcesses, DefaultMaxGitProcesses())
-	opts.GitQueue = OrDefault(opts.GitQueue, 4*max(opts.MaxGitProcesses, 0))
-	opts.GitQueueTimeout = OrDefault(opts.GitQueueTimeout, DefaultGitQueueTimeout)
+	opts.Limits = opts.Limits.WithDefaults()
 	opts.StageMinBytes = OrDefault(opts.StageMinBytes, DefaultStageMinBytes)
 	return &Service{
 		opts: opts, logger: opts.Logger,

@@ -23,12 +23,66 @@ const (
 	DefaultMaxFetchRequestBytes = 64 << 20
 	// DefaultGitQueueTimeout is how long a request waits for a git slot.
 	DefaultGitQueueTimeout = 30 * time.Second
+	// DefaultPushTimeout bounds validating and committing a push.
+	DefaultPushTimeout = 15 * time.Minute
+	// DefaultFetchRequestTimeout bounds receiving a whole fetch request.
+	DefaultFetchRequestTimeout = time.Minute
+	// DefaultIOTimeout is how long a connection may go without moving a
+	// byte in either direction while a git request is being served.
+	DefaultIOTimeout = time.Minute
 )
 
 // DefaultMaxGitProcesses is the default cap on concurrent git requests
 // of a node: four per CPU (git is as often waiting on the network or the
 // disk as it is computing), and at least eight.
 func DefaultMaxGitProcesses() int { return max(8, 4*runtime.NumCPU()) }
+
+// Limits are a node's defences on the git path against clients that send
+// too much, too slowly or too often (docs/adr/0015-git-resource-limits.md),
+// declared once for the service, both transports, the server and its
+// flags. In Go, zero has one meaning for every field: take the default
+// (DefaultLimits); a negative value switches that limit off. (The flags
+// say "0 for no limit" as operators expect; config turns a flag's 0 into
+// a negative value.)
+type Limits struct {
+	// MaxPushBytes bounds a push's request, counted after gzip decoding.
+	// A push over the limit is refused in report-status, so git shows why.
+	MaxPushBytes int64
+	// MaxFetchRequestBytes bounds an upload-pack request.
+	MaxFetchRequestBytes int64
+	// MaxGitProcesses caps the git requests this node serves at once;
+	// GitQueue more may wait for a slot (default 4×MaxGitProcesses), each
+	// at most GitQueueTimeout (off: as long as it takes).
+	MaxGitProcesses int
+	GitQueue        int
+	GitQueueTimeout time.Duration
+	// PushTimeout bounds validating and committing a push once its body
+	// has arrived. That phase does not stop when the client goes away, so
+	// a push either lands whole or not at all.
+	PushTimeout time.Duration
+	// FetchRequestTimeout bounds receiving one whole upload-pack request
+	// body over HTTP, and IOTimeout how long a git connection, HTTP or
+	// SSH, may move no byte (it extends while bytes flow).
+	FetchRequestTimeout time.Duration
+	IOTimeout           time.Duration
+}
+
+// DefaultLimits returns the limits a zero Limits stands for.
+func DefaultLimits() Limits { return Limits{}.WithDefaults() }
+
+// WithDefaults returns l with every zero field set to its default;
+// negative fields (limits switched off) stay.
+func (l Limits) WithDefaults() Limits {
+	l.MaxPushBytes = OrDefault(l.MaxPushBytes, DefaultMaxPushBytes)
+	l.MaxFetchRequestBytes = OrDefault(l.MaxFetchRequestBytes, DefaultMaxFetchRequestBytes)
+	l.MaxGitProcesses = OrDefault(l.MaxGitProcesses, DefaultMaxGitProcesses())
+	l.GitQueue = OrDefault(l.GitQueue, 4*max(l.MaxGitProcesses, 0))
+	l.GitQueueTimeout = OrDefault(l.GitQueueTimeout, DefaultGitQueueTimeout)
+	l.PushTimeout = OrDefault(l.PushTimeout, DefaultPushTimeout)
+	l.FetchRequestTimeout = OrDefault(l.FetchRequestTimeout, DefaultFetchRequestTimeout)
+	l.IOTimeout = OrDefault(l.IOTimeout, DefaultIOTimeout)
+	return l
+}
 
 // errBusy is a request that found the git slots and their queue full, or
 // waited too long for a slot.

@@ -84,7 +84,7 @@ func TestStreamSpoolsOptionsWithinLimit(t *testing.T) {
 		{int64(cmds.Len()), errPushTooLarge}, // nothing left for the options
 		{-1, nil},
 	} {
-		s := &Service{opts: Options{TempDir: func() (string, error) { return t.TempDir(), nil }, MaxPushBytes: tt.limit}}
+		s := &Service{opts: Options{TempDir: func() (string, error) { return t.TempDir(), nil }, Limits: Limits{MaxPushBytes: tt.limit}}}
 		f, n, err := s.spool(bytes.NewReader(body), true)
 		if f != nil {
 			f.Close()
@@ -95,5 +95,25 @@ func TestStreamSpoolsOptionsWithinLimit(t *testing.T) {
 		if tt.err == nil && n != int64(len(body)) {
 			t.Errorf("limit %d: spooled %d of %d bytes", tt.limit, n, len(body))
 		}
+	}
+}
+
+// TestLimitsZeroIsDefault: in Limits, zero means the default and a
+// negative value switches a limit off; nothing else reads zero as "off".
+func TestLimitsZeroIsDefault(t *testing.T) {
+	d := DefaultLimits()
+	if d.MaxPushBytes != DefaultMaxPushBytes || d.MaxFetchRequestBytes != DefaultMaxFetchRequestBytes ||
+		d.MaxGitProcesses != DefaultMaxGitProcesses() || d.GitQueue != 4*DefaultMaxGitProcesses() ||
+		d.GitQueueTimeout != DefaultGitQueueTimeout || d.PushTimeout != DefaultPushTimeout ||
+		d.FetchRequestTimeout != DefaultFetchRequestTimeout || d.IOTimeout != DefaultIOTimeout {
+		t.Fatalf("DefaultLimits() = %+v", d)
+	}
+	off := Limits{MaxPushBytes: -1, MaxFetchRequestBytes: -1, MaxGitProcesses: -1, GitQueue: -1,
+		GitQueueTimeout: -1, PushTimeout: -1, FetchRequestTimeout: -1, IOTimeout: -1}
+	if got := off.WithDefaults(); got != off {
+		t.Fatalf("negative limits changed to %+v", got)
+	}
+	if got := (Limits{MaxGitProcesses: 3}).WithDefaults(); got.GitQueue != 12 {
+		t.Errorf("the queue follows the slots: %d, want 12", got.GitQueue)
 	}
 }

@@ -71,7 +71,12 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 	// From here the push runs to its end even if the client goes away: it
 	// must land whole or not at all, and an in-flight push survives a
 	// graceful shutdown.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.PushTimeout)
+	var cancel context.CancelFunc
+	if s.opts.PushTimeout > 0 {
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.opts.PushTimeout)
+	} else { // switched off
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
 	defer cancel()
 	rep, res, err := s.push(ctx, req, pr, spool, size, &steps)
 	logAttrs := []any{"repo", req.Repo, "by", req.Principal, "refs", len(pr.cmds), "bytes", size, "duration", time.Since(start), steps.attr()}

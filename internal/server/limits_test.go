@@ -12,6 +12,7 @@ import (
 
 	"net/http/httptest"
 
+	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
 )
@@ -50,7 +51,7 @@ func TestPushLimitIsPassedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(context.Background(), server.Options{Store: store, CacheDir: filepath.Join(t.TempDir(), "cache"), MaxPushBytes: 1 << 10})
+	s, err := server.New(context.Background(), server.Options{Store: store, CacheDir: filepath.Join(t.TempDir(), "cache"), Limits: gitsvc.Limits{MaxPushBytes: 1 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}

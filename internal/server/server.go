@@ -67,16 +67,10 @@ type Options struct {
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
 	Git string
-	// Limits are the git transport's resource limits; zero values take
-	// githttp's defaults, negative ones switch a limit off (see
-	// githttp.Options and docs/adr/0015-git-resource-limits.md).
-	MaxPushBytes         int64
-	MaxFetchRequestBytes int64
-	FetchRequestTimeout  time.Duration
-	IOTimeout            time.Duration
-	MaxGitProcesses      int
-	GitQueue             int
-	GitQueueTimeout      time.Duration
+	// Limits are the git path's resource limits, for both transports:
+	// zero fields take their defaults, negative ones switch a limit off
+	// (gitsvc.Limits, docs/adr/0015-git-resource-limits.md).
+	Limits gitsvc.Limits
 	// The SSH transport's limits (sshd.Options): zero values take sshd's
 	// defaults, negative ones switch a limit off
 	// (docs/adr/0090-bounded-serving.md).
@@ -308,11 +302,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	svc := cacheadapter.Options(cache, s.log)
 	svc.Logger, svc.Metrics = opts.Logger, metrics
-	svc.MaxPushBytes = opts.MaxPushBytes
-	svc.MaxFetchRequestBytes = opts.MaxFetchRequestBytes
-	svc.MaxGitProcesses = opts.MaxGitProcesses
-	svc.GitQueue = opts.GitQueue
-	svc.GitQueueTimeout = opts.GitQueueTimeout
+	svc.Limits = opts.Limits
 	svc.Serving = s.bgWork
 	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{})
 	if err != nil {
@@ -344,10 +334,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	git, err := githttp.NewHandler(githttp.Options{
-		ServiceOptions:      svc,
-		Auth:                auth,
-		FetchRequestTimeout: opts.FetchRequestTimeout,
-		IOTimeout:           opts.IOTimeout,
+		ServiceOptions: svc,
+		Auth:           auth,
 	})
 	if err != nil {
 		s.compact.Close()

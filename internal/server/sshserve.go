@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ghost-scm/ghost/internal/githttp"
-	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
@@ -30,7 +28,7 @@ func (s *Server) SSHServer(ctx context.Context, anonymousRead bool) (*sshd.Serve
 		Keys:            s.meta,
 		Git:             s.SSHGitService(),
 		AnonymousRead:   anonymousRead,
-		IdleTimeout:     gitsvc.OrDefault(s.opts.IOTimeout, githttp.DefaultIOTimeout),
+		IdleTimeout:     s.opts.Limits.WithDefaults().IOTimeout,
 		ShutdownTimeout: s.opts.ShutdownTimeout,
 		Logger:          s.logger,
 		Metrics:         s.sshStats,

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/sshd"
@@ -18,7 +19,7 @@ import (
 
 // TestSSHServerIdleTimeout checks the SSH transport's wiring: the host key
 // is the installation's, alice's key opens her repository, and
-// Options.IOTimeout is the idle deadline, so a client that starts a fetch
+// Options.Limits.IOTimeout is the idle deadline, so a client that starts a fetch
 // and then sends nothing is cut off.
 func TestSSHServerIdleTimeout(t *testing.T) {
 	ctx := context.Background()
@@ -26,7 +27,7 @@ func TestSSHServerIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(ctx, server.Options{Store: objects, CacheDir: filepath.Join(t.TempDir(), "cache"), IOTimeout: time.Second})
+	s, err := server.New(ctx, server.Options{Store: objects, CacheDir: filepath.Join(t.TempDir(), "cache"), Limits: gitsvc.Limits{IOTimeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
