@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/coord"
@@ -69,11 +70,11 @@ func (c *coordAdmin) open(cmd *cobra.Command) (*etcdcoord.Backend, func() error,
 	if err := etcdcoord.ValidateNamespace(c.ns); err != nil {
 		return nil, nil, usageErrorf("--coord-namespace: %v", err)
 	}
-	client, closer, err := etcdserver.Open(cmd.Context(), c.cfg.DataDir, c.cfg.EtcdEndpoints)
+	client, closer, err := openCoordClient(cmd.Context(), c.cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: c.ns, MaxTxnOps: txnOps(c.cfg), MaxTxnBytes: txnBytes(c.cfg)})
+	b, err := newCoordBackend(client, c.ns, c.cfg)
 	if err != nil {
 		closer.Close()
 		return nil, nil, err
@@ -128,6 +129,13 @@ func newCoordGCCmd(env *Env) *cobra.Command {
 
 // txnOps and txnBytes are the transaction limits to assume: the embedded
 // server's raised ones, or etcd's defaults for an external cluster.
+// newCoordBackend is the one way the commands build the coordination
+// backend on an open client: the namespace, and the transaction limits of
+// the etcd they talk to (the embedded one's, or a cluster's defaults).
+func newCoordBackend(client *clientv3.Client, ns string, cfg config.Config) (*etcdcoord.Backend, error) {
+	return etcdcoord.New(etcdcoord.Config{Client: client, Namespace: ns, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
+}
+
 func txnOps(cfg config.Config) int {
 	if len(cfg.EtcdEndpoints) == 0 {
 		return etcdserver.MaxTxnOps

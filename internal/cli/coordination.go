@@ -90,7 +90,7 @@ func (c *coordination) start(ctx context.Context) {
 		c.mu.Lock()
 		c.closer, c.client = closer, client
 		c.mu.Unlock()
-		b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: o.Namespace, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
+		b, err := newCoordBackend(client, o.Namespace, cfg)
 		if err != nil {
 			logger.Warn("coordination backend refused its configuration", "err", err)
 			return

@@ -110,7 +110,7 @@ func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, objects 
 	case err != nil:
 		logger.Warn("coordination store unavailable; showing what the object store knows", "err", err)
 	default:
-		b, err := etcdcoord.New(etcdcoord.Config{Client: client, Namespace: s.ns, MaxTxnOps: txnOps(s.cfg), MaxTxnBytes: txnBytes(s.cfg)})
+		b, err := newCoordBackend(client, s.ns, s.cfg)
 		if err != nil {
 			closer.Close()
 			return nil, err
