@@ -20,7 +20,7 @@ import (
 // tableAuth is a test double for the metadata-backed authorizer: tokens
 // map to levels per repository. The server tests exercise the real one.
 type tableAuth struct {
-	repos  map[string]string                 // owner/name -> repoID
+	repos  map[string]string                  // owner/name -> repoID
 	levels map[string]map[string]access.Level // token -> owner/name -> level
 }
 
