@@ -182,6 +182,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			GitQueue:             int(off(int64(limits.GitQueue))),
 			GitQueueTimeout:      time.Duration(off(int64(limits.GitQueueTimeout))),
 			StoreTempMaxAge:      time.Duration(off(int64(limits.StoreTempMaxAge))),
+			LFSMaxObjectBytes:    off(limits.LFSMaxObjectBytes),
 
 			SSHHandshakeTimeout:            time.Duration(off(int64(limits.SSHHandshakeTimeout))),
 			SSHMaxUnauthenticated:          int(off(int64(limits.SSHMaxUnauthenticated))),

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -51,7 +52,8 @@ type Options struct {
 	Auth  Authorizer
 	// Logger receives errors; nil discards them.
 	Logger *slog.Logger
-	// MaxObjectSize bounds one object (default DefaultMaxObjectSize).
+	// MaxObjectSize bounds one object (0: DefaultMaxObjectSize;
+	// negative: no bound).
 	MaxObjectSize int64
 	// MaxBatchBytes bounds a batch request's body (default
 	// DefaultMaxBatchBytes) and MaxBatchItems its objects (default
@@ -74,8 +76,11 @@ func New(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxObjectSize <= 0 {
+	switch {
+	case opts.MaxObjectSize == 0:
 		opts.MaxObjectSize = DefaultMaxObjectSize
+	case opts.MaxObjectSize < 0:
+		opts.MaxObjectSize = math.MaxInt64
 	}
 	if opts.MaxBatchBytes <= 0 {
 		opts.MaxBatchBytes = DefaultMaxBatchBytes
