@@ -27,6 +27,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/ids"
 	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/record"
 )
 
 // MediaType is the content type of every Batch API request and answer.
@@ -119,7 +120,7 @@ func validOID(oid string) bool {
 // route is a parsed LFS path.
 type route struct {
 	owner, name string
-	rest        string // "objects/batch", "objects/<oid>"
+	rest        string // "objects/batch", "objects/<oid>", "locks..."
 }
 
 func parseRoute(path string) (route, bool) {
@@ -160,9 +161,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "GET, PUT")
 			jsonError(w, http.StatusMethodNotAllowed, "method not allowed")
 		}
+	case rt.rest == "locks" || strings.HasPrefix(rt.rest, "locks/"):
+		h.locks(w, r, rt, strings.TrimPrefix(rt.rest, "locks"))
 	default:
 		jsonError(w, http.StatusNotFound, "not found")
 	}
+}
+
+func mimeType(r *http.Request) (string, map[string]string, error) {
+	return mime.ParseMediaType(r.Header.Get("Content-Type"))
 }
 
 // authorize applies git's policy (access.Decide) and writes the refusal
@@ -243,7 +250,7 @@ type refRecord struct {
 }
 
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request, rt route) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != MediaType {
+	if mt, _, err := mimeType(r); err != nil || mt != MediaType {
 		jsonError(w, http.StatusUnsupportedMediaType, "Content-Type must be "+MediaType)
 		return
 	}
@@ -454,7 +461,7 @@ func (h *Handler) removeTemp(key string) {
 }
 
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, what string, err error) {
-	if errors.Is(err, objstore.ErrUnavailable) {
+	if errors.Is(err, objstore.ErrUnavailable) || errors.Is(err, record.ErrContention) {
 		h.logger.Error("lfs request failed", "what", what, "path", r.URL.Path, "err", err)
 		jsonError(w, http.StatusServiceUnavailable, "storage is temporarily unavailable; try again later")
 		return

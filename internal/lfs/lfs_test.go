@@ -32,7 +32,11 @@ func (a tableAuth) Authorize(_ context.Context, token, owner, name string) (acce
 	if !ok {
 		return access.Grant{}, access.ErrNotFound
 	}
-	return access.Grant{RepoID: id, Tenant: owner, Level: a.levels[token][owner+"/"+name]}, nil
+	g := access.Grant{RepoID: id, Tenant: owner, Level: a.levels[token][owner+"/"+name]}
+	if token != "" {
+		g.Principal = strings.TrimSuffix(token, "-token") + " (token " + token + ")"
+	}
+	return g, nil
 }
 
 type fixture struct {
@@ -41,8 +45,9 @@ type fixture struct {
 }
 
 const (
-	writer = "w-token"
-	reader = "r-token"
+	writer  = "w-token"
+	writer2 = "w2-token"
+	reader  = "r-token"
 )
 
 func newFixture(t *testing.T, maxObject int64) *fixture {
@@ -51,9 +56,10 @@ func newFixture(t *testing.T, maxObject int64) *fixture {
 	auth := tableAuth{
 		repos: map[string]string{"alice/pub": "01PUB", "alice/priv": "01PRIV", "alice/other": "01OTHER"},
 		levels: map[string]map[string]access.Level{
-			"":     {"alice/pub": access.Read},
-			writer: {"alice/pub": access.Write, "alice/priv": access.Write, "alice/other": access.Write},
-			reader: {"alice/pub": access.Read},
+			"":      {"alice/pub": access.Read},
+			writer:  {"alice/pub": access.Write, "alice/priv": access.Write, "alice/other": access.Write},
+			reader:  {"alice/pub": access.Read},
+			writer2: {"alice/pub": access.Write},
 		},
 	}
 	h, err := New(Options{Store: store, Auth: auth, MaxObjectSize: maxObject, MaxBatchBytes: 4096, MaxBatchItems: 10})
