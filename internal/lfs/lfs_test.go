@@ -298,3 +298,40 @@ func TestOwns(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBatch: no batch body panics the handler or answers anything but
+// JSON, and every object of a 200 answer is an error or a well-formed
+// action.
+func FuzzBatch(f *testing.F) {
+	f.Add(`{"operation":"upload","objects":[{"oid":"` + strings.Repeat("a", 64) + `","size":3}]}`)
+	f.Add(`{"operation":"download","transfers":["basic"],"hash_algo":"sha256","objects":[{"oid":"x","size":-1}]}`)
+	f.Add(`{"operation":`)
+	store := memstore.New()
+	auth := tableAuth{repos: map[string]string{"a/b": "01B"}, levels: map[string]map[string]access.Level{writer: {"a/b": access.Write}}}
+	h, err := New(Options{Store: store, Auth: auth, MaxObjectSize: 1 << 20})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest("POST", "http://127.0.0.1/a/b.git/info/lfs/objects/batch", strings.NewReader(body))
+		req.Header.Set("Content-Type", MediaType)
+		req.SetBasicAuth("x", writer)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if ct := rec.Header().Get("Content-Type"); ct != MediaType {
+			t.Fatalf("answer %d of type %q", rec.Code, ct)
+		}
+		if rec.Code != 200 {
+			return
+		}
+		var res batchResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+			t.Fatalf("answer %s: %v", rec.Body.Bytes(), err)
+		}
+		for _, o := range res.Objects {
+			if o.Error == nil && o.Actions != nil && (!validOID(o.OID) || o.Size < 0 || o.Size > 1<<20) {
+				t.Fatalf("an action for an invalid object %+v", o)
+			}
+		}
+	})
+}

@@ -58,7 +58,6 @@ func TestLFSEndToEnd(t *testing.T) {
 		t.Fatalf("cloned %d bytes differ from the %d pushed", len(got), len(data))
 	}
 
-
 	// git lfs lock, locks and unlock against the same remote.
 	gittest.Git(t, env, dst, "lfs", "lock", "big.bin")
 	if out := gittest.Git(t, env, dst, "lfs", "locks"); !strings.Contains(out, "big.bin") || !strings.Contains(out, "alice") {
