@@ -38,6 +38,7 @@ const (
 	DefaultMaxObjectSize = 5 << 30 // 5 GiB
 	DefaultMaxBatchBytes = 1 << 20
 	DefaultMaxBatchItems = 1000
+	DefaultIOTimeout     = time.Minute
 )
 
 // Authorizer resolves a caller's token and a repository to a grant,
@@ -61,6 +62,12 @@ type Options struct {
 	// DefaultMaxBatchItems).
 	MaxBatchBytes int64
 	MaxBatchItems int
+	// IOTimeout is how long an upload or download may move no byte
+	// (0: DefaultIOTimeout; negative: none). The deadline extends with
+	// every chunk, as git's does (docs/adr/0015-git-resource-limits.md),
+	// so a transfer of any size at a steady speed goes through and a
+	// stalled one lets go of its connection.
+	IOTimeout time.Duration
 }
 
 // Handler serves /<owner>/<repo>.git/info/lfs/...
@@ -85,6 +92,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.MaxBatchBytes <= 0 {
 		opts.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if opts.IOTimeout == 0 {
+		opts.IOTimeout = DefaultIOTimeout
 	}
 	if opts.MaxBatchItems <= 0 {
 		opts.MaxBatchItems = DefaultMaxBatchItems
@@ -377,7 +387,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, rt route, oid
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", fmt.Sprint(info.Size))
-	if _, err := io.Copy(w, rc); err != nil {
+	if _, err := io.Copy(h.idleWriter(w), rc); err != nil {
 		h.logger.Debug("lfs download cut", "oid", oid, "err", err)
 	}
 }
@@ -394,6 +404,38 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	c.h.Write(p[:n])
 	return n, err
+}
+
+// idle extends a connection's deadline before every chunk of a transfer.
+type idle struct {
+	rc *http.ResponseController
+	d  time.Duration
+	r  io.Reader
+	w  io.Writer
+}
+
+func (i *idle) Read(p []byte) (int, error) {
+	i.rc.SetReadDeadline(time.Now().Add(i.d))
+	return i.r.Read(p)
+}
+
+func (i *idle) Write(p []byte) (int, error) {
+	i.rc.SetWriteDeadline(time.Now().Add(i.d))
+	return i.w.Write(p)
+}
+
+func (h *Handler) idleReader(w http.ResponseWriter, r io.Reader) io.Reader {
+	if h.opts.IOTimeout < 0 {
+		return r
+	}
+	return &idle{rc: http.NewResponseController(w), d: h.opts.IOTimeout, r: r}
+}
+
+func (h *Handler) idleWriter(w http.ResponseWriter) io.Writer {
+	if h.opts.IOTimeout < 0 {
+		return w
+	}
+	return &idle{rc: http.NewResponseController(w), d: h.opts.IOTimeout, w: w}
 }
 
 // upload streams the body to a temporary key, hashing it, and makes it
@@ -418,7 +460,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, rt route, oid s
 	rand.Read(nonce[:])
 	tmp := tempKey(hex.EncodeToString(nonce[:]))
 	hash := sha256.New()
-	body := &countingReader{r: io.LimitReader(r.Body, size), h: hash}
+	body := &countingReader{r: io.LimitReader(h.idleReader(w, r.Body), size), h: hash}
 	_, err := h.opts.Store.Put(r.Context(), tmp, body, size)
 	if err == nil && body.n != size {
 		err = fmt.Errorf("read %d of %d bytes: %w", body.n, size, io.ErrUnexpectedEOF)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -334,4 +335,41 @@ func FuzzBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStalledUpload: an upload that stops sending is cut after the idle
+// timeout and leaves nothing behind.
+func TestStalledUpload(t *testing.T) {
+	store := memstore.New()
+	auth := tableAuth{repos: map[string]string{"a/b": "01B"}, levels: map[string]map[string]access.Level{writer: {"a/b": access.Write}}}
+	h, err := New(Options{Store: store, Auth: auth, IOTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h) // 127.0.0.1
+	defer ts.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("some bytes, then nothing"))
+	req, _ := http.NewRequest("PUT", ts.URL+"/a/b.git/info/lfs/objects/"+strings.Repeat("a", 64), pr)
+	req.ContentLength = 1000
+	req.SetBasicAuth("x", writer)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				t.Error("a stalled upload was accepted")
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a stalled upload held its connection for a minute")
+	}
+	if infos, _ := store.List(context.Background(), "lfs/", "", 10); len(infos) != 0 {
+		t.Fatalf("a stalled upload left %v", infos)
+	}
 }

@@ -358,7 +358,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes})
+	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.IOTimeout})
 	if err != nil {
 		s.compact.Close()
 		cache.Close()
