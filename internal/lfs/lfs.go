@@ -1,7 +1,8 @@
 // Package lfs serves the Git LFS Batch API and the basic transfer over
 // HTTP, proxied through ghost: objects are content-addressed in the object
 // store per tenant, and a per-repository reference record says which
-// repository may serve them (docs/design.md §2.3, issue 23).
+// repository may serve them (docs/design.md §2.3 and §7.10,
+// docs/adr/0104-lfs-storage.md).
 //
 // Authorization is git's (docs/design.md §7.4): access.Decide with read
 // for a download and write for an upload, so a private repository the
