@@ -163,12 +163,13 @@ func newServeCmd(env *Env) *cobra.Command {
 				}
 			}})
 		srv, err := server.New(ctx, server.Options{
-			Registry:        reg,
-			Store:           store,
-			CacheDir:        cfg.Cache(),
-			Logger:          logger,
-			Limits:          limits.Git(),
-			StoreTempMaxAge: config.Off(limits.StoreTempMaxAge),
+			Registry:          reg,
+			Store:             store,
+			CacheDir:          cfg.Cache(),
+			Logger:            logger,
+			Limits:            limits.Git(),
+			StoreTempMaxAge:   config.Off(limits.StoreTempMaxAge),
+			LFSMaxObjectBytes: config.Off(limits.LFSMaxObjectBytes),
 
 			SSHHandshakeTimeout:            config.Off(limits.SSHHandshakeTimeout),
 			SSHMaxUnauthenticated:          config.Off(limits.SSHMaxUnauthenticated),

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
@@ -26,6 +27,8 @@ type Limits struct {
 	// The git path's, declared once in gitsvc.
 	gitsvc.Limits
 	StoreTempMaxAge time.Duration
+	// LFSMaxObjectBytes bounds one Git LFS object (issue 23).
+	LFSMaxObjectBytes int64
 
 	// The SSH transport's (docs/adr/0090-bounded-serving.md).
 	SSHHandshakeTimeout            time.Duration
@@ -56,6 +59,9 @@ func (l *Limits) Register(fs *pflag.FlagSet) {
 		usage("git requests that may wait for a slot; more get 503 with Retry-After", "GHOST_GIT_QUEUE"))
 	DurationVar(fs, &l.GitQueueTimeout, "git-queue-timeout", "GHOST_GIT_QUEUE_TIMEOUT", def.GitQueueTimeout,
 		usage("how long a git request waits for a slot before 503", "GHOST_GIT_QUEUE_TIMEOUT"))
+	l.LFSMaxObjectBytes = lfs.DefaultMaxObjectSize
+	Var(fs, (*bytesValue)(&l.LFSMaxObjectBytes), "lfs-max-object-bytes", "GHOST_LFS_MAX_OBJECT_BYTES",
+		usage("largest Git LFS object accepted", "GHOST_LFS_MAX_OBJECT_BYTES"))
 	DurationVar(fs, &l.StoreTempMaxAge, "store-temp-max-age", "GHOST_STORE_TEMP_MAX_AGE", DefaultStoreTempMaxAge,
 		usage("at start, remove filesystem-store write temporaries older than this", "GHOST_STORE_TEMP_MAX_AGE"))
 	DurationVar(fs, &l.SSHHandshakeTimeout, "ssh-handshake-timeout", "GHOST_SSH_HANDSHAKE_TIMEOUT", sshd.DefaultHandshakeTimeout,
@@ -106,6 +112,7 @@ func (l *Limits) Err() error {
 		"fetch-request-timeout": int64(l.FetchRequestTimeout), "io-timeout": int64(l.IOTimeout),
 		"max-git-processes": int64(l.MaxGitProcesses), "git-queue": int64(l.GitQueue),
 		"git-queue-timeout": int64(l.GitQueueTimeout), "store-temp-max-age": int64(l.StoreTempMaxAge),
+		"lfs-max-object-bytes":  l.LFSMaxObjectBytes,
 		"ssh-handshake-timeout": int64(l.SSHHandshakeTimeout), "ssh-max-unauthenticated": int64(l.SSHMaxUnauthenticated),
 		"ssh-max-unauthenticated-per-source": int64(l.SSHMaxUnauthenticatedPerSource),
 		"ssh-max-connections-per-principal":  int64(l.SSHMaxConnsPerPrincipal),

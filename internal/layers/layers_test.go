@@ -40,7 +40,7 @@ var floors = map[string]int{
 	"internal/gitsvc": 6,
 	// 7: the edges: transports, API, web UI.
 	"internal/gitsvc/cacheadapter": 7, "internal/githttp": 7, "internal/sshd": 7,
-	"internal/api": 7, "internal/web": 7,
+	"internal/api": 7, "internal/web": 7, "internal/lfs": 7,
 	// 8: configuration.
 	"internal/config": 8,
 	// 9: the composition root.
@@ -57,7 +57,7 @@ var floors = map[string]int{
 var httpEdge = []string{
 	"internal/httpx", "internal/githttp", "internal/api", "internal/web",
 	"internal/objstore/s3store", "internal/server", "internal/cli",
-	"internal/client",
+	"internal/client", "internal/lfs",
 	"internal/webhook", // outbound: it posts events to hook URLs
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
 	"github.com/ghost-scm/ghost/internal/httpx"
+	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/countstore"
@@ -84,6 +85,9 @@ type Options struct {
 	// (a crashed writer's leftovers) are removed at start, for stores
 	// that keep them (fsstore); default 1 hour, negative: never.
 	StoreTempMaxAge time.Duration
+	// LFSMaxObjectBytes bounds one Git LFS object (lfs.Options
+	// MaxObjectSize: 0 the default, negative none).
+	LFSMaxObjectBytes int64
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (default 10 minutes: a large push must be
 	// able to finish).
@@ -342,6 +346,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
+	if err != nil {
+		s.compact.Close()
+		cache.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	apiHandler := api.NewHandler(s.meta, opts.Logger, apiOpts...)
 	uiOpts := web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache}, API: apiHandler,
@@ -370,6 +380,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	// the rest is git's.
 	gitTraced := traceGit(opts.Tracer, git)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lfs.Owns(r.URL.Path) { // /<owner>/<repo>.git/info/lfs/... (issue 23)
+			lfsHandler.ServeHTTP(w, r)
+			return
+		}
 		if web.Owns(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return

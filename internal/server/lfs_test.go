@@ -1,0 +1,70 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ghost-scm/ghost/internal/gittest"
+)
+
+// TestLFSEndToEnd pushes a few-MiB file through the stock git-lfs client
+// over HTTP into a private repository and clones it back (issue 23).
+func TestLFSEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		t.Skip("git-lfs is not installed (apt-get install git-lfs; .ci/run installs it): the LFS end-to-end test needs the real client")
+	}
+	f := newOrgFixture(t)
+	home := t.TempDir()
+	env := gittest.Env(home)
+	gittest.Git(t, env, home, "lfs", "install", "--skip-repo")
+	remote := strings.Replace(f.url, "http://", "http://alice:"+f.alice+"@", 1) + "/alice/mine.git"
+
+	src := filepath.Join(t.TempDir(), "src")
+	gittest.Git(t, env, "", "init", "-q", "-b", "main", src)
+	gittest.Git(t, env, src, "lfs", "track", "*.bin")
+	data := make([]byte, 3<<20)
+	rng := rand.NewChaCha8([32]byte{23})
+	rng.Read(data)
+	if err := os.WriteFile(filepath.Join(src, "big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, env, src, "add", ".gitattributes", "big.bin")
+	gittest.Git(t, env, src, "commit", "-q", "-m", "large file")
+	gittest.Git(t, env, src, "push", "-q", remote, "main")
+
+	// The object is stored once, under the tenant, and referenced by the
+	// repository; the commit holds only the pointer.
+	infos, err := f.s.Store().List(context.Background(), "lfs/objects/alice/", "", 10)
+	if err != nil || len(infos) != 1 || infos[0].Size != int64(len(data)) {
+		t.Fatalf("stored objects %+v, %v", infos, err)
+	}
+	if ptr := gittest.Git(t, env, src, "cat-file", "-p", "HEAD:big.bin"); !strings.HasPrefix(ptr, "version https://git-lfs.github.com/spec/v1") {
+		t.Fatalf("the commit holds %q, not a pointer", ptr)
+	}
+
+	dst := filepath.Join(t.TempDir(), "dst")
+	gittest.Git(t, env, "", "clone", "-q", remote, dst)
+	got, err := os.ReadFile(filepath.Join(dst, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("cloned %d bytes differ from the %d pushed", len(got), len(data))
+	}
+
+	// git lfs lock, locks and unlock against the same remote.
+	gittest.Git(t, env, dst, "lfs", "lock", "big.bin")
+	if out := gittest.Git(t, env, dst, "lfs", "locks"); !strings.Contains(out, "big.bin") || !strings.Contains(out, "alice") {
+		t.Fatalf("git lfs locks: %q", out)
+	}
+	gittest.Git(t, env, dst, "lfs", "unlock", "big.bin")
+	if out := gittest.Git(t, env, dst, "lfs", "locks"); strings.Contains(out, "big.bin") {
+		t.Fatalf("still locked: %q", out)
+	}
+}
