@@ -374,6 +374,7 @@ func walkForms(t *testing.T, w formWalk) {
 	}
 	w.do("revoke token",
 		chromedp.Click(css(`#token-`+p.TokenID+` button.revoke`)),
+		chromedp.WaitNotPresent(css(`#token-`+p.TokenID)), // not a notice: the page may show one already
 		chromedp.WaitVisible(css("p.notice")))
 	if _, err := w.m.Authenticate(ctx, tok); !errors.Is(err, meta.ErrUnauthenticated) {
 		t.Fatalf("the revoked token: %v", err)
@@ -400,6 +401,9 @@ func walkForms(t *testing.T, w formWalk) {
 	}
 	w.do("remove key",
 		chromedp.Click(css("tr.sshkey button.remove")),
+		// Adding left a notice on the page: wait for the row to go, not
+		// for a notice, or the check below races the removal.
+		chromedp.WaitNotPresent(css("tr.sshkey")),
 		chromedp.WaitVisible(css("p.notice")))
 	if keys, err := w.m.ListSSHKeys(ctx, "alice"); err != nil || len(keys) != 0 {
 		t.Fatalf("keys after removing: %+v %v", keys, err)
