@@ -91,7 +91,7 @@ func (r *otlpReceiver) names() []string {
 // (issue 21 §4). Nothing leaves 127.0.0.1.
 func TestServeExportsTraces(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
+		t.Skip("the git binary is not on PATH (exec.LookPath(\"git\") failed)")
 	}
 	rcv := newOTLPReceiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.srv.URL)

@@ -188,7 +188,7 @@ func TestScheduleIsSeeded(t *testing.T) {
 
 func TestBlobID(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
+		t.Skip("the git binary is not on PATH (exec.LookPath(\"git\") failed)")
 	}
 	content := "# planted\ntoken = ghp_x\n"
 	cmd := exec.Command("git", "hash-object", "--stdin")

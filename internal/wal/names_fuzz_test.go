@@ -73,7 +73,7 @@ func TestCheckRefNameAgreesWithGit(t *testing.T) {
 	}
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("no git")
+		t.Skip("the git binary is not on PATH (exec.LookPath(\"git\") failed)")
 	}
 	pieces := []string{"a", "Z", "9", ".", "/", "-", "_", "@", "{", "}", "lock", ".lock", "..", "\xc3\xa9", "\xff", "#", "%", "+", "=", "!", ","}
 	rng := rand.New(rand.NewPCG(1, 2))
