@@ -12,7 +12,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
-	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/server"
 )
 
 // defaultCoordNamespace is where ghost keeps its coordination keys in etcd.
@@ -127,27 +127,11 @@ func newCoordGCCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-// txnOps and txnBytes are the transaction limits to assume: the embedded
-// server's raised ones, or etcd's defaults for an external cluster.
 // newCoordBackend is the one way the commands build the coordination
-// backend on an open client: the namespace, and the transaction limits of
-// the etcd they talk to (the embedded one's, or a cluster's defaults).
+// backend: with the embedded server's transaction bounds when no
+// --etcd-endpoints are given (server.NewCoordBackend).
 func newCoordBackend(client *clientv3.Client, ns string, cfg config.Config) (*etcdcoord.Backend, error) {
-	return etcdcoord.New(etcdcoord.Config{Client: client, Namespace: ns, MaxTxnOps: txnOps(cfg), MaxTxnBytes: txnBytes(cfg)})
-}
-
-func txnOps(cfg config.Config) int {
-	if len(cfg.EtcdEndpoints) == 0 {
-		return etcdserver.MaxTxnOps
-	}
-	return etcdcoord.DefaultMaxTxnOps
-}
-
-func txnBytes(cfg config.Config) int {
-	if len(cfg.EtcdEndpoints) == 0 {
-		return etcdserver.MaxRequestBytes
-	}
-	return etcdcoord.DefaultMaxTxnBytes
+	return server.NewCoordBackend(client, ns, len(cfg.EtcdEndpoints) == 0)
 }
 
 func printCounts(env *Env, ns string, c etcdcoord.Counts) {

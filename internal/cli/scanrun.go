@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -135,12 +133,6 @@ func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, objects 
 	return out, nil
 }
 
-// coordEndpointFile is where "ghost serve" records the client URL of the
-// embedded etcd it runs, while it runs: the other commands on the same
-// data directory (repo scan, repo scans, worker, coord) connect there
-// instead of failing to start a second etcd on the directory serve holds.
-func coordEndpointFile(dataDir string) string { return filepath.Join(dataDir, "etcd", "endpoint") }
-
 // openCoordClient opens the coordination store for a command other than
 // serve: --etcd-endpoints when given; else the embedded etcd under the
 // data directory, started in process, or, when a running serve holds it,
@@ -153,10 +145,10 @@ func openCoordClient(ctx context.Context, cfg config.Config) (*clientv3.Client, 
 	if !errors.Is(err, etcdserver.ErrDirInUse) {
 		return c, closer, err
 	}
-	b, rerr := os.ReadFile(coordEndpointFile(cfg.DataDir))
+	b, rerr := os.ReadFile(server.EtcdEndpointFile(cfg.DataDir))
 	ep := strings.TrimSpace(string(b))
 	if rerr != nil || ep == "" {
-		return nil, nil, fmt.Errorf("%w (and no endpoint recorded in %s: pass --etcd-endpoints)", err, coordEndpointFile(cfg.DataDir))
+		return nil, nil, fmt.Errorf("%w (and no endpoint recorded in %s: pass --etcd-endpoints)", err, server.EtcdEndpointFile(cfg.DataDir))
 	}
 	return etcdserver.Open(ctx, cfg.DataDir, []string{ep})
 }
@@ -228,50 +220,10 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		}
 		defer cache.Close()
 		fmt.Fprintf(env.Stdout, "ghost: %d scan worker(s) (%s; cache %s; %s)\n", n, sf.cfg.Describe(), sf.cfg.Cache(), sf.cfg.DescribeEtcd())
-		return runScanWorkers(ctx, logger, s.sc, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch}, s.meta, n,
-			scanner.ReconcilerOptions{Every: reconcile, SweepRate: float64(sweep)})
+		return s.sc.RunWorkers(ctx, n, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch},
+			scanner.ReconcilerOptions{Every: reconcile, SweepRate: float64(sweep), Pages: server.RepoPages(s.meta), Logger: logger})
 	}
 	return cmd
-}
-
-// runScanWorkers runs n workers and, when rec.Every > 0, the reconciler
-// (one node at a time, docs/adr/0033-scan-coverage.md), until ctx ends.
-func runScanWorkers(ctx context.Context, logger *slog.Logger, sc *scanner.Scanner, wo scanner.WorkerOptions, m *meta.Store, n int, rec scanner.ReconcilerOptions) error {
-	var wg sync.WaitGroup
-	for range n {
-		w, err := sc.NewWorker(wo)
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.Run(ctx)
-		}()
-	}
-	if rec.Every > 0 {
-		rec.Pages = repoPages(m)
-		rec.Logger = logger
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc.RunReconciler(ctx, rec)
-		}()
-	}
-	wg.Wait()
-	return nil
-}
-
-// repoPages lists every repository a page at a time, for the sweep.
-func repoPages(m *meta.Store) scanner.RepoPager {
-	return func(ctx context.Context, after string, limit int) ([]scanner.RepoRef, string, error) {
-		rs, next, err := m.ReposPage(ctx, after, limit)
-		out := make([]scanner.RepoRef, 0, len(rs))
-		for _, r := range rs {
-			out = append(out, scanner.RepoRef{Tenant: r.Owner, RepoID: r.ID})
-		}
-		return out, next, err
-	}
 }
 
 // newRepoScanCmd returns "ghost repo scan": start a full-history secret
@@ -490,24 +442,3 @@ const (
 	// requests a second on it, however many repositories it holds.
 	defaultSweepRate = 2
 )
-
-// startServeScanning runs serve's in-process scan workers and reconciler
-// on the server's scanner and cache; the returned func stops them and
-// waits.
-func startServeScanning(ctx context.Context, logger *slog.Logger, srv *server.Server, n int, rec scanner.ReconcilerOptions) func() {
-	sc := srv.Scanner()
-	if sc == nil || (n == 0 && rec.Every == 0) {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// In-process workers yield to serving (docs/adr/0051-geometric-checkpoints.md).
-		wo := scanner.WorkerOptions{Cache: srv.Cache(), Background: srv.Background()}
-		if err := runScanWorkers(ctx, logger, sc, wo, srv.Meta(), n, rec); err != nil && ctx.Err() == nil {
-			logger.Warn("scan workers stopped", "err", err)
-		}
-	}()
-	return func() { cancel(); <-done }
-}

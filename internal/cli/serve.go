@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -133,35 +132,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		if created {
 			fmt.Fprintf(env.Stdout, "ghost: created an empty store: %s\n", cfg.Describe())
 		}
-		// The server holds the handle on the coordination store; the store
-		// opens after the listener is up, and git never waits for it.
-		// One registry for the node: the server's metrics and the count of
-		// requests to etcd (issue 22: every request is counted).
+		// One registry for the node; the server adds its metrics.
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		etcdRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ghost_etcd_requests_total",
-			Help: "Requests this node sent to the coordination store, by gRPC method (streams count once, when opened).",
-		}, []string{"method"})
-		coordGC := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ghost_coord_gc_runs_total",
-			Help: "Passes of coordination GC this node ran (one node at a time does), by result: ok or failed.",
-		}, []string{"result"})
-		coordGCRemoved := prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ghost_coord_gc_removed_runs_total",
-			Help: "Ended scan runs whose records coordination GC removed from etcd on this node.",
-		})
-		reg.MustRegister(etcdRequests, coordGC, coordGCRemoved)
-		coordStore := newCoordination(logger, cfg, coordOptions{Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep,
-			Observe: func(method string) { etcdRequests.WithLabelValues(method).Inc() },
-			GCDone: func(removed int, err error) {
-				coordGCRemoved.Add(float64(removed))
-				if err != nil {
-					coordGC.WithLabelValues("failed").Inc()
-				} else {
-					coordGC.WithLabelValues("ok").Inc()
-				}
-			}})
 		srv, err := server.New(ctx, server.Options{
 			Registry:          reg,
 			Store:             store,
@@ -179,10 +152,13 @@ func newServeCmd(env *Env) *cobra.Command {
 			SSHExecTimeout:                 config.Off(limits.SSHExecTimeout),
 			Compaction:                     compact.options(),
 			Background:                     bg.options(),
-			Coordination:                   coordStore,
-			Tracer:                         tp.Tracer(),
-			Scan:                           scanner.Options{InitialShards: scanShard},
-			SSHCloneURL:                    sshCloneURL(sshURL, sshListen),
+			Etcd: &server.EtcdOptions{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints,
+				Namespace: coordNS, GCInterval: gcEvery, GCRetention: gcKeep},
+			ScanWorkers: scanN,
+			Reconciler:  scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)},
+			Tracer:      tp.Tracer(),
+			Scan:        scanner.Options{InitialShards: scanShard},
+			SSHCloneURL: sshCloneURL(sshURL, sshListen),
 		})
 		if err != nil {
 			return err
@@ -230,50 +206,13 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		fmt.Fprintf(env.Stdout, "ghost: listening on %s://%s (%s; cache %s; %s)\n", scheme, ln.Addr(), cfg.Describe(), cache, cfg.DescribeEtcd())
 		logger.Info("serving", "addr", ln.Addr().String(), "store", cfg.Describe(), "cache", cache, "coordination", cfg.DescribeEtcd())
-		coordStore.start(ctx)
-		defer coordStore.Close()
-		stopScans := startServeScanning(ctx, logger, srv, scanN, scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)})
-		defer stopScans()
-		return serveAll(ctx, srv, ln, sshSrv, sshLn)
+		return srv.Run(ctx, server.Listeners{HTTP: ln, SSH: sshLn, SSHServer: sshSrv})
 	}
 	return cmd
 }
 
 // defaultSSHListen is where "ghost serve" listens for git over SSH.
 const defaultSSHListen = "127.0.0.1:2222"
-
-// serveAll runs the HTTP server and, when sshSrv is not nil, the SSH server
-// until ctx ends, and then shuts both down gracefully (each lets the
-// requests and commands in flight finish). If either fails, both stop.
-func serveAll(ctx context.Context, srv *server.Server, ln net.Listener, sshSrv *sshd.Server, sshLn net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
-	go func() {
-		err := srv.Serve(ctx, ln)
-		cancel()
-		errc <- err
-	}()
-	n := 1
-	if sshSrv != nil {
-		n++
-		go func() {
-			err := sshSrv.Serve(ctx, sshLn)
-			if err != nil {
-				err = fmt.Errorf("ssh: %w", err)
-			}
-			cancel()
-			errc <- err
-		}()
-	}
-	var errs []error
-	for range n {
-		if err := <-errc; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // sshCloneURL is the base of the SSH clone URLs the web UI shows: the
 // --ssh-url flag, else ssh://git@<--ssh-listen> when that names a host and

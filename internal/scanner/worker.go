@@ -699,3 +699,35 @@ func convert(fs []secretscan.Finding) []alerts.Finding {
 	}
 	return out
 }
+
+// RunWorkers runs n workers and, when rec.Every > 0, the reconciler (one
+// process at a time across those sharing the coordination store,
+// docs/adr/0033-scan-coverage.md), until ctx ends. It is the scan farm of
+// a process: serve runs it beside the git path, `ghost worker` alone.
+func (s *Scanner) RunWorkers(ctx context.Context, n int, wo WorkerOptions, rec ReconcilerOptions) error {
+	workers := make([]*Worker, 0, n)
+	for range n {
+		w, err := s.NewWorker(wo)
+		if err != nil {
+			return err
+		}
+		workers = append(workers, w)
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Run(ctx)
+		}()
+	}
+	if rec.Every > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.RunReconciler(ctx, rec)
+		}()
+	}
+	wg.Wait()
+	return nil
+}

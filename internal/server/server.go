@@ -59,11 +59,23 @@ type Options struct {
 	// Registry receives the metrics served on /metrics; nil creates one.
 	// The global registry is never used.
 	Registry *prometheus.Registry
-	// Coordination is the node's handle on the coordination store, which
-	// the caller opens in the background; nil when the node has none.
-	// With it the server scans pushes for secrets over the coordinator
-	// (Scan, and Scanner).
+	// Etcd, when set, makes the server open and own the node's link to
+	// the coordination store (the embedded etcd or a cluster): Run opens
+	// it in the background once the listeners are up, and never lets git
+	// wait for it (docs/adr/0025-serve-coordination-lifecycle.md). With it
+	// the server scans pushes for secrets over the coordinator.
+	Etcd *EtcdOptions
+	// Coordination is a handle on a coordination store the caller opens
+	// itself (tests); Etcd makes one when it is nil. With it the server
+	// scans pushes for secrets over the coordinator (Scan, and Scanner).
 	Coordination Coordination
+	// ScanWorkers is how many in-process scan workers Run runs while the
+	// node serves (0: scanning is left to "ghost worker" processes).
+	ScanWorkers int
+	// Reconciler configures the scan reconciler Run runs beside them, one
+	// process at a time (scanner.RunReconciler); Every 0 turns it off.
+	// Pages is filled in by the server.
+	Reconciler scanner.ReconcilerOptions
 	// Auth overrides the metadata-backed authorizer (tests only).
 	Auth githttp.Authorizer
 	// Git is the git binary; empty means "git" from PATH.
@@ -146,6 +158,8 @@ type Server struct {
 	bg       context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
+
+	etcd *etcdLink // the coordination link the server owns (Options.Etcd); nil otherwise
 }
 
 // New builds a server. ctx is only for setup; the server lives until
@@ -218,6 +232,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.cache = cache
+	// One place undoes a failed New: what is built so far is closed.
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeParts()
+		}
+	}()
 	copts := opts.Compaction
 	if copts.Logger == nil {
 		copts.Logger = opts.Logger
@@ -269,6 +290,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}()
 	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
 	var onCommit func(gitsvc.Request, wal.Result)
+	if opts.Coordination == nil && opts.Etcd != nil {
+		s.etcd = newEtcdLink(opts.Logger, *opts.Etcd, opts.Registry)
+		opts.Coordination = s.etcd
+		s.opts.Coordination = s.etcd
+	}
 	if opts.Scan.Coord == nil && opts.Coordination != nil {
 		c := opts.Coordination
 		opts.Scan.Coord = func() coord.Backend {
@@ -292,8 +318,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 		sc, err := scanner.New(so)
 		if err != nil {
-			s.compact.Close()
-			cache.Close()
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		s.scanner = sc
@@ -310,8 +334,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.Serving = s.bgWork
 	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{})
 	if err != nil {
-		s.compact.Close()
-		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	svc.PushProtect = newMeteredProtect(protect, opts.Registry)
@@ -342,14 +364,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Auth:           auth,
 	})
 	if err != nil {
-		s.compact.Close()
-		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
 	if err != nil {
-		s.compact.Close()
-		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	apiHandler := api.NewHandler(s.meta, opts.Logger, apiOpts...)
@@ -362,8 +380,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	ui, err := web.New(ctx, uiOpts)
 	if err != nil {
-		s.compact.Close()
-		cache.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	mux := http.NewServeMux()
@@ -391,6 +407,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		gitTraced.ServeHTTP(w, r)
 	}))
 	s.handler = s.accessLog(mux)
+	ok = true
 	return s, nil
 }
 
@@ -484,11 +501,22 @@ func (s *Server) ensureListings() {
 // interrupted compaction leaves the log as it was). Call it after Serve
 // has returned.
 func (s *Server) Close() error {
-	s.compact.Close()
-	s.bgCancel()
-	s.bgWG.Wait()
-	s.cache.Close()
+	s.closeParts()
 	return nil
+}
+
+// closeParts closes what New built, in reverse order of need: the
+// compaction trigger, the push-run starts, the cache. It is also New's
+// one cleanup when it fails part way.
+func (s *Server) closeParts() {
+	if s.compact != nil {
+		s.compact.Close()
+	}
+	if s.bgCancel != nil {
+		s.bgCancel()
+		s.bgWG.Wait()
+	}
+	s.cache.Close()
 }
 
 // Serve serves on ln until ctx ends, then stops accepting connections and

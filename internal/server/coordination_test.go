@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"context"
@@ -8,23 +8,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ghost-scm/ghost/internal/coord"
 )
 
-// TestServeRunsCoordinationGC: serve's coordination loop removes the
+// TestNodeRunsCoordinationGC: the node's link to the coordination store removes the
 // summaries of ended runs once they are older than the retention, without
 // anyone running "ghost coord gc".
-func TestServeRunsCoordinationGC(t *testing.T) {
+func TestNodeRunsCoordinationGC(t *testing.T) {
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := newCoordination(logger, config.Config{DataDir: t.TempDir()},
-		coordOptions{Namespace: "/test/servegc", GCInterval: 5 * time.Millisecond, GCRetention: time.Millisecond})
+	c := newEtcdLink(logger, EtcdOptions{DataDir: t.TempDir(), Namespace: "/test/servegc",
+		GCInterval: 5 * time.Millisecond, GCRetention: time.Millisecond}, prometheus.NewRegistry())
 	if b, ok := c.Backend(); ok || b != nil {
 		t.Fatalf("Backend() before start = %v, %v; want nil, false", b, ok)
 	}
 	c.start(ctx)
-	defer c.Close()
+	defer c.close()
 	var b coord.Admin // the test creates and ends a run
 	for {
 		be, ok := c.Backend()
@@ -57,16 +58,5 @@ func TestServeRunsCoordinationGC(t *testing.T) {
 	// The pass that removed the run is counted once TryGC returns.
 	for c.gcs.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func TestServeRejectsBadGCSettings(t *testing.T) {
-	t.Setenv("GHOST_COORD_GC_RETENTION", "forever")
-	if code := Main(context.Background(), []string{"serve", "-data-dir", t.TempDir()}, io.Discard, io.Discard); code != 2 {
-		t.Fatalf("serve with GHOST_COORD_GC_RETENTION=forever: exit %d, want 2", code)
-	}
-	t.Setenv("GHOST_COORD_GC_RETENTION", "")
-	if code := Main(context.Background(), []string{"serve", "-data-dir", t.TempDir(), "-coord-gc-interval", "-1s"}, io.Discard, io.Discard); code != 2 {
-		t.Fatalf("serve with a negative interval: exit %d, want 2", code)
 	}
 }
