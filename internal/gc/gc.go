@@ -41,7 +41,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -399,67 +398,25 @@ type entry struct {
 	checkpoint bool
 }
 
-// parseEntries keeps the objects under repos/<repo>/entries/ and
-// repos/<repo>/checkpoints/ whose names are exactly what wal writes
-// (<ULID>.pack or <ULID>.idx; <seq>-<sha256>.pack or .idx). Anything else
-// is not the log's, and GC leaves it alone.
+// parseEntries keeps the objects of repo's log that GC judges: entries
+// and their stored pack indexes, checkpoints and theirs, named exactly as
+// wal writes them (wal.ParseKey). Anything else is not the log's, and GC
+// leaves it alone.
 func parseEntries(repo string, objs []objstore.Info) []entry {
 	var out []entry
-	prefix := reposPrefix + repo + "/entries/"
-	ckPrefix := reposPrefix + repo + "/checkpoints/"
 	for _, o := range objs {
-		if name, ok := strings.CutPrefix(o.Key, ckPrefix); ok {
-			if isCheckpointKey(repo, o.Key, name) {
-				out = append(out, entry{Info: o, checkpoint: true})
-			}
+		k, ok := wal.ParseKey(o.Key)
+		if !ok || k.Repo != repo {
 			continue
 		}
-		name, ok := strings.CutPrefix(o.Key, prefix)
-		if !ok {
-			continue
+		switch k.Kind {
+		case wal.KeyEntry, wal.KeyPackIndex:
+			out = append(out, entry{Info: o, id: k.Entry})
+		case wal.KeyCheckpoint, wal.KeyCheckpointIndex:
+			out = append(out, entry{Info: o, checkpoint: true})
 		}
-		base, ok := strings.CutSuffix(name, ".pack")
-		if !ok {
-			base, ok = strings.CutSuffix(name, ".idx")
-		}
-		if !ok {
-			continue
-		}
-		id, err := ulid.ParseStrict(base)
-		if err != nil || (o.Key != wal.EntryKey(repo, id) && o.Key != wal.PackIndexKey(repo, id)) {
-			continue
-		}
-		out = append(out, entry{Info: o, id: id})
 	}
 	return out
-}
-
-// isCheckpointKey reports whether key (name under the log's
-// checkpoints/) is a checkpoint's pack or .idx as wal names them.
-func isCheckpointKey(repo, key, name string) bool {
-	base, ok := strings.CutSuffix(name, ".pack")
-	if !ok {
-		base, ok = strings.CutSuffix(name, ".idx")
-	}
-	if !ok {
-		return false
-	}
-	seq, sum, ok := strings.Cut(base, "-")
-	if !ok {
-		return false
-	}
-	var ck wal.Checkpoint
-	n, err := strconv.ParseUint(seq, 10, 64)
-	if err != nil {
-		return false
-	}
-	ck.Seq = n
-	b, err := hex.DecodeString(sum)
-	if err != nil || len(b) != len(ck.SHA256) {
-		return false
-	}
-	copy(ck.SHA256[:], b)
-	return key == wal.CheckpointKey(repo, ck) || key == wal.CheckpointIndexKey(repo, ck)
 }
 
 // idAge returns how old a log id is by its ULID time, or false when the
