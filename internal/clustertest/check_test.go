@@ -319,16 +319,67 @@ func landedFailures(failed []pushRecord, ids map[string]string, seqs pushSeqs) (
 // started after a push was acknowledged holds that push. On a client's
 // own branch only its last acknowledged tip is required, and not while a
 // force push that began later might have replaced it.
-func checkClones(r *report) {
+func checkClones(c *cluster, r *report, seqs pushSeqs) {
 	ok, failed, causes, stale := staleClones(r.rec.clones, r.rec.acked, r.rec.forced)
 	lines := []string{fmt.Sprintf("  clones during the faults: %d complete, %d failed; complete clones missing an earlier acknowledged push: %d", ok, failed, len(stale))}
 	for _, cause := range sortedKeys(causes) {
 		lines = append(lines, fmt.Sprintf("    failed clones, %d: %s", causes[cause], cause))
 	}
-	r.section("clones during the faults", append(lines, stale...)...)
+	lines = append(lines, stale...)
+	if len(stale) > 0 {
+		lines = append(lines, c.staleCloneDiagnosis(r, seqs)...)
+	}
+	r.section("clones during the faults", lines...)
 	if len(stale) > 0 {
 		r.fail("%d clones made during the faults missed a push acknowledged before they began", len(stale))
 	}
+}
+
+// staleCloneDiagnosis says, for each stale clone, at which seq each of
+// its refs was committed, and what the serving node logged about the
+// repository while the clone ran: enough to tell a stale read of the
+// index from a stale cache.
+func (c *cluster) staleCloneDiagnosis(r *report, seqs pushSeqs) []string {
+	ids := map[string]string{}
+	for _, repo := range c.repos {
+		ids[repo.Name] = repo.ID
+	}
+	var out []string
+	for _, cl := range r.rec.clones {
+		if cl.Err != "" {
+			continue
+		}
+		if _, _, _, s := staleClones([]cloneRecord{cl}, r.rec.acked, r.rec.forced); len(s) == 0 {
+			continue
+		}
+		id := ids[cl.Repo]
+		out = append(out, fmt.Sprintf("  diagnosis of the clone of %s (%s) from node%d, %s to %s:", cl.Repo, id, cl.Node,
+			cl.Start.Format("15:04:05.000"), cl.End.Format("15:04:05.000")))
+		for _, ref := range sortedKeys(cl.Tips) {
+			seq, ok := seqs[id][cl.Tips[ref]]
+			at := "at an unlogged seq"
+			if ok {
+				at = fmt.Sprintf("committed at seq %d", seq)
+			}
+			out = append(out, fmt.Sprintf("    the clone's %s %s, %s", ref, short(cl.Tips[ref]), at))
+		}
+		if cl.Node < 0 || cl.Node >= len(c.nodes) {
+			continue
+		}
+		n := 0
+		c.nodeLogFile(c.nodes[cl.Node].logPath, func(raw []byte, l nodeLogLine) {
+			if (l.Repo != id && !strings.Contains(l.Path, "/"+cl.Repo+".git")) || l.Time.Before(cl.Start.Add(-2*time.Second)) || l.Time.After(cl.End.Add(time.Second)) {
+				return
+			}
+			if n++; n <= 40 {
+				out = append(out, "    node"+fmt.Sprint(cl.Node)+": "+strings.TrimSpace(string(raw)))
+			}
+		})
+		if n > 40 {
+			out = append(out, fmt.Sprintf("    (%d more lines)", n-40))
+		}
+	}
+	return out
 }
 
 // staleClones finds the complete clones that lack a push acknowledged
@@ -344,8 +395,8 @@ func staleClones(clones []cloneRecord, acked, forced []pushRecord) (ok, failed i
 		ok++
 		lacks := func(ref string, p pushRecord) {
 			if !cl.Reach[ref][p.New] {
-				stale = append(stale, fmt.Sprintf("  clone of %s from node%d at %s lacks %s %s, acknowledged %v before it began",
-					cl.Repo, cl.Node, cl.Start.Format("15:04:05.000"), ref, short(p.New), cl.Start.Sub(p.End).Round(time.Millisecond)))
+				stale = append(stale, fmt.Sprintf("  clone of %s from node%d at %s lacks %s %s, acknowledged %v before it began (client %d, via node%d); the clone has %s",
+					cl.Repo, cl.Node, cl.Start.Format("15:04:05.000"), ref, short(p.New), cl.Start.Sub(p.End).Round(time.Millisecond), p.Client, p.Node, short(cl.Tips[ref])))
 			}
 		}
 		last := map[string]pushRecord{}
@@ -633,29 +684,36 @@ func (c *cluster) pushSeqs(ctx context.Context) pushSeqs {
 
 // nodeLogLine is the part of a node's JSON log line the checks read.
 type nodeLogLine struct {
-	Level string `json:"level"`
-	Msg   string `json:"msg"`
-	Repo  string `json:"repo"`
-	Seq   uint64 `json:"seq"`
-	Entry string `json:"entry"`
+	Time  time.Time `json:"time"`
+	Level string    `json:"level"`
+	Msg   string    `json:"msg"`
+	Repo  string    `json:"repo"`
+	Path  string    `json:"path"`
+	Seq   uint64    `json:"seq"`
+	Entry string    `json:"entry"`
 }
 
 // nodeLogs calls fn for every JSON line of every node's log.
 func (c *cluster) nodeLogs(fn func(nodeLogLine)) {
 	for _, p := range c.nodes {
-		f, err := os.Open(p.logPath)
-		if err != nil {
-			continue
+		c.nodeLogFile(p.logPath, func(_ []byte, l nodeLogLine) { fn(l) })
+	}
+}
+
+// nodeLogFile calls fn for every JSON line of one node's log.
+func (c *cluster) nodeLogFile(path string, fn func(raw []byte, l nodeLogLine)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l nodeLogLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			fn(sc.Bytes(), l)
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var l nodeLogLine
-			if json.Unmarshal(sc.Bytes(), &l) == nil {
-				fn(l)
-			}
-		}
-		f.Close()
 	}
 }
 

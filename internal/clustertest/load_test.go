@@ -65,7 +65,10 @@ type cloneRecord struct {
 	Repo  string
 	Node  int
 	Start time.Time
+	End   time.Time
 	Err   string
+	// Tips are the clone's refs.
+	Tips map[string]string
 	// Reach maps each ref of the clone to the commits it reaches.
 	Reach map[string]map[string]bool `json:"-"`
 }
@@ -483,11 +486,13 @@ func cloner(ctx context.Context, c *cluster, rec *recorder, rng *rand.Rand, unti
 		cctx, cancel := context.WithTimeout(ctx, gitTimeout)
 		_, err := runGit(cctx, env, filepath.Dir(dir), "clone", "-q", "--mirror", c.remote(node, repo), dir)
 		cancel()
+		cr.End = time.Now()
 		var g *graph
 		if err == nil {
 			g, err = readGraph(ctx, env, dir, false)
 		}
 		if err == nil {
+			cr.Tips = g.refs
 			cr.Reach = map[string]map[string]bool{}
 			for ref, tip := range g.refs {
 				cr.Reach[ref] = g.reach(tip)

@@ -96,8 +96,8 @@ func TestCluster(t *testing.T) {
 	r := &report{cfg: cfg, repro: repro, faults: ran, rec: rec, load: healed.Sub(loadStart)}
 	summarizeLoad(r)
 	final := checkGitData(ctx, t, c, r)
-	checkClones(r)
 	seqs := c.pushSeqs(ctx)
+	checkClones(c, r, seqs)
 	checkFailedPushes(c, r, seqs)
 	checkAlerts(ctx, c, clients, r, final, seqs, healed)
 	checkCounters(ctx, c, r)
