@@ -435,14 +435,67 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 }
 
 // Copy implements objstore.Store.
+//
+// The copy is a hard link to src's file when the filesystem allows it,
+// so that copying a large object (an LFS upload moving from its
+// temporary key, a fork's checkpoints) costs no bytes: the store never
+// changes a file in place (a Put renames a new file over the key, a
+// Delete unlinks it), so the two keys stay independent. The copy keeps
+// src's ETag, as S3's does for a single-part object. Where links fail
+// (another device, a filesystem without them) it copies the bytes.
 func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	f, info, err := s.open(src)
 	if err != nil {
 		return opError("Copy", src, err)
 	}
 	defer f.Close()
+	if err := s.link(ctx, f, dst); err == nil || !errors.Is(err, errNoLink) {
+		return opError("Copy", dst, err)
+	}
 	_, err = s.put(ctx, dst, f, info.Size, none, "")
 	return opError("Copy", dst, err)
+}
+
+// errNoLink reports that the filesystem would not link a file: Copy
+// falls back to copying its bytes.
+var errNoLink = errors.New("fsstore: hard link refused")
+
+// link makes dst a hard link to the open file f: a new name for it in
+// the temporary directory (linked through /proc/self/fd, so that it is
+// the very file f opened even if its key was replaced meanwhile), then
+// renamed over dst under dst's lock.
+func (s *Store) link(ctx context.Context, f *os.File, dst string) error {
+	p, err := s.path(dst)
+	if err != nil {
+		return err
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.root, "tmp", "put-link-"+hex.EncodeToString(id[:]))
+	if err := linkOpen(f, tmp); err != nil {
+		return fmt.Errorf("%w: %w", errNoLink, err)
+	}
+	defer os.Remove(tmp) // no-op once renamed
+	unlock, err := s.lock(dst)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("%w: %w", objstore.ErrOutcomeUnknown, err)
+	}
+	return nil
 }
 
 // opError wraps err, if any, in the *objstore.Error that every backend

@@ -359,6 +359,25 @@ func testCopy(t *testing.T, s objstore.Store) {
 	if got, _ := get(t, s, "repos/b/entries/1.pack"); got != "payload" {
 		t.Fatalf("copied object = %q", got)
 	}
+	// The copy is an object of its own: replacing or deleting the source
+	// leaves it as it was, and replacing it leaves the source.
+	put(t, s, "repos/a/entries/1.pack", "replaced")
+	if got, _ := get(t, s, "repos/b/entries/1.pack"); got != "payload" {
+		t.Fatalf("copy after its source was replaced = %q, want the copied bytes", got)
+	}
+	put(t, s, "repos/b/entries/1.pack", "copy replaced")
+	if got, _ := get(t, s, "repos/a/entries/1.pack"); got != "replaced" {
+		t.Fatalf("source after its copy was replaced = %q", got)
+	}
+	if err := s.Copy(ctx, "repos/a/entries/1.pack", "repos/b/entries/1.pack"); err != nil {
+		t.Fatalf("Copy over an existing object: %v", err)
+	}
+	if err := s.Delete(ctx, "repos/a/entries/1.pack"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := get(t, s, "repos/b/entries/1.pack"); got != "replaced" {
+		t.Fatalf("copy after its source was deleted = %q, want %q", got, "replaced")
+	}
 	if err := s.Copy(ctx, "repos/a/missing", "repos/b/x"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("Copy of missing source: err = %v, want ErrNotFound", err)
 	}
