@@ -92,6 +92,9 @@ type Options struct {
 	// take their defaults (Limits). The service applies all but the two
 	// connection timeouts, which the transports apply.
 	Limits
+	// LFS, when set, refuses a push whose Git LFS pointers name objects
+	// the repository does not hold (LFSObjects).
+	LFS LFSObjects
 	// PushProtect checks the pushes of repositories with push protection
 	// on (Request.PushProtection) after validation and before the commit
 	// point (docs/adr/0031-push-protection.md); nil never checks.

@@ -247,6 +247,17 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 		return rep, res, nil
 	}
 
+	// 4a. Git LFS: the objects the push's pointers name were uploaded
+	// (docs/design.md §7.10).
+	if s.opts.LFS != nil && packHash != "" {
+		if err := s.checkLFS(ctx, r, snap.Dir, env, filepath.Join(q, "pack", "pack-"+packHash+".idx"), rep); err != nil {
+			return nil, res, err
+		}
+		if rep.failed() {
+			return rep, res, nil
+		}
+	}
+
 	// 4b. Push protection: the secrets the push adds, before anything
 	// is committed (docs/adr/0031-push-protection.md).
 	if r.PushProtection && s.opts.PushProtect != nil {

@@ -22,7 +22,9 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/access"
@@ -563,4 +565,54 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Missing returns the oids among oids whose objects the repository does
+// not hold: no reference for it, so its bytes were never uploaded to it
+// (or were uploaded to another repository, which grants nothing here).
+// It implements gitsvc.LFSObjects, so that a push whose pointers name
+// objects never uploaded is refused (docs/design.md §7.10). It reads one
+// reference a distinct oid, a few at a time; an oid that is not a
+// sha256 in lower-case hex is reported missing.
+func (h *Handler) Missing(ctx context.Context, repoID string, oids []string) ([]string, error) {
+	const parallel = 8
+	var (
+		mu      sync.Mutex
+		missing []string
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, parallel)
+		errs    []error
+	)
+	seen := make(map[string]bool, len(oids))
+	for _, oid := range oids {
+		if seen[oid] {
+			continue
+		}
+		seen[oid] = true
+		if !validOID(oid) {
+			missing = append(missing, oid)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := h.ref(ctx, repoID, oid)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, objstore.ErrNotFound):
+				missing = append(missing, oid)
+			case err != nil:
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	slices.Sort(missing)
+	return missing, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gittest"
 )
 
@@ -67,4 +68,47 @@ func TestLFSEndToEnd(t *testing.T) {
 	if out := gittest.Git(t, env, dst, "lfs", "locks"); strings.Contains(out, "big.bin") {
 		t.Fatalf("still locked: %q", out)
 	}
+}
+
+// TestLFSPushWithMissingObjectRefused: a push whose LFS pointer names an
+// object never uploaded (the client's pre-push upload skipped, as with
+// --no-verify) is refused with the oid and what to do, and changes
+// nothing; once the object is uploaded the same push lands.
+func TestLFSPushWithMissingObjectRefused(t *testing.T) {
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		t.Skip("git-lfs is not installed (apt-get install git-lfs; .ci/run installs it): the LFS end-to-end test needs the real client")
+	}
+	f := newOrgFixture(t)
+	home := t.TempDir()
+	env := gittest.Env(home)
+	gittest.Git(t, env, home, "lfs", "install", "--skip-repo")
+	remote := strings.Replace(f.url, "http://", "http://alice:"+f.alice+"@", 1) + "/alice/mine.git"
+
+	src := filepath.Join(t.TempDir(), "src")
+	gittest.Git(t, env, "", "init", "-q", "-b", "main", src)
+	gittest.Git(t, env, src, "lfs", "track", "*.bin")
+	if err := os.WriteFile(filepath.Join(src, "model.bin"), bytes.Repeat([]byte("weights "), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, env, src, "add", ".gitattributes", "model.bin")
+	gittest.Git(t, env, src, "commit", "-q", "-m", "model")
+	ptr := gittest.Git(t, env, src, "cat-file", "-p", "HEAD:model.bin")
+	oid, ok := gitsvc.ParseLFSPointer([]byte(ptr))
+	if !ok {
+		t.Fatalf("the commit holds %q, not a pointer", ptr)
+	}
+
+	out, err := gittest.Run(env, src, nil, "push", "--no-verify", remote, "main")
+	if err == nil {
+		t.Fatalf("a push naming an LFS object never uploaded landed:\n%s", out)
+	}
+	if !strings.Contains(err.Error(), oid) || !strings.Contains(err.Error(), "git lfs push") {
+		t.Errorf("the refusal does not name the object and the remedy: %v", err)
+	}
+	if _, err := gittest.Run(env, "", nil, "ls-remote", "--exit-code", remote, "refs/heads/main"); err == nil {
+		t.Error("the refused push created refs/heads/main")
+	}
+
+	gittest.Git(t, env, src, "lfs", "push", "--all", remote, "main")
+	gittest.Git(t, env, src, "push", "-q", "--no-verify", remote, "main")
 }

@@ -359,14 +359,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			scan(req, res)
 		}
 	}
+	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// A push whose LFS pointers name objects never uploaded is refused.
+	svc.LFS = lfsHandler
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions: svc,
 		Auth:           auth,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -1,0 +1,185 @@
+package gitsvc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// LFSObjects tells which Git LFS objects a repository holds, so that a
+// push whose LFS pointers name objects never uploaded to it is refused,
+// as GitHub refuses one (Options.LFS; docs/design.md §7.10).
+type LFSObjects interface {
+	// Missing returns the oids the repository does not hold.
+	Missing(ctx context.Context, repoID string, oids []string) ([]string, error)
+}
+
+// lfsPointerMax is the largest blob read as a possible LFS pointer: the
+// specification keeps pointer files under 1024 bytes.
+const lfsPointerMax = 1023
+
+// lfsShownMissing bounds the missing oids a refusal lists.
+const lfsShownMissing = 10
+
+// checkLFS refuses the push in rep when a blob of its pack is an LFS
+// pointer whose object the repository does not hold: the client's
+// pre-push upload was skipped (--no-verify, GIT_LFS_SKIP_PUSH) or failed,
+// and the commit would point at bytes nobody can download. It reads the
+// pushed pack's object list, the types and sizes of its objects, and the
+// blobs small enough to be pointers, all bounded by the push itself. A
+// store that cannot answer is an error: the push is refused as Busy.
+func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []string, packIdx string, rep *report) error {
+	idx, err := os.Open(packIdx)
+	if err != nil {
+		return fmt.Errorf("lfs check: %w", err)
+	}
+	defer idx.Close()
+	listed, err := s.opts.Git.Run(ctx, dir, env, idx, "show-index")
+	if err != nil {
+		return fmt.Errorf("lfs check: list the pack: %w", err)
+	}
+	var ids strings.Builder
+	for _, l := range strings.Split(string(listed), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			ids.WriteString(f[1] + "\n")
+		}
+	}
+	if ids.Len() == 0 {
+		return nil
+	}
+	checked, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(ids.String()), "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)")
+	if err != nil {
+		return fmt.Errorf("lfs check: object sizes: %w", err)
+	}
+	var small strings.Builder
+	for _, l := range strings.Split(string(checked), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[1] != "blob" {
+			continue
+		}
+		if n, err := strconv.Atoi(f[2]); err == nil && n > 0 && n <= lfsPointerMax {
+			small.WriteString(f[0] + "\n")
+		}
+	}
+	if small.Len() == 0 {
+		return nil
+	}
+	blobs, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(small.String()), "cat-file", "--batch")
+	if err != nil {
+		return fmt.Errorf("lfs check: read small blobs: %w", err)
+	}
+	oids, err := lfsPointers(blobs)
+	if err != nil {
+		return fmt.Errorf("lfs check: %w", err)
+	}
+	if len(oids) == 0 {
+		return nil
+	}
+	missing, err := s.opts.LFS.Missing(ctx, r.Repo, oids)
+	if err != nil {
+		return &Error{Kind: Busy, Msg: "the Git LFS objects of the push could not be checked; nothing was changed, retry the push", Err: err, RetryAfter: 1}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	rep.failAll("missing Git LFS objects")
+	rep.detail = append(rep.detail, fmt.Sprintf("error: this push has Git LFS pointers to %d object(s) the server does not have:", len(missing)))
+	for i, oid := range missing {
+		if i == lfsShownMissing {
+			rep.detail = append(rep.detail, fmt.Sprintf("error:   ... and %d more", len(missing)-i))
+			break
+		}
+		rep.detail = append(rep.detail, "error:   "+oid)
+	}
+	rep.detail = append(rep.detail, "error: upload them first (git lfs push --all <remote> <branch>), then push again.")
+	s.logger.Info("push refused: missing Git LFS objects", "repo", r.Repo, "by", r.Principal, "missing", len(missing))
+	return nil
+}
+
+// lfsPointers reads git cat-file --batch output and returns the oids of
+// the blobs that are Git LFS pointers.
+func lfsPointers(batch []byte) ([]string, error) {
+	var oids []string
+	br := bufio.NewReader(bytes.NewReader(batch))
+	for {
+		header, err := br.ReadString('\n')
+		if err == io.EOF && header == "" {
+			return oids, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read cat-file output: %w", err)
+		}
+		f := strings.Fields(header)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
+		}
+		n, err := strconv.Atoi(f[2])
+		if err != nil || n < 0 || n > lfsPointerMax {
+			return nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
+		}
+		body := make([]byte, n+1) // the content and git's newline
+		if _, err := io.ReadFull(br, body); err != nil {
+			return nil, fmt.Errorf("read cat-file output: %w", err)
+		}
+		if oid, ok := ParseLFSPointer(body[:n]); ok {
+			oids = append(oids, oid)
+		}
+	}
+}
+
+// ParseLFSPointer returns the sha256 oid of a Git LFS pointer file, and
+// false for anything else. A pointer is "key value" lines, each ending in
+// a newline, starting with the spec's version line and holding
+// "oid sha256:<64 lower-case hex>" and "size <decimal>" (the git-lfs
+// specification, v1).
+func ParseLFSPointer(b []byte) (string, bool) {
+	if len(b) > lfsPointerMax || !bytes.HasSuffix(b, []byte("\n")) {
+		return "", false
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) < 3 || (lines[0] != "version https://git-lfs.github.com/spec/v1" && lines[0] != "version https://hawser.github.com/spec/v1") {
+		return "", false
+	}
+	oid, size := "", false
+	for _, l := range lines[1:] {
+		k, v, ok := strings.Cut(l, " ")
+		if !ok || k == "" {
+			return "", false
+		}
+		switch k {
+		case "oid":
+			h, ok := strings.CutPrefix(v, "sha256:")
+			if !ok || !isLowerHex(h, 64) || oid != "" {
+				return "", false
+			}
+			oid = h
+		case "size":
+			if _, err := strconv.ParseUint(v, 10, 63); err != nil || size {
+				return "", false
+			}
+			size = true
+		}
+	}
+	if oid == "" || !size {
+		return "", false
+	}
+	return oid, true
+}
+
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
