@@ -95,6 +95,11 @@ type Options struct {
 	// LFS, when set, refuses a push whose Git LFS pointers name objects
 	// the repository does not hold (LFSObjects).
 	LFS LFSObjects
+	// MaxLFSPointers bounds the distinct LFS objects one push may name:
+	// each costs a read of the object store, and a pack of tiny pointer
+	// blobs is cheap to make, so a larger import goes in several pushes.
+	// Zero means DefaultMaxLFSPointers, negative no bound.
+	MaxLFSPointers int
 	// PushProtect checks the pushes of repositories with push protection
 	// on (Request.PushProtection) after validation and before the commit
 	// point (docs/adr/0031-push-protection.md); nil never checks.

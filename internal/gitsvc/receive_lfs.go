@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,6 +26,9 @@ const lfsPointerMax = 1023
 
 // lfsShownMissing bounds the missing oids a refusal lists.
 const lfsShownMissing = 10
+
+// DefaultMaxLFSPointers is the default Options.MaxLFSPointers.
+const DefaultMaxLFSPointers = 10000
 
 // checkLFS refuses the push in rep when a blob of its pack is an LFS
 // pointer whose object the repository does not hold: the client's
@@ -78,6 +82,13 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 		return fmt.Errorf("lfs check: %w", err)
 	}
 	if len(oids) == 0 {
+		return nil
+	}
+	slices.Sort(oids)
+	oids = slices.Compact(oids)
+	if max := OrDefault(s.opts.MaxLFSPointers, DefaultMaxLFSPointers); max > 0 && len(oids) > max {
+		rep.failAll("too many Git LFS objects")
+		rep.detail = append(rep.detail, fmt.Sprintf("error: this push names %d Git LFS objects; one push may name at most %d: push the history in parts.", len(oids), max))
 		return nil
 	}
 	missing, err := s.opts.LFS.Missing(ctx, r.Repo, oids)
