@@ -156,6 +156,8 @@ type csim struct {
 	ops    atomic.Uint64
 	runIDs atomic.Uint64
 	failed atomic.Bool
+	// largeMade is set once an admin made a run with a large manifest.
+	largeMade atomic.Bool
 
 	mu       sync.Mutex
 	runs     []runInfo                // every run created
@@ -488,9 +490,12 @@ func (a *actor) adminStep() {
 	runs := c.openRuns()
 	switch n := a.rng.IntN(100); {
 	case n < 8 || len(runs) < 2:
-		// Now and then a manifest large enough to be registered in chunks.
+		// Now and then a manifest large enough to be registered in chunks,
+		// and always the first one an admin makes: the check at the end
+		// asks for one, and chance alone misses it in a few percent of
+		// runs.
 		size := 1 + a.rng.IntN(6)
-		if a.rng.IntN(5) == 0 {
+		if a.rng.IntN(5) == 0 || c.largeMade.CompareAndSwap(false, true) {
 			size = largeManifest + a.rng.IntN(100)
 		}
 		c.newRun(a.rng, coord.TenantID{byte(1 + a.rng.IntN(c.cfg.Tenants)), 0xCC, byte(c.cfg.Seed)}, size)
