@@ -86,11 +86,14 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*visitor, bo
 	return v, true
 }
 
-// ownerRepos is one owner's repositories on the home page.
+// ownerRepos is one owner's repositories on the home page: the first
+// page of them, and where the owner page continues when there are more
+// (More, "" when none).
 type ownerRepos struct {
 	Owner string
 	Org   bool
 	Repos []client.Repo
+	More  string
 }
 
 // home is the front page: for a visitor, what ghost is and where to look;
@@ -116,10 +119,17 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 	for _, o := range orgs {
 		owners = append(owners, ownerRepos{Owner: o.Name, Org: true})
 	}
+	// A page of each owner's, as long as the owner page's, which goes on
+	// from where this one stops (docs/adr/0090-bounded-serving.md).
 	for i := range owners {
-		if owners[i].Repos, err = c.ListRepos(ctx, owners[i].Owner); err != nil {
+		o := &owners[i]
+		var next string
+		if o.Repos, next, err = c.ListReposPage(ctx, o.Owner, "", ownerPageSize); err != nil {
 			h.fail(w, r, v, apiError(err))
 			return
+		}
+		if next != "" {
+			o.More = "/" + urlSegment(o.Owner) + "?after=" + url.QueryEscape(next)
 		}
 	}
 	h.show(w, r, v, http.StatusOK, "dashboard", page{Title: "ghost", Data: owners})
