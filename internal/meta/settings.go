@@ -56,9 +56,18 @@ func (s *Store) setFlag(ctx context.Context, owner, name, what string, flag func
 
 // ErrNoSuchBranch reports a default branch that the repository does not
 // have: only an existing branch can be made the default
-// (docs/adr/0110-default-branch.md). It wraps ErrInvalidArgument, so
+// (docs/adr/0110-default-branch.md). It is an ErrInvalidArgument too, so
 // that the API answers 400.
-var ErrNoSuchBranch = fmt.Errorf("%w: no such branch", ErrInvalidArgument)
+var ErrNoSuchBranch error = invalidArgument("no such branch")
+
+// invalidArgument is an ErrInvalidArgument whose message is only its
+// own words.
+type invalidArgument string
+
+func (e invalidArgument) Error() string { return string(e) }
+
+// Is makes it an ErrInvalidArgument.
+func (e invalidArgument) Is(target error) bool { return target == ErrInvalidArgument }
 
 // SetDefaultBranch makes branch (a name below refs/heads/, given without
 // that prefix) the default branch of owner/name: the branch HEAD names,
@@ -118,10 +127,10 @@ func (s *Store) SetDefaultBranch(ctx context.Context, owner, name, branch string
 // prefix: ErrInvalidArgument otherwise.
 func CheckBranchName(branch string) error {
 	if branch == "" {
-		return fmt.Errorf("%w: empty branch name", ErrInvalidArgument)
+		return invalidArgument("empty branch name")
 	}
 	if err := ids.CheckRefName("refs/heads/" + branch); err != nil {
-		return fmt.Errorf("%w: branch %q is not a valid branch name", ErrInvalidArgument, branch)
+		return invalidArgument(fmt.Sprintf("branch %q is not a valid branch name", branch))
 	}
 	return nil
 }
