@@ -51,6 +51,9 @@ type Grant struct {
 	// AllowReplaceRefs is the repository's setting: pushes may update
 	// refs/replace/* (docs/adr/0031-push-protection.md).
 	AllowReplaceRefs bool
+	// DefaultBranch is the repository's setting: the branch HEAD names,
+	// without refs/heads/ ("" when unset; docs/adr/0110-default-branch.md).
+	DefaultBranch string
 }
 
 // The errors of an authorization. An authorizer returns ErrNotFound for

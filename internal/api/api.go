@@ -330,10 +330,15 @@ type repoJSON struct {
 	// AllowReplaceRefs is whether pushes may update refs/replace/*
 	// (docs/adr/0031-push-protection.md).
 	AllowReplaceRefs bool `json:"allow_replace_refs"`
+	// DefaultBranch is the branch HEAD names and clones check out, when
+	// set; absent when unset (the server picks main, then master, then
+	// the first branch) and in lists, whose entries do not carry it
+	// (docs/adr/0110-default-branch.md).
+	DefaultBranch string `json:"default_branch,omitempty"`
 }
 
 func toRepo(r meta.Repo) repoJSON {
-	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	return repoJSON{ID: r.ID, Owner: r.Owner, Name: r.Name, FullName: r.FullName(), Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
 }
 
 type tokenJSON struct {

@@ -388,7 +388,8 @@ func (h *handler) deleteRepo(w http.ResponseWriter, r *http.Request, p *meta.Pri
 
 // patchRepo changes a repository's settings: "public" (visibility),
 // "push_protection" and "allow_replace_refs"
-// (docs/adr/0031-push-protection.md). Each is applied by its own
+// (docs/adr/0031-push-protection.md), and "default_branch", an existing
+// branch (docs/adr/0110-default-branch.md). Each is applied by its own
 // compare-and-swap; a failure after the first leaves the first applied,
 // and sending the same request again is the remedy, since all are
 // idempotent.
@@ -398,15 +399,24 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		return 0, nil, err
 	}
 	var req struct {
-		Public           *bool `json:"public"`
-		PushProtection   *bool `json:"push_protection"`
-		AllowReplaceRefs *bool `json:"allow_replace_refs"`
+		Public           *bool   `json:"public"`
+		PushProtection   *bool   `json:"push_protection"`
+		AllowReplaceRefs *bool   `json:"allow_replace_refs"`
+		DefaultBranch    *string `json:"default_branch"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		return 0, nil, err
 	}
-	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil {
-		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}", meta.ErrInvalidArgument)
+	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.DefaultBranch == nil {
+		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"default_branch\": \"<branch>\"}", meta.ErrInvalidArgument)
+	}
+	// The default branch goes first: a request naming a branch that is
+	// malformed or missing changes nothing.
+	if req.DefaultBranch != nil {
+		if err := h.store.SetDefaultBranch(r.Context(), repo.Owner, repo.Name, *req.DefaultBranch); err != nil {
+			return 0, nil, err
+		}
+		h.log.InfoContext(r.Context(), "repository default branch changed", "repo", repo.FullName(), "default_branch", *req.DefaultBranch, "by", p.Tenant, "token_id", p.TokenID)
 	}
 	if req.Public != nil {
 		if err := h.store.SetVisibility(r.Context(), repo.Owner, repo.Name, *req.Public); err != nil {

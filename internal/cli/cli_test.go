@@ -17,7 +17,7 @@ import (
 
 // options are the flags that are per-call arguments, not settings, and so
 // have no GHOST_* variable. Every other flag has one.
-var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format", "push-protection", "allow-replace-refs",
+var options = []string{"help", "org", "force", "public", "scope", "description", "dry-run", "title", "file", "state", "rule", "format", "push-protection", "allow-replace-refs", "default-branch",
 	// ghost scan: per-call options, as in gitleaks
 	"no-git", "config", "report-format", "report-path", "exit-code", "workers", "max-blob-size", "gitleaks-ignore-path", "fingerprint-key-file", "no-progress", "max-decode-depth", "skip-binary", "rev",
 	// ghost repo scan, scans

@@ -110,7 +110,7 @@ type compactFlags struct {
 func (c *compactFlags) register(f *pflag.FlagSet) {
 	def := compact.DefaultPolicy()
 	config.IntVar(f, &c.layers, "compact-layers", "GHOST_COMPACT_LAYERS", def.MaxLayers, "compact a repository in the background once this many pushes followed its last checkpoint (0: never by count)")
-	config.Int64Var(f, &c.bytes, "compact-bytes", "GHOST_COMPACT_BYTES", def.MaxBytes, "or once those pushes hold this many bytes of packs (0: never by size; both 0: no background compaction)")
+	config.BytesVar(f, &c.bytes, "compact-bytes", "GHOST_COMPACT_BYTES", def.MaxBytes, "or once those pushes hold this many bytes of packs, such as 256MiB (0: never by size; both 0: no background compaction)")
 }
 
 // options turns the flags into the server's compaction settings; 0 means

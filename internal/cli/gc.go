@@ -49,7 +49,7 @@ func newGCCmd(env *Env) *cobra.Command {
 			return err
 		}
 		if o.grace < minGrace {
-			return usageErrorf("--grace %v is below %v, which in-flight pushes need", o.grace, minGrace)
+			return usageErrorf("--grace %s is below %s, which in-flight pushes need", config.FormatDuration(o.grace), config.FormatDuration(minGrace))
 		}
 		if o.retention <= 0 || o.conc <= 0 {
 			return usageErrorf("--retention and --concurrency must be positive")

@@ -138,7 +138,7 @@ func TestGCDryRun(t *testing.T) {
 	if _, _, err := old.OpenPack(ctx, id, x.Layers[0]); err != nil {
 		t.Fatal(err)
 	}
-	if r := ghost(t, dir, "gc", "--grace", "1m"); r.code != 2 || !strings.Contains(r.stderr, "in-flight pushes") {
+	if r := ghost(t, dir, "gc", "--grace", "1m"); r.code != 2 || !strings.Contains(r.stderr, "--grace 1m is below 1h, which in-flight pushes") {
 		t.Fatalf("gc --grace 1m: exit %d, %s", r.code, r.stderr)
 	}
 }

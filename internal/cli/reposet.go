@@ -7,15 +7,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghost-scm/ghost/internal/client"
+	"github.com/ghost-scm/ghost/internal/meta"
 )
 
 // newRepoSetCmd returns "ghost repo set": a repository's settings, one
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs string
+	var pushProtection, replaceRefs, defaultBranch string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -27,12 +28,18 @@ bypasses are recorded as alerts (ghost repo alerts). It is off by default.
 --allow-replace-refs on lets pushes create and move refs/replace/* refs,
 which are refused by default: a replace ref makes the clients that honour
 it show another object in place of one in history. The server's own git
-(scanning, push protection, the web UI) never honours them either way.`,
+(scanning, push protection, the web UI) never honours them either way.
+
+--default-branch <branch> makes an existing branch the default: the one
+HEAD names, which a clone checks out and the web UI shows first. A push may
+not delete it; make another branch the default first. Unset, the server
+picks main, then master, then the first branch by name.`,
 		Args: exactArgs(1),
 	}
 	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&pushProtection, "push-protection", "", "refuse pushes that add secrets: on or off")
 	cmd.Flags().StringVar(&replaceRefs, "allow-replace-refs", "", "let pushes update refs/replace/*: on or off")
+	cmd.Flags().StringVar(&defaultBranch, "default-branch", "", "the branch clones check out (an existing branch, without refs/heads/)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -57,8 +64,15 @@ it show another object in place of one in history. The server's own git
 				return usageErrorf("%s %q: want on or off", st.flag, st.value)
 			}
 		}
+		if cmd.Flags().Changed("default-branch") {
+			if err := meta.CheckBranchName(defaultBranch); err != nil {
+				return usageErrorf("--default-branch %q: not a valid branch name", defaultBranch)
+			}
+			s.DefaultBranch = &defaultBranch
+			said = append(said, "default branch "+defaultBranch)
+		}
 		if len(said) == 0 {
-			return usageErrorf("nothing to change: want --push-protection on|off or --allow-replace-refs on|off")
+			return usageErrorf("nothing to change: want --push-protection on|off, --allow-replace-refs on|off or --default-branch <branch>")
 		}
 		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
 			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {

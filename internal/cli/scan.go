@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/ghost-scm/ghost/internal/secretscan/report"
@@ -61,7 +62,7 @@ func newScanCmd(env *Env) *cobra.Command {
 	f.StringVar(&reportPath, "report-path", "", "write the report to this file instead of stdout")
 	f.IntVar(&exitCode, "exit-code", 1, "exit code when secrets are found (0 to 125)")
 	f.IntVar(&workers, "workers", runtime.NumCPU(), "blobs scanned in parallel")
-	f.Int64Var(&maxSize, "max-blob-size", secretscan.DefaultMaxBlobSize, "skip (and count) blobs larger than this many bytes; 0 for no limit")
+	config.Bytes(f, &maxSize, "max-blob-size", secretscan.DefaultMaxBlobSize, "skip (and count) blobs larger than this, such as 50MiB; 0 for no limit")
 	f.StringVar(&ignorePath, "gitleaks-ignore-path", "", "a .gitleaksignore file (default: PATH/.gitleaksignore)")
 	f.StringVar(&keyFile, "fingerprint-key-file", "", "file holding the HMAC key of the secrets' fingerprints (default: empty key)")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar even on a terminal")

@@ -308,7 +308,7 @@ func etaString(seconds float64) string {
 	if seconds <= 0 {
 		return "ETA unknown"
 	}
-	return "ETA " + time.Duration(seconds*float64(time.Second)).Round(time.Second).String()
+	return "ETA " + config.FormatDuration(time.Duration(seconds*float64(time.Second)).Round(time.Second))
 }
 
 // newRepoScansCmd returns "ghost repo scans": a repository's scan runs
@@ -363,7 +363,11 @@ func writeLag(w io.Writer, l client.ScanLag, now time.Time) {
 	}
 	fmt.Fprintf(w, "%d push(es) not scanned yet: scanned through seq %d of %d", l.Pending, l.ScannedThrough, l.Head)
 	if l.OldestPendingPushAt != nil {
-		fmt.Fprintf(w, ", the oldest pushed %s ago", now.Sub(*l.OldestPendingPushAt).Round(time.Second))
+		if ago := now.Sub(*l.OldestPendingPushAt).Round(time.Second); ago >= time.Second {
+			fmt.Fprintf(w, ", the oldest pushed %s ago", config.FormatDuration(ago))
+		} else {
+			fmt.Fprint(w, ", the oldest pushed just now")
+		}
 	}
 	fmt.Fprintln(w)
 }
@@ -386,7 +390,7 @@ func writeScans(w io.Writer, format string, sts []client.Scan) error {
 		}
 		eta := "-"
 		if st.ETASeconds > 0 {
-			eta = time.Duration(st.ETASeconds * float64(time.Second)).Round(time.Second).String()
+			eta = config.FormatDuration(time.Duration(st.ETASeconds * float64(time.Second)).Round(time.Second))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%d\t%s/s\t%s\t%s\n", st.ID, st.RunID, st.State,
 			st.ShardsDone, st.ShardsTotal, st.Blobs, config.HumanBytes(st.Bytes), st.Findings, config.HumanBytes(int64(st.BytesPerSecond)), eta, oneLine(strings.Join(parked, "; ")))

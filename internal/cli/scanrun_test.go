@@ -96,12 +96,23 @@ func TestWriteLag(t *testing.T) {
 	var b bytes.Buffer
 	oldest := now.Add(-90 * time.Second)
 	writeLag(&b, client.ScanLag{Head: 70, ScannedThrough: 9, Pending: 61, OldestPendingPushAt: &oldest}, now)
+	// Durations as people write them: 2h, not 2h0m0s.
+	hours, fresh := now.Add(-2*time.Hour), now.Add(-100*time.Millisecond)
+	writeLag(&b, client.ScanLag{Head: 70, ScannedThrough: 9, Pending: 61, OldestPendingPushAt: &hours}, now)
+	writeLag(&b, client.ScanLag{Head: 70, ScannedThrough: 9, Pending: 61, OldestPendingPushAt: &fresh}, now)
 	writeLag(&b, client.ScanLag{Head: 5, ScannedThrough: 4, Pending: 1}, now)
 	writeLag(&b, client.ScanLag{Head: 5, ScannedThrough: 5}, now)
 	want := "61 push(es) not scanned yet: scanned through seq 9 of 70, the oldest pushed 1m30s ago\n" +
+		"61 push(es) not scanned yet: scanned through seq 9 of 70, the oldest pushed 2h ago\n" +
+		"61 push(es) not scanned yet: scanned through seq 9 of 70, the oldest pushed just now\n" +
 		"1 push(es) not scanned yet: scanned through seq 4 of 5\n" +
 		"every push scanned (through seq 5)\n"
 	if b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	for s, want := range map[float64]string{0: "ETA unknown", 59.6: "ETA 1m", 3720: "ETA 1h2m"} {
+		if got := etaString(s); got != want {
+			t.Errorf("etaString(%v) = %q, want %q", s, got, want)
+		}
 	}
 }

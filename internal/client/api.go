@@ -58,6 +58,9 @@ type Repo struct {
 	ForkedFrom       string    `json:"forked_from,omitempty"`
 	PushProtection   bool      `json:"push_protection"`
 	AllowReplaceRefs bool      `json:"allow_replace_refs"`
+	// DefaultBranch is the repository's default-branch setting; "" when
+	// unset, and in lists, which do not carry it.
+	DefaultBranch string `json:"default_branch,omitempty"`
 }
 
 // RepoSettings changes a repository's settings: only the fields set.
@@ -65,6 +68,8 @@ type RepoSettings struct {
 	Public           *bool `json:"public,omitempty"`
 	PushProtection   *bool `json:"push_protection,omitempty"`
 	AllowReplaceRefs *bool `json:"allow_replace_refs,omitempty"`
+	// DefaultBranch, an existing branch without refs/heads/.
+	DefaultBranch *string `json:"default_branch,omitempty"`
 }
 
 // AlertLocation is one place an alert's secret was found.

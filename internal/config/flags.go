@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -84,13 +85,45 @@ func (d *durationValue) Set(s string) error {
 	return nil
 }
 
-func (d *durationValue) String() string { return time.Duration(*d).String() }
+func (d *durationValue) String() string { return FormatDuration(time.Duration(*d)) }
 
 func (d *durationValue) Type() string { return "duration" }
 
-// ParseDuration parses a duration as time.ParseDuration does, with
-// errors a user can act on: "5" needs a unit, "soon" is no duration.
-// "0" alone is zero, the value that switches a limit off.
+// FormatDuration writes a duration as people write it and as flags take
+// it back (ParseDuration): the units that are not zero, "1m", "30s",
+// "1h30m", "168h", "1m0.5s" rather than time's "1m0s" or "168h0m0s";
+// "0" for zero, and time's own form below a second ("500ms"). It is
+// what FormatBytes is to sizes.
+func FormatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	if d < 0 {
+		if d == math.MinInt64 {
+			return d.String()
+		}
+		return "-" + FormatDuration(-d)
+	}
+	if d < time.Second {
+		return d.String()
+	}
+	var b strings.Builder
+	if h := d / time.Hour; h > 0 {
+		b.WriteString(strconv.FormatInt(int64(h), 10) + "h")
+	}
+	if m := d % time.Hour / time.Minute; m > 0 {
+		b.WriteString(strconv.FormatInt(int64(m), 10) + "m")
+	}
+	if rest := d % time.Minute; rest > 0 {
+		b.WriteString(rest.String())
+	}
+	return b.String()
+}
+
+// ParseDuration parses a duration as time.ParseDuration does, so both
+// "1m" and time's "1m0s" are taken, with errors a user can act on: "5"
+// needs a unit, "soon" is no duration. "0" alone is zero, the value
+// that switches a limit off.
 func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if t == "0" {

@@ -40,7 +40,7 @@ func (h *Handler) infoRefs(w http.ResponseWriter, r *http.Request, rt route, ser
 		}
 	}}
 	err := h.svc.AdvertiseRefs(r.Context(), service, gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Out: out, GitProtocol: proto,
+		Repo: acc.RepoID, Principal: acc.Principal, Out: out, GitProtocol: proto, DefaultBranch: acc.DefaultBranch,
 	})
 	h.finish(w, r, service, out, err)
 }
@@ -60,6 +60,7 @@ func (h *Handler) uploadPack(w http.ResponseWriter, r *http.Request, acc access.
 	out := &response{w: w, start: func(*response) { resultHeaders(w, svcUpload) }}
 	err = h.svc.UploadPack(r.Context(), gitsvc.Request{
 		Repo: acc.RepoID, Principal: acc.Principal, Body: body, Out: out, GitProtocol: gitProtocol(r),
+		DefaultBranch: acc.DefaultBranch,
 	})
 	h.finish(w, r, svcUpload, out, err)
 }
@@ -76,7 +77,7 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc access
 	out := &response{w: w, start: func(*response) { resultHeaders(w, svcReceive) }}
 	err = h.svc.ReceivePack(r.Context(), gitsvc.Request{
 		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
-		AllowReplaceRefs: acc.AllowReplaceRefs, Body: body, Out: out, Drain: r.Body,
+		AllowReplaceRefs: acc.AllowReplaceRefs, DefaultBranch: acc.DefaultBranch, Body: body, Out: out, Drain: r.Body,
 	})
 	h.finish(w, r, svcReceive, out, err)
 }

@@ -46,9 +46,12 @@ type LocalCopy struct {
 
 // Materializer brings a repository's local copy up to the log.
 type Materializer interface {
-	// Materialize returns the repository as the log has it now. An error
-	// wrapping wal.ErrRepoDeleted means the repository is gone.
-	Materialize(ctx context.Context, repo string) (*LocalCopy, error)
+	// Materialize returns the repository as the log has it now, its HEAD
+	// naming defaultBranch (the repository's setting, Request.DefaultBranch)
+	// when that branch exists, or the server's own choice when it is ""
+	// or missing (docs/adr/0110-default-branch.md). An error wrapping
+	// wal.ErrRepoDeleted means the repository is gone.
+	Materialize(ctx context.Context, repo, defaultBranch string) (*LocalCopy, error)
 	// Suspect marks the local copy for verification at the next
 	// Materialize, after git failed on it; it reports whether that
 	// verification will happen.
@@ -205,6 +208,10 @@ type Request struct {
 	// that creates or moves a refs/replace/* ref is refused
 	// (docs/adr/0031-push-protection.md); deleting one is always allowed.
 	AllowReplaceRefs bool
+	// DefaultBranch is the repository's setting: the branch HEAD names,
+	// which clones check out and a push may not delete, without
+	// refs/heads/ ("" lets the cache choose; docs/adr/0110-default-branch.md).
+	DefaultBranch string
 	// Body is the client's request: with Stream unset, one whole
 	// stateless-rpc request, ending at EOF (HTTP); with Stream set, the
 	// client's side of a full-duplex session (SSH).

@@ -127,7 +127,7 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 // advertiseReceive writes ghost's receive-pack advertisement (protocol
 // v0/v1 only), from a copy brought forward first.
 func (s *Service) advertiseReceive(ctx context.Context, req Request) error {
-	co, release, err := s.admitCheckout(ctx, req.Repo)
+	co, release, err := s.admitCheckout(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	}
 
 	// 2. The repository as the log has it now.
-	snap, err := s.opts.Repos.Materialize(ctx, r.Repo)
+	snap, err := s.opts.Repos.Materialize(ctx, r.Repo, r.DefaultBranch)
 	if err != nil {
 		if errors.Is(err, wal.ErrRepoDeleted) {
 			return nil, res, err
@@ -336,7 +336,7 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	if err := s.opts.Commits.Adopt(ctx, r.Repo, res, packDir, packHash); err != nil {
 		s.logger.Warn("adopting a pushed pack into the cache failed", "repo", r.Repo, "err", err)
 	}
-	if _, err := s.opts.Repos.Materialize(ctx, r.Repo); err != nil {
+	if _, err := s.opts.Repos.Materialize(ctx, r.Repo, r.DefaultBranch); err != nil {
 		s.logger.Warn("materializing after a push failed; the next request retries", "repo", r.Repo, "err", err)
 	}
 	steps.adopt = time.Since(t)

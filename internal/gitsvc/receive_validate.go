@@ -25,13 +25,18 @@ func indexOf(cmds []command, ref string) int {
 	return 0
 }
 
-// denyDeleteCurrent refuses to delete the branch HEAD points at, as git's
-// receive.denyDeleteCurrent does by default: HEAD would otherwise move to
-// another branch without anyone asking (LocalCopy.Head).
+// denyDeleteCurrent refuses to delete the branch HEAD points at, the
+// default branch, as git's receive.denyDeleteCurrent does by default:
+// HEAD would otherwise move to another branch without anyone asking
+// (LocalCopy.Head). GitHub lets a push delete it; ghost does not
+// (docs/adr/0110-default-branch.md).
 func denyDeleteCurrent(head string, cmds []command, rep *report) {
 	for i, c := range cmds {
 		if c.isDelete() && c.Ref == head && rep.reasons[i] == "" {
 			rep.reasons[i] = "deletion of the current branch prohibited"
+			rep.detail = append(rep.detail,
+				"error: "+strings.TrimPrefix(head, "refs/heads/")+" is the repository's default branch. To delete it, make another",
+				"error: branch the default first (ghost repo set <owner>/<name> --default-branch <branch>).")
 		}
 	}
 }

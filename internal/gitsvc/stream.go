@@ -21,7 +21,7 @@ func (s *Service) serveGit(parent context.Context, req Request, what string, flu
 	// once instead of leaving it to notice a broken pipe.
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	co, err := s.opts.Repos.Materialize(ctx, req.Repo)
+	co, err := s.opts.Repos.Materialize(ctx, req.Repo, req.DefaultBranch)
 	if err != nil {
 		return materializeError(err)
 	}
@@ -44,7 +44,7 @@ func (s *Service) serveGit(parent context.Context, req Request, what string, flu
 		if ctx.Err() != nil || !s.opts.Repos.Suspect(req.Repo) || started || attempt > 0 {
 			return s.streamError(parent, req, started, what, err)
 		}
-		healed, herr := s.opts.Repos.Materialize(ctx, req.Repo)
+		healed, herr := s.opts.Repos.Materialize(ctx, req.Repo, req.DefaultBranch)
 		if herr != nil || !healed.Healed {
 			return s.streamError(parent, req, started, what, err)
 		}

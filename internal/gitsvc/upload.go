@@ -86,7 +86,7 @@ func (s *Service) UploadPack(ctx context.Context, req Request) error {
 // uploadStream runs git upload-pack full-duplex on the request's streams.
 // Nothing can be replayed, so a failure only marks the copy suspect.
 func (s *Service) uploadStream(ctx context.Context, req Request) error {
-	co, release, err := s.admitCheckout(ctx, req.Repo)
+	co, release, err := s.admitCheckout(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -112,13 +112,14 @@ func (s *Service) uploadStream(ctx context.Context, req Request) error {
 	return nil
 }
 
-// admitCheckout takes a git slot and materializes repo.
-func (s *Service) admitCheckout(ctx context.Context, repo string) (*LocalCopy, func(), error) {
-	release, err := s.admit(ctx, repo)
+// admitCheckout takes a git slot and materializes the request's
+// repository.
+func (s *Service) admitCheckout(ctx context.Context, req Request) (*LocalCopy, func(), error) {
+	release, err := s.admit(ctx, req.Repo)
 	if err != nil {
 		return nil, nil, err
 	}
-	co, err := s.opts.Repos.Materialize(ctx, repo)
+	co, err := s.opts.Repos.Materialize(ctx, req.Repo, req.DefaultBranch)
 	if err != nil {
 		release()
 		return nil, nil, materializeError(err)

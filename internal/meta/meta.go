@@ -111,6 +111,12 @@ type Repo struct {
 	// refs, which are refused by default (docs/adr/0031-push-protection.md).
 	// A fork starts with it off.
 	AllowReplaceRefs bool
+	// DefaultBranch is the branch a clone checks out and HEAD names
+	// ("dev", without refs/heads/), or "" until an admin of the
+	// repository sets one: then, and whenever the branch is missing, the
+	// server picks main, then master, then the first branch by name
+	// (docs/adr/0110-default-branch.md). A fork starts with its source's.
+	DefaultBranch string
 }
 
 // FullName is "owner/name", the form users type.

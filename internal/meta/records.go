@@ -111,6 +111,10 @@ type repoRecord struct {
 	// AllowReplaceRefs lets pushes create refs/replace/* refs; absent in
 	// older records, so refused.
 	AllowReplaceRefs bool `json:"allow_replace_refs,omitempty"`
+	// DefaultBranch is the branch HEAD names, without refs/heads/; absent
+	// in older records and until set, so chosen by the server
+	// (docs/adr/0110-default-branch.md).
+	DefaultBranch string `json:"default_branch,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -119,7 +123,7 @@ type repoRecord struct {
 }
 
 func (r *repoRecord) repo() Repo {
-	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
 }
 
 func (t *tenantRecord) tenant() Tenant {

@@ -224,7 +224,7 @@ func (s *Store) ForkRepo(ctx context.Context, srcOwner, srcName, dstOwner, dstNa
 	}
 	rec := repoRecord{
 		V: recordVersion, ID: s.newID(), Owner: t.Name, Name: dstName, Public: src.Public,
-		CreatedAt: s.now(), ForkedFrom: src.repo().FullName(),
+		CreatedAt: s.now(), ForkedFrom: src.repo().FullName(), DefaultBranch: src.DefaultBranch,
 	}
 	if err := s.log.Fork(ctx, src.ID, rec.ID); err != nil {
 		if errors.Is(err, wal.ErrRepoDeleted) {

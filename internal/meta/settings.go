@@ -2,7 +2,11 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/ghost-scm/ghost/internal/ids"
+	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // SetPushProtection turns push protection of owner/name on or off
@@ -46,6 +50,87 @@ func (s *Store) setFlag(ctx context.Context, owner, name, what string, flag func
 	})
 	if err != nil {
 		return fmt.Errorf("set %s of %s/%s: %w", what, owner, name, err)
+	}
+	return nil
+}
+
+// ErrNoSuchBranch reports a default branch that the repository does not
+// have: only an existing branch can be made the default
+// (docs/adr/0110-default-branch.md). It is an ErrInvalidArgument too, so
+// that the API answers 400.
+var ErrNoSuchBranch error = invalidArgument("no such branch")
+
+// invalidArgument is an ErrInvalidArgument whose message is only its
+// own words.
+type invalidArgument string
+
+func (e invalidArgument) Error() string { return string(e) }
+
+// Is makes it an ErrInvalidArgument.
+func (e invalidArgument) Is(target error) bool { return target == ErrInvalidArgument }
+
+// SetDefaultBranch makes branch (a name below refs/heads/, given without
+// that prefix) the default branch of owner/name: the branch HEAD names,
+// which clones check out. The branch must exist now (ErrNoSuchBranch
+// otherwise), read from the repository's log before the record is
+// changed by compare-and-swap (setFlag's outcomes). A push that deletes
+// the branch between the two leaves a setting that names a missing
+// branch, which serves as if unset until the branch is pushed again: the
+// server never deletes the default branch itself, and a push that would
+// is refused while the setting is in force.
+func (s *Store) SetDefaultBranch(ctx context.Context, owner, name, branch string) error {
+	if err := CheckBranchName(branch); err != nil {
+		return fmt.Errorf("set default branch: %w", err)
+	}
+	rec, _, err := s.readRepo(ctx, owner, name)
+	if err != nil {
+		return fmt.Errorf("set default branch: %w", err)
+	}
+	x, err := s.log.Head(ctx, rec.ID)
+	if err != nil {
+		if errors.Is(err, wal.ErrRepoDeleted) {
+			return fmt.Errorf("set default branch: repository %s/%s: %w", owner, name, ErrNotFound)
+		}
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		// %v: a log that cannot be read is the server's trouble, never
+		// the caller's bad input, whatever the log's error says.
+		return fmt.Errorf("set default branch of %s/%s: %w: reading its log: %v", owner, name, ErrUnavailable, err)
+	}
+	if x.Ref("refs/heads/"+branch) == "" {
+		return fmt.Errorf("default branch %q of %s/%s: %w (push it first)", branch, owner, name, ErrNoSuchBranch)
+	}
+	key, err := repoRef(owner, name)
+	if err != nil {
+		return fmt.Errorf("set default branch: %w", err)
+	}
+	_, err = s.updateListedRepo(ctx, key, func(cur *repoRecord) (*repoRecord, error) {
+		if cur == nil || cur.Deleted || cur.ID != rec.ID {
+			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
+		}
+		if cur.DefaultBranch == branch {
+			return nil, nil
+		}
+		next := *cur
+		next.DefaultBranch = branch
+		return &next, nil
+	})
+	if err != nil {
+		return fmt.Errorf("set default branch of %s/%s: %w", owner, name, err)
+	}
+	return nil
+}
+
+// CheckBranchName reports whether branch is a valid branch name as git
+// allows it below refs/heads/ (git check-ref-format), given without that
+// prefix: ErrInvalidArgument otherwise.
+func CheckBranchName(branch string) error {
+	if branch == "" {
+		return invalidArgument("empty branch name")
+	}
+	if err := ids.CheckRefName("refs/heads/" + branch); err != nil {
+		return invalidArgument(fmt.Sprintf("branch %q is not a valid branch name", branch))
 	}
 	return nil
 }

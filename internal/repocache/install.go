@@ -33,7 +33,7 @@ func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string
 	if err := c.reconcileRefs(ctx, c.git, dir, x.Refs); err != nil {
 		return err
 	}
-	if err := c.setHead(ctx, dir, x.Refs); err != nil {
+	if err := c.setHead(ctx, repo, dir, x.Refs); err != nil {
 		return err
 	}
 	if c.bg == nil {

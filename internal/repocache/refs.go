@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
@@ -87,8 +88,46 @@ func DefaultBranch(refs []wal.Ref) string {
 	return first
 }
 
-func (c *Cache) setHead(ctx context.Context, dir string, refs []wal.Ref) error {
-	want := DefaultBranch(refs)
+// HeadBranch is the full name of the branch HEAD names in a repository
+// with refs whose default-branch setting is setting (without
+// refs/heads/): that branch when it exists, otherwise DefaultBranch's
+// choice. A setting can name a missing branch only after a push deleted
+// it in a race with the change of the setting; the repository then
+// serves as if unset until the branch is pushed again
+// (docs/adr/0110-default-branch.md).
+func HeadBranch(refs []wal.Ref, setting string) string {
+	if setting != "" {
+		full := "refs/heads/" + setting
+		if _, ok := slices.BinarySearchFunc(refs, full, func(r wal.Ref, n string) int { return strings.Compare(r.Name, n) }); ok {
+			return full
+		}
+	}
+	return DefaultBranch(refs)
+}
+
+// SetDefaultBranch records repo's default-branch setting (the
+// repository record's, "" for none) for the materializations that
+// follow, in whoever's request: each sets HEAD by HeadBranch. The git
+// service calls it before every Materialize with the setting it read for
+// that request, so a node learns a change at its next git request for
+// the repository; callers that do not know the setting (scans, the web
+// pages) leave HEAD as the last request set it.
+func (c *Cache) SetDefaultBranch(repo, branch string) {
+	if branch == "" {
+		c.heads.Delete(repo)
+		return
+	}
+	c.heads.Store(repo, branch)
+}
+
+func (c *Cache) defaultBranch(repo string) string {
+	v, _ := c.heads.Load(repo)
+	s, _ := v.(string)
+	return s
+}
+
+func (c *Cache) setHead(ctx context.Context, repo, dir string, refs []wal.Ref) error {
+	want := HeadBranch(refs, c.defaultBranch(repo))
 	b, err := os.ReadFile(filepath.Join(dir, "HEAD"))
 	if err == nil && strings.TrimSpace(string(b)) == "ref: "+want {
 		return nil

@@ -103,6 +103,10 @@ type Cache struct {
 	// testHook, when set, runs at the steps of a background consolidation.
 	testHook func(step string)
 
+	// heads holds each repository's default-branch setting as the last
+	// request said (SetDefaultBranch).
+	heads sync.Map
+
 	mu       sync.Mutex
 	slots    map[string]*slot
 	suspects map[string]bool      // repositories to verify at their next materialization

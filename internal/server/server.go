@@ -623,7 +623,7 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	if err != nil {
 		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
 	switch {
 	case write:
 		g.Level = access.Write

@@ -79,7 +79,7 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 	}
 	err = serve(ctx, gitsvc.Request{
 		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
-		AllowReplaceRefs: acc.AllowReplaceRefs, Body: req.Stdin, Out: req.Stdout,
+		AllowReplaceRefs: acc.AllowReplaceRefs, DefaultBranch: acc.DefaultBranch, Body: req.Stdin, Out: req.Stdout,
 		GitProtocol: req.GitProtocol, Stream: true,
 	})
 	var e *gitsvc.Error

@@ -323,15 +323,23 @@ func walkForms(t *testing.T, w formWalk) {
 		t.Fatalf("the switcher went to %s", l)
 	}
 
-	// Repository settings: push protection on.
+	// Repository settings: push protection on, feature/x the default
+	// branch, which the repository page then shows first.
 	w.do("settings",
 		chromedp.Click(css("#settings")),
 		chromedp.WaitVisible(css("#settings-form")),
-		chromedp.Click(css("#push-protection")), w.shot("settings"),
+		chromedp.Click(css("#push-protection")),
+		chromedp.SendKeys(css("#default-branch"), "feature/x"), w.shot("settings"),
 		chromedp.Click(css("#save")),
 		chromedp.WaitVisible(css("p.notice")))
-	if r, err := w.m.Repo(ctx, "alice", "secret-project"); err != nil || !r.PushProtection || r.Public {
+	if r, err := w.m.Repo(ctx, "alice", "secret-project"); err != nil || !r.PushProtection || r.Public || r.DefaultBranch != "feature/x" {
 		t.Fatalf("after saving the settings: %+v %v", r, err)
+	}
+	w.do("default branch",
+		chromedp.Click(css(`.tabs a[href="/alice/secret-project"]`)),
+		chromedp.WaitVisible(css("#default-mark")))
+	if body := w.text(); !strings.Contains(body, "Branches\nfeature/x default") {
+		t.Errorf("the repository page does not list the default branch first:\n%s", body)
 	}
 
 	// A new repository, then its deletion with the typed name.

@@ -86,11 +86,14 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*visitor, bo
 	return v, true
 }
 
-// ownerRepos is one owner's repositories on the home page.
+// ownerRepos is one owner's repositories on the home page: the first
+// page of them, and where the owner page continues when there are more
+// (More, "" when none).
 type ownerRepos struct {
 	Owner string
 	Org   bool
 	Repos []client.Repo
+	More  string
 }
 
 // home is the front page: for a visitor, what ghost is and where to look;
@@ -116,10 +119,17 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 	for _, o := range orgs {
 		owners = append(owners, ownerRepos{Owner: o.Name, Org: true})
 	}
+	// A page of each owner's, as long as the owner page's, which goes on
+	// from where this one stops (docs/adr/0090-bounded-serving.md).
 	for i := range owners {
-		if owners[i].Repos, err = c.ListRepos(ctx, owners[i].Owner); err != nil {
+		o := &owners[i]
+		var next string
+		if o.Repos, next, err = c.ListReposPage(ctx, o.Owner, "", ownerPageSize); err != nil {
 			h.fail(w, r, v, apiError(err))
 			return
+		}
+		if next != "" {
+			o.More = "/" + urlSegment(o.Owner) + "?after=" + url.QueryEscape(next)
 		}
 	}
 	h.show(w, r, v, http.StatusOK, "dashboard", page{Title: "ghost", Data: owners})
@@ -199,6 +209,11 @@ func (h *Handler) newRepo(w http.ResponseWriter, r *http.Request) {
 // settingsPage is a repository's settings.
 type settingsPage struct {
 	Repo client.Repo
+	// Head is the branch HEAD names now, shown while no default branch
+	// is set; Branches the first page of branches, offered for the
+	// default branch (docs/adr/0110-default-branch.md).
+	Head     string
+	Branches []ref
 }
 
 func (h *Handler) repoSettings(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +232,17 @@ func (h *Handler) repoSettings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, apiError(err))
 		return
 	}
-	h.show(w, r, v, http.StatusOK, "settings", page{Title: "Settings · " + rv.FullName(), Repo: rv, Tab: "settings", Notice: noticeOf(r), Data: settingsPage{Repo: repo}})
+	g, err := h.open(r, rv)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	data := settingsPage{Repo: repo, Head: g.head()}
+	if data.Branches, _, err = g.refPage(r.Context(), "refs/heads", "", refsPage, false); err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	h.show(w, r, v, http.StatusOK, "settings", page{Title: "Settings · " + rv.FullName(), Repo: rv, Tab: "settings", Notice: noticeOf(r), Data: data})
 }
 
 // notices are the messages a redirect after a change shows (?done=...):
@@ -242,7 +267,13 @@ func (h *Handler) saveSettings(w http.ResponseWriter, r *http.Request) {
 	public := r.PostFormValue("visibility") == "public"
 	protect := r.PostFormValue("push_protection") == "on"
 	replace := r.PostFormValue("allow_replace_refs") == "on"
-	if _, err := h.api(v).UpdateRepo(r.Context(), owner, name, client.RepoSettings{Public: &public, PushProtection: &protect, AllowReplaceRefs: &replace}); err != nil {
+	settings := client.RepoSettings{Public: &public, PushProtection: &protect, AllowReplaceRefs: &replace}
+	// The default branch is sent only when changed, so that saving the
+	// other settings never fails on a branch deleted meanwhile.
+	if b := strings.TrimSpace(r.PostFormValue("default_branch")); b != "" && b != r.PostFormValue("default_branch_was") {
+		settings.DefaultBranch = &b
+	}
+	if _, err := h.api(v).UpdateRepo(r.Context(), owner, name, settings); err != nil {
 		h.fail(w, r, v, apiError(err))
 		return
 	}

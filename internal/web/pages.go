@@ -187,22 +187,35 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, v, err)
 		return
 	}
-	if data.Default != "" && refNameOK(data.Default) {
-		ids, err := g.batchCheck(ctx, []string{"refs/heads/" + data.Default + "^{commit}"})
+	// The repository's default branch when it has one and the branch
+	// exists, else what HEAD names (docs/adr/0110-default-branch.md).
+	candidates := []string{data.Default}
+	if set := rv.DefaultBranch; set != "" && set != data.Default {
+		candidates = []string{set, data.Default}
+	}
+	candidates = slices.DeleteFunc(candidates, func(b string) bool { return b == "" || !refNameOK(b) })
+	if len(candidates) > 0 {
+		specs := make([]string, len(candidates))
+		for i, b := range candidates {
+			specs[i] = "refs/heads/" + b + "^{commit}"
+		}
+		ids, err := g.batchCheck(ctx, specs)
 		if err != nil {
 			h.fail(w, r, v, err)
 			return
 		}
-		if ids[0] != "" {
-			cs, err := g.log(ctx, ids[0], "", 0, 1)
+		if i := slices.IndexFunc(ids, func(id string) bool { return id != "" }); i >= 0 {
+			data.Default = candidates[i]
+			cs, err := g.log(ctx, ids[i], "", 0, 1)
 			if err != nil {
 				h.fail(w, r, v, err)
 				return
 			}
-			data.Head = &ref{Name: data.Default, Full: "refs/heads/" + data.Default, Commit: ids[0]}
+			data.Head = &ref{Name: data.Default, Full: "refs/heads/" + data.Default, Commit: ids[i]}
 			if len(cs) == 1 {
 				data.Head.When, data.Head.Subject = cs[0].When, cs[0].Subject
 			}
+			data.Branches = defaultFirst(data.Branches, *data.Head)
 		}
 	}
 	if data.Head != nil {
@@ -814,4 +827,22 @@ func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
 type scansPage struct {
 	Runs []scanner.Status
 	Lag  scanner.Lag
+}
+
+// defaultFirst lists the default branch first, then the page's other
+// branches in their order: the default branch leads wherever its name
+// sorts, on this page or not.
+func defaultFirst(branches []ref, def ref) []ref {
+	out := make([]ref, 0, len(branches)+1)
+	if i := slices.IndexFunc(branches, func(b ref) bool { return b.Full == def.Full }); i >= 0 {
+		out = append(out, branches[i])
+	} else {
+		out = append(out, ref{Name: def.Name, Full: def.Full, Commit: def.Commit, When: def.When})
+	}
+	for _, b := range branches {
+		if b.Full != def.Full {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -27,8 +27,11 @@ var (
 	_ gitsvc.Stager       = Repos{}
 )
 
-// Materialize brings the cache's copy forward (repocache.Cache.Materialize).
-func (r Repos) Materialize(ctx context.Context, repo string) (*gitsvc.LocalCopy, error) {
+// Materialize brings the cache's copy forward (repocache.Cache.Materialize)
+// with HEAD at the repository's default branch
+// (repocache.Cache.SetDefaultBranch).
+func (r Repos) Materialize(ctx context.Context, repo, defaultBranch string) (*gitsvc.LocalCopy, error) {
+	r.Cache.SetDefaultBranch(repo, defaultBranch)
 	snap, err := r.Cache.Materialize(ctx, repo)
 	if err != nil {
 		return nil, err
@@ -36,7 +39,7 @@ func (r Repos) Materialize(ctx context.Context, repo string) (*gitsvc.LocalCopy,
 	return &gitsvc.LocalCopy{
 		Dir:    snap.Dir,
 		Refs:   snap.Index.Refs,
-		Head:   repocache.DefaultBranch(snap.Index.Refs),
+		Head:   repocache.HeadBranch(snap.Index.Refs, defaultBranch),
 		Healed: snap.Healed,
 	}, nil
 }
