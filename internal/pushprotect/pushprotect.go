@@ -1,6 +1,11 @@
 // Package pushprotect refuses pushes that add secrets (docs/design.md
 // §10.2, docs/adr/0031-push-protection.md).
 //
+// Of the three scanning packages (docs/adr/0116-scanner-package-name.md),
+// it checks one push inline, before its commit point; package scanner
+// scans what was committed, later, in runs; both match with package
+// secretscan's engine.
+//
 // A receive path calls Checker.Check after the pushed pack has been
 // indexed into a quarantine and validated, and before its commit point.
 // Check scans exactly the blobs the push adds — those reachable from the
