@@ -69,10 +69,10 @@ func (h *handler) publicRepos(w http.ResponseWriter, r *http.Request, p *meta.Pr
 
 // userOrgs lists the organizations the caller is a member of.
 //
-// Memberships are kept by org (meta/members/<org>/<user>), so this reads
-// every tenant record and one membership record per org: its cost grows
-// with the installation's tenants until the metadata store keeps an index
-// by user (docs/design.md §10.6).
+// Memberships are kept by org (meta/members/<org>/<user>, docs/design.md
+// §7.3), so this reads every tenant record and one membership record per
+// org: its cost grows with the installation's tenants until the metadata
+// store keeps an index by user (docs/design.md §10.7).
 func (h *handler) userOrgs(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if err := requireAuth(p); err != nil {
 		return 0, nil, err

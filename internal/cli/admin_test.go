@@ -241,6 +241,11 @@ func TestAdminNamesItsStore(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "NAME") || !strings.Contains(r.stderr, "read from "+dir) {
 		t.Fatalf("tenant list: %+v", r)
 	}
+	// A store command (admin.runE) as well.
+	r = ghost(t, dir, "repo", "reindex")
+	if r.code != 0 || r.stdout != "listed 1 tenants and 0 repositories\n" || !strings.Contains(r.stderr, "wrote to "+dir+"\n") {
+		t.Fatalf("repo reindex: %+v", r)
+	}
 	// A relative data directory is named by its absolute path, so a run
 	// in the wrong directory shows.
 	t.Chdir(dir)
@@ -271,6 +276,7 @@ func TestNoStrayStore(t *testing.T) {
 		{"tenant", "create", "bob"},
 		{"token", "list", "bob"},
 		{"repo", "compact", "alice/hello"},
+		{"repo", "reindex"},
 		{"gc", "--dry-run"},
 		{"repo", "scans", "alice/hello"},
 	} {

@@ -11,8 +11,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/config"
-	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -45,21 +43,14 @@ func newRepoCompactCmd(env *Env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		ctx := cmd.Context()
-		objects, err := a.cfg.OpenStore(ctx)
-		if err != nil {
-			return err
-		}
-		r, err := meta.New(objects, wal.New(objects, wal.Options{})).Repo(ctx, owner, name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "%s/%s is log %s in %s\n", owner, name, r.ID, a.cfg.Location())
-		if err := compactRepo(ctx, objects, a.cfg.Cache(), r.ID, full, env.Stdout); err != nil {
-			return err
-		}
-		a.wrote()
-		return nil
+		return a.runE(true, func(ctx context.Context, s stores, _ []string) error {
+			r, err := s.meta.Repo(ctx, owner, name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "%s/%s is log %s in %s\n", owner, name, r.ID, a.cfg.Location())
+			return compactRepo(ctx, s, a.cfg.Cache(), r.ID, full, env.Stdout)
+		})(cmd, args)
 	}
 	return cmd
 }
@@ -68,16 +59,15 @@ func newRepoCompactCmd(env *Env) *cobra.Command {
 // the cache directory's scratch space, which a server on the same node
 // may share (docs/design.md §5.1). It is independent of how the command
 // line is parsed.
-func compactRepo(ctx context.Context, objects objstore.Store, cacheDir, repoID string, full bool, out io.Writer) error {
-	log := wal.New(objects, wal.Options{})
-	cache, err := repocache.New(cacheDir, log, repocache.Options{})
+func compactRepo(ctx context.Context, s stores, cacheDir, repoID string, full bool, out io.Writer) error {
+	cache, err := repocache.New(cacheDir, s.log, repocache.Options{})
 	if err != nil {
 		return err
 	}
 	defer cache.Close()
 	// Serve scans every push, so a compaction by hand keeps what scans
 	// have not read yet, as serve's own do (docs/adr/0033-scan-coverage.md).
-	c := compact.New(log, cache, compact.Options{Progress: func(msg string) { fmt.Fprintln(out, msg) }, Coverage: scanner.NewCoverage(objects)})
+	c := compact.New(s.log, cache, compact.Options{Progress: func(msg string) { fmt.Fprintln(out, msg) }, Coverage: scanner.NewCoverage(s.objects)})
 	compactFn := c.Compact
 	if full {
 		compactFn = c.CompactFull

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -29,17 +29,9 @@ func TestRepoCompact(t *testing.T) {
 
 	// Two pushes of real objects, straight into the log.
 	src := t.TempDir()
+	env := gittest.Env(t.TempDir())
 	git := func(stdin string, args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("git %v: %v", args, err)
-		}
-		return strings.TrimSpace(string(out))
+		return strings.TrimSpace(gittest.Input(t, env, src, strings.NewReader(stdin), args...))
 	}
 	git("", "init", "-q", "--initial-branch=main")
 	objects, err := fsstore.Open(filepath.Join(dir, "objects"))
@@ -57,13 +49,7 @@ func TestRepoCompact(t *testing.T) {
 		if old != wal.ZeroID {
 			in += "^" + old + "\n"
 		}
-		cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
-		cmd.Dir = src
-		cmd.Stdin = strings.NewReader(in)
-		pk, err := cmd.Output()
-		if err != nil {
-			t.Fatal(err)
-		}
+		pk := []byte(gittest.Input(t, env, src, strings.NewReader(in), "pack-objects", "--revs", "--stdout", "-q"))
 		if _, err := log.Commit(ctx, r.ID, wal.Push{Transitions: []wal.Transition{{Ref: "refs/heads/main", Old: old, New: tip}}, Pack: bytes.NewReader(pk), PackSize: int64(len(pk))}); err != nil {
 			t.Fatal(err)
 		}

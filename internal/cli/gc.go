@@ -11,8 +11,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/gc"
-	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // minGrace is the smallest --grace accepted. A push may take up to 15
@@ -54,7 +52,10 @@ func newGCCmd(env *Env) *cobra.Command {
 		if o.retention <= 0 || o.conc <= 0 {
 			return usageErrorf("--retention and --concurrency must be positive")
 		}
-		return runGC(cmd.Context(), env, a.cfg, o)
+		// gc names its store on stdout before it starts, so no note after.
+		return a.runE(false, func(ctx context.Context, s stores, _ []string) error {
+			return runGC(ctx, env, s, a.cfg, o)
+		})(cmd, nil)
 	}
 	return cmd
 }
@@ -66,13 +67,8 @@ type gcOptions struct {
 	conc             int
 }
 
-func runGC(ctx context.Context, env *Env, cfg config.Config, o gcOptions) error {
+func runGC(ctx context.Context, env *Env, s stores, cfg config.Config, o gcOptions) error {
 	dry, grace, retention, conc := o.dry, o.grace, o.retention, o.conc
-	objects, err := cfg.OpenStore(ctx)
-	if err != nil {
-		return err
-	}
-	names := meta.New(objects, wal.New(objects, wal.Options{}))
 	mode := ""
 	if dry {
 		mode = " (dry run: nothing is deleted)"
@@ -82,12 +78,12 @@ func runGC(ctx context.Context, env *Env, cfg config.Config, o gcOptions) error 
 	if dry {
 		verb = "would delete"
 	}
-	rep, err := gc.New(objects, gc.Options{
+	rep, err := gc.New(s.objects, gc.Options{
 		Grace:       grace,
 		Retention:   retention,
 		DryRun:      dry,
 		Concurrency: conc,
-		Live:        gc.MetaLive(objects, names),
+		Live:        gc.MetaLive(s.objects, s.meta),
 		OnObject: func(o gc.Object) {
 			fmt.Fprintf(env.Stdout, "%s %s %d bytes (%s)\n", verb, o.Key, o.Size, o.Reason)
 		},

@@ -16,8 +16,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/config"
-	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // The user and admin commands (tenant, token, key, repo) run in one of
@@ -150,25 +148,23 @@ func (t *target) openServer(server string) (*conn, error) {
 // openStore serves the API over the configured object store, in process,
 // as the operator.
 func (t *target) openStore(ctx context.Context, so storeOptions) (*conn, error) {
-	objects, err := t.cfg.OpenStore(ctx)
+	st, err := openStores(ctx, &t.cfg)
 	if err != nil {
 		return nil, err
 	}
-	log := wal.New(objects, wal.Options{})
-	ms := meta.New(objects, log)
-	as := alerts.New(objects)
+	as := alerts.New(st.objects)
 	opts := []api.Option{api.WithOperator(operatorName()), api.WithAlerts(as)}
 	closeFn := func() {}
 	if so.scans != nil {
 		so.scans.cfg = t.cfg
-		s, err := so.scans.openOn(ctx, so.logger, objects, log, as)
+		s, err := so.scans.openOn(ctx, so.logger, st, as)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, api.WithScans(s.sc))
 		closeFn = s.close
 	}
-	c, err := client.New("http://store.invalid", "", client.WithHandler(api.NewHandler(ms, nil, opts...)))
+	c, err := client.New("http://store.invalid", "", client.WithHandler(api.NewHandler(st.meta, nil, opts...)))
 	if err != nil {
 		closeFn()
 		return nil, err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // newRepoCmd returns "ghost repo" and its subcommands.
@@ -41,20 +40,14 @@ func newRepoReindexCmd(env *Env) *cobra.Command {
 		Args:  exactArgs(0),
 	}
 	a := newAdmin(env, cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx := cmd.Context()
-		objects, err := a.cfg.OpenStore(ctx)
+	cmd.RunE = a.runE(true, func(ctx context.Context, s stores, _ []string) error {
+		tenants, repos, err := s.meta.BuildListings(ctx)
 		if err != nil {
 			return err
 		}
-		tenants, repos, err := meta.New(objects, wal.New(objects, wal.Options{})).BuildListings(ctx)
-		if err != nil {
-			return err
-		}
-		a.wrote()
 		fmt.Fprintf(env.Stdout, "listed %d tenants and %d repositories\n", tenants, repos)
 		return nil
-	}
+	})
 	return cmd
 }
 

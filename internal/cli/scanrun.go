@@ -25,7 +25,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
 	"github.com/ghost-scm/ghost/internal/meta"
-	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -75,30 +74,28 @@ func (s *scanFlags) registerCoord(cmd *cobra.Command) {
 // store an error; otherwise the scanner works without it (runs are
 // queued in the object store, progress is what the object store knows).
 func (s *scanFlags) open(ctx context.Context, logger *slog.Logger, needCoord bool) (*scanning, error) {
-	objects, err := s.cfg.OpenStore(ctx)
+	st, err := openStores(ctx, &s.cfg)
 	if err != nil {
 		return nil, err
 	}
-	log := wal.New(objects, wal.Options{})
-	return s.openCoord(ctx, logger, objects, log, alerts.New(objects), needCoord)
+	return s.openCoord(ctx, logger, st, alerts.New(st.objects), needCoord)
 }
 
 // openOn opens the scanner over stores already open, for the API the
 // CLI serves over the store (repo scan, repo scans); an unreachable
 // coordination store is a warning.
-func (s *scanFlags) openOn(ctx context.Context, logger *slog.Logger, objects objstore.Store, log *wal.Log, as *alerts.Store) (*scanning, error) {
-	return s.openCoord(ctx, logger, objects, log, as, false)
+func (s *scanFlags) openOn(ctx context.Context, logger *slog.Logger, st stores, as *alerts.Store) (*scanning, error) {
+	return s.openCoord(ctx, logger, st, as, false)
 }
 
-func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, objects objstore.Store, log *wal.Log, as *alerts.Store, needCoord bool) (*scanning, error) {
+func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, st stores, as *alerts.Store, needCoord bool) (*scanning, error) {
 	if err := etcdcoord.ValidateNamespace(s.ns); err != nil {
 		return nil, usageErrorf("--coord-namespace: %v", err)
 	}
 	if s.shards < 1 || s.shards > 1<<16 {
 		return nil, usageErrorf("--scan-shards must be 1 to 65536")
 	}
-	out := &scanning{log: log, alerts: as, close: func() {}}
-	out.meta = meta.New(objects, out.log)
+	out := &scanning{log: st.log, meta: st.meta, alerts: as, close: func() {}}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	client, closer, err := openCoordClient(octx, s.cfg)
 	cancel()
@@ -118,7 +115,7 @@ func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, objects 
 	}
 	var err2 error
 	out.sc, err2 = scanner.New(scanner.Options{
-		Store: objects, Log: out.log, Alerts: out.alerts, Logger: logger, InitialShards: s.shards, Tracer: s.tracer,
+		Store: st.objects, Log: out.log, Alerts: out.alerts, Logger: logger, InitialShards: s.shards, Tracer: s.tracer,
 		Coord: func() coord.Backend {
 			if out.b == nil {
 				return nil

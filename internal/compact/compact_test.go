@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/compact"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -25,19 +25,7 @@ const repo = "r"
 // gitT runs git in dir and returns trimmed stdout.
 func gitT(t testing.TB, dir string, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, stderr.String())
-	}
-	return strings.TrimSpace(out.String())
+	return strings.TrimSpace(gittest.Input(t, gittest.Env(t.TempDir()), dir, strings.NewReader(stdin), args...))
 }
 
 // pusher owns a work tree and one branch, and pushes one commit at a time
@@ -79,15 +67,7 @@ func (p *pusher) pack(tip, excl string) ([]byte, []byte) {
 		in += "^" + excl + "\n"
 	}
 	base := filepath.Join(p.dir, ".git", "out")
-	cmd := exec.Command("git", "pack-objects", "--revs", "-q", base)
-	cmd.Dir = p.dir
-	cmd.Stdin = strings.NewReader(in)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		p.t.Fatalf("pack-objects: %v: %s", err, stderr.String())
-	}
-	name := base + "-" + strings.TrimSpace(out.String())
+	name := base + "-" + gitT(p.t, p.dir, in, "pack-objects", "--revs", "-q", base)
 	pk, err := os.ReadFile(name + ".pack")
 	if err != nil {
 		p.t.Fatal(err)
@@ -374,9 +354,8 @@ func TestCompactDropsUnreachable(t *testing.T) {
 			}
 			snap := materialize(t, newCache(t, log, repocache.Options{}))
 			checkSnapshot(t, log, snap)
-			cmd := exec.Command("git", "cat-file", "-e", junk.tip)
-			cmd.Dir = snap.Dir
-			if got := cmd.Run() == nil; got != tc.kept {
+			_, err := gittest.Run(gittest.Env(t.TempDir()), snap.Dir, nil, "cat-file", "-e", junk.tip)
+			if got := err == nil; got != tc.kept {
 				t.Fatalf("junk commit in the checkpoint: %v, want %v", got, tc.kept)
 			}
 		})

@@ -1,6 +1,6 @@
 // Package gc collects garbage in ghost's object store: immutable log
 // objects that no index references and that no reader or pusher can still
-// need (docs/design.md §10.4, docs/adr/0040-garbage-collection.md).
+// need (docs/design.md §3.7, docs/adr/0040-garbage-collection.md).
 //
 // What goes:
 //

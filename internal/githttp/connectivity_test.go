@@ -3,10 +3,10 @@ package githttp_test
 import (
 	"bytes"
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
 
@@ -14,16 +14,7 @@ import (
 // work tree dir.
 func packOfObjects(t *testing.T, dir string, ids []string) []byte {
 	t.Helper()
-	cmd := exec.Command("git", "pack-objects", "--stdout", "-q")
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("pack-objects: %v: %s", err, stderr.String())
-	}
-	return out.Bytes()
+	return []byte(gittest.Input(t, gittest.Env(t.TempDir()), dir, strings.NewReader(strings.Join(ids, "\n")+"\n"), "pack-objects", "--stdout", "-q"))
 }
 
 func pushOf(ref, old, new string, pack []byte) wal.Push {

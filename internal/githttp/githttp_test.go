@@ -49,7 +49,7 @@ func TestNonFastForwardText(t *testing.T) {
 	commitFile(t, a, "a.txt", "a\n")
 	git(t, a, "push", "-q", e.remote("alice/pub", "rw"), "main")
 	commitFile(t, b, "b.txt", "b\n")
-	out, err := gitErr(b, "push", e.remote("alice/pub", "rw"), "main")
+	out, err := gitErr(t, b, "push", e.remote("alice/pub", "rw"), "main")
 	if err == nil {
 		t.Fatal("non-fast-forward push succeeded")
 	}
@@ -132,7 +132,7 @@ func TestConcurrentPushesToOneNode(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if out, err := gitErr(src, "push", "-q", e.remote("alice/pub", "rw"), fmt.Sprintf("c%d", i)); err != nil {
+			if out, err := gitErr(t, src, "push", "-q", e.remote("alice/pub", "rw"), fmt.Sprintf("c%d", i)); err != nil {
 				errs <- out
 			}
 		}()

@@ -166,7 +166,7 @@ func TestFailureMidStreamHealsTheNextRequest(t *testing.T) {
 	rot(t, e, "pub")
 
 	dst := filepath.Join(t.TempDir(), "c")
-	if out, err := gitErr("", "clone", "-q", e.remote("alice/pub", ""), dst); err == nil {
+	if out, err := gitErr(t, "", "clone", "-q", e.remote("alice/pub", ""), dst); err == nil {
 		t.Fatalf("first clone succeeded:\n%s", out)
 	}
 	os.RemoveAll(dst)

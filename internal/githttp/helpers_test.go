@@ -1,17 +1,16 @@
 package githttp_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/access"
+	"github.com/ghost-scm/ghost/internal/gittest"
 
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
@@ -101,57 +100,25 @@ func (e *env) remote(repo, token string) string {
 	return "http://" + u + "/" + repo
 }
 
-var gitEnv = []string{
-	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-	"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-	"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
-	"GIT_AUTHOR_DATE=2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2024-01-01T00:00:00Z",
-	"LC_ALL=C",
-}
-
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, gitEnv...)
-}
-
 // git runs the git client in dir and returns stdout+stderr; it fails the
 // test on a non-zero exit.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := gitErr(dir, args...)
+	out, err := gitErr(t, dir, args...)
 	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(out)
 }
 
-func gitErr(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	var b bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &b, &b
-	err := cmd.Run()
-	return b.String(), err
+func gitErr(t *testing.T, dir string, args ...string) (string, error) {
+	return gittest.Combined(gittest.Env(t.TempDir()), dir, nil, args...)
 }
 
 // gitOut runs git and returns only stdout.
 func gitOut(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(out.String())
+	return strings.TrimSpace(gittest.Git(t, gittest.Env(t.TempDir()), dir, args...))
 }
 
 // workTree makes a repository with some history: two branches, a merge,

@@ -160,7 +160,7 @@ func TestPushOverLimitShowsInGitOutput(t *testing.T) {
 	write(t, src, "big.bin", string(big))
 	git(t, src, "add", ".")
 	git(t, src, "commit", "-q", "-m", "big")
-	out, err := gitErr(src, "push", e.remote("alice/pub", "rw"), "main")
+	out, err := gitErr(t, src, "push", e.remote("alice/pub", "rw"), "main")
 	if err == nil {
 		t.Fatalf("push over the limit succeeded:\n%s", out)
 	}
@@ -565,7 +565,7 @@ func TestDeleteCurrentBranchIsRefused(t *testing.T) {
 	src := e.seed()
 	git(t, src, "push", "-q", e.remote("alice/pub", "rw"), "main:topic")
 	before := e.logRefs("pub")
-	out, err := gitErr(src, "push", e.remote("alice/pub", "rw"), ":main")
+	out, err := gitErr(t, src, "push", e.remote("alice/pub", "rw"), ":main")
 	if err == nil {
 		t.Fatalf("deleting the current branch succeeded:\n%s", out)
 	}

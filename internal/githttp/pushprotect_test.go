@@ -39,7 +39,7 @@ func TestPushProtection(t *testing.T) {
 
 	tip := commitFile(t, src, "conf.txt", "x\n"+leak)
 	git(t, src, "branch", "side")
-	out, err := gitErr(src, "push", e.remote("alice/guard", "rw"), "main", "side")
+	out, err := gitErr(t, src, "push", e.remote("alice/guard", "rw"), "main", "side")
 	if err == nil {
 		t.Fatalf("push with a secret accepted:\n%s", out)
 	}
@@ -58,7 +58,7 @@ func TestPushProtection(t *testing.T) {
 	}
 
 	// A bad option is refused, before any scan, and changes nothing.
-	out, err = gitErr(src, "push", "-o", "secret-scanning.bypass=later", e.remote("alice/guard", "rw"), "main")
+	out, err = gitErr(t, src, "push", "-o", "secret-scanning.bypass=later", e.remote("alice/guard", "rw"), "main")
 	if err == nil || !strings.Contains(out, `invalid push option "secret-scanning.bypass=later"`) || !strings.Contains(out, "(invalid push option)") {
 		t.Fatalf("bad option: %v\n%s", err, out)
 	}
@@ -99,7 +99,7 @@ func TestPushProtectionUnavailable(t *testing.T) {
 	src := t.TempDir()
 	git(t, src, "init", "-q", "--initial-branch=main")
 	commitFile(t, src, "a.txt", "a\n")
-	out, err := gitErr(src, "push", e.remote("alice/guard", "rw"), "main")
+	out, err := gitErr(t, src, "push", e.remote("alice/guard", "rw"), "main")
 	if err == nil || !strings.Contains(out, "503") {
 		t.Fatalf("push with the check failing: %v\n%s", err, out)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
 	"github.com/ghost-scm/ghost/internal/gitsvc/pktline"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -86,16 +86,7 @@ func report(t *testing.T, b []byte, sideband bool) []string {
 // (pack-objects --revs syntax), built in work tree dir.
 func packOf(t *testing.T, dir string, revs ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	cmd.Stdin = strings.NewReader(strings.Join(revs, "\n") + "\n")
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("pack-objects: %v: %s", err, stderr.String())
-	}
-	return out.Bytes()
+	return []byte(gittest.Input(t, gittest.Env(t.TempDir()), dir, strings.NewReader(strings.Join(revs, "\n")+"\n"), "pack-objects", "--revs", "--stdout", "-q"))
 }
 
 // emptyPack is a valid pack with no objects.
@@ -345,7 +336,7 @@ func TestContentionAnswers503(t *testing.T) {
 		t.Fatal("no Retry-After")
 	}
 	// And the git client says the push failed.
-	out, err := gitErr(src, "push", e.remote("alice/pub", "rw"), "main")
+	out, err := gitErr(t, src, "push", e.remote("alice/pub", "rw"), "main")
 	if err == nil || !strings.Contains(out, "503") {
 		t.Fatalf("git push under contention: %v\n%s", err, out)
 	}

@@ -145,7 +145,7 @@ type ServingTracker interface {
 const DefaultStageMinBytes = 1 << 20
 
 // PushProtector decides whether a validated push may be committed: a
-// *pushprotect.Scanner.
+// *pushprotect.Checker.
 type PushProtector interface {
 	Check(ctx context.Context, p pushprotect.Push) (*pushprotect.Verdict, error)
 }

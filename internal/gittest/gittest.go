@@ -51,6 +51,17 @@ func Git(tb testing.TB, env []string, dir string, args ...string) string {
 	return out
 }
 
+// Input runs git like Git with stdin as its standard input, for the
+// plumbing that reads it (pack-objects, fast-import, index-pack --stdin).
+func Input(tb testing.TB, env []string, dir string, stdin io.Reader, args ...string) string {
+	tb.Helper()
+	out, err := Run(env, dir, stdin, args...)
+	if err != nil {
+		tb.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
 // Run runs git and returns stdout, or an error carrying stderr.
 func Run(env []string, dir string, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
@@ -63,6 +74,20 @@ func Run(env []string, dir string, stdin io.Reader, args ...string) (string, err
 		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// Combined runs git and returns its stdout and stderr in the one stream a
+// terminal shows, with the exit error: a push's answer (the server's
+// "remote:" lines, "[remote rejected]") is on stderr even when it succeeds.
+func Combined(env []string, dir string, stdin io.Reader, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = stdin
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
 }
 
 // Shape describes a generated repository's history.

@@ -63,7 +63,8 @@ var (
 )
 
 // ownerName is the caller's tenant: Grant.Principal reads
-// "<tenant> (<credential>)" (docs/design.md §7.2), and a lock belongs to
+// "<tenant> (<credential>)" (meta.Principal.String,
+// docs/adr/0031-push-protection.md), and a lock belongs to
 // the tenant, whichever of its tokens took it.
 func ownerName(g access.Grant) string {
 	name, _, _ := strings.Cut(g.Principal, " (")

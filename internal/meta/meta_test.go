@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
@@ -753,18 +754,10 @@ func makePack(t *testing.T, n int) ([]byte, string) {
 		t.Skip("git not installed")
 	}
 	dir := t.TempDir()
+	env := gittest.Env(t.TempDir())
 	run := func(stdin []byte, args ...string) []byte {
 		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		cmd.Stdin = bytes.NewReader(stdin)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("git %v: %v", args, err)
-		}
-		return out
+		return []byte(gittest.Input(t, env, dir, bytes.NewReader(stdin), args...))
 	}
 	run(nil, "init", "-q")
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(fmt.Sprintf("content %d\n", n)), 0o644); err != nil {

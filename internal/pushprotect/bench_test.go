@@ -19,7 +19,7 @@ import (
 // BenchmarkPushProtection measures what push protection adds to the
 // validation of a push, both in the same run: "off" is what the receive
 // path does anyway (index-pack --fix-thin --strict into a quarantine and
-// the connectivity check), "on" is that plus Scanner.Check. Pushes of 1,
+// the connectivity check), "on" is that plus Checker.Check. Pushes of 1,
 // 10 and 100 MiB of new text (source-like lines, no secrets) go onto a
 // repository with a small and with a large history, to show that the
 // cost follows the pushed bytes, not the history:
@@ -72,7 +72,7 @@ func benchPush(b *testing.B, historyCommits, mib int) {
 	}
 	tip := f.rev("main")
 	pack := buildPack(b, f, tip)
-	s := newScanner(b, alerts.New(memstore.New()), Options{})
+	s := newChecker(b, alerts.New(memstore.New()), Options{})
 
 	var off, on, offCPU, onCPU time.Duration
 	var scanned int64

@@ -16,7 +16,7 @@ import (
 
 const rule = "  —————————————————————————————————————————"
 
-func (s *Scanner) blockedMessage(fs []secretscan.Finding) []string {
+func (s *Checker) blockedMessage(fs []secretscan.Finding) []string {
 	out := []string{
 		"error: push declined: the push contains secrets",
 		"",
@@ -39,7 +39,7 @@ func (s *Scanner) blockedMessage(fs []secretscan.Finding) []string {
 	return out
 }
 
-func (s *Scanner) tooManyMessage(fs []secretscan.Finding) []string {
+func (s *Checker) tooManyMessage(fs []secretscan.Finding) []string {
 	out := []string{
 		"error: push declined: the push contains secrets",
 		"",
@@ -52,7 +52,7 @@ func (s *Scanner) tooManyMessage(fs []secretscan.Finding) []string {
 	return append(out, s.locations(fs)...)
 }
 
-func (s *Scanner) bypassedMessage(fs []secretscan.Finding, reason alerts.BypassReason) []string {
+func (s *Checker) bypassedMessage(fs []secretscan.Finding, reason alerts.BypassReason) []string {
 	out := []string{
 		"",
 		"- GHOST PUSH PROTECTION",
@@ -67,7 +67,7 @@ func (s *Scanner) bypassedMessage(fs []secretscan.Finding, reason alerts.BypassR
 // locations lists findings grouped by secret type, in order of first
 // appearance, at most MaxListed locations in all; it ends with a blank
 // line.
-func (s *Scanner) locations(fs []secretscan.Finding) []string {
+func (s *Checker) locations(fs []secretscan.Finding) []string {
 	var order []string
 	byRule := map[string][]*secretscan.Finding{}
 	for i := range fs {

@@ -1,7 +1,12 @@
 // Package pushprotect refuses pushes that add secrets (docs/design.md
 // §10.2, docs/adr/0031-push-protection.md).
 //
-// A receive path calls Scanner.Check after the pushed pack has been
+// Of the three scanning packages (docs/adr/0116-scanner-package-name.md),
+// it checks one push inline, before its commit point; package scanner
+// scans what was committed, later, in runs; both match with package
+// secretscan's engine.
+//
+// A receive path calls Checker.Check after the pushed pack has been
 // indexed into a quarantine and validated, and before its commit point.
 // Check scans exactly the blobs the push adds — those reachable from the
 // new tips and from no existing ref, which are the quarantine's objects —
@@ -67,7 +72,7 @@ type Alerts interface {
 	RecordBypass(ctx context.Context, tenant, repoID string, f alerts.Finding, by string, reason alerts.BypassReason) (alerts.Alert, error)
 }
 
-// Options tune a Scanner. Zero values take the defaults.
+// Options tune a Checker. Zero values take the defaults.
 type Options struct {
 	// Workers scanning blobs in parallel (default: the number of CPUs).
 	Workers int
@@ -85,19 +90,19 @@ type Options struct {
 	MaxBypass int
 }
 
-// Scanner checks pushes. It holds the compiled rules, shared by every
+// Checker checks pushes. It holds the compiled rules, shared by every
 // check, and is safe for concurrent use.
-type Scanner struct {
+type Checker struct {
 	cfg     *secretscan.Config
 	matcher secretscan.Matcher
 	alerts  Alerts
 	opts    Options
 }
 
-// New returns a Scanner with the rules of cfg (nil: gitleaks' default
+// New returns a Checker with the rules of cfg (nil: gitleaks' default
 // rules, which is what the server uses: a repository's own .gitleaks.toml
 // is not read, so that a push cannot switch its own protection off).
-func New(cfg *secretscan.Config, a Alerts, opts Options) (*Scanner, error) {
+func New(cfg *secretscan.Config, a Alerts, opts Options) (*Checker, error) {
 	if a == nil {
 		return nil, errors.New("pushprotect: an alert store is required")
 	}
@@ -122,7 +127,7 @@ func New(cfg *secretscan.Config, a Alerts, opts Options) (*Scanner, error) {
 	if opts.MaxBypass <= 0 {
 		opts.MaxBypass = DefaultMaxBypass
 	}
-	return &Scanner{cfg: cfg, matcher: m, alerts: a, opts: opts}, nil
+	return &Checker{cfg: cfg, matcher: m, alerts: a, opts: opts}, nil
 }
 
 // Push is what Check needs to know about one push.
@@ -186,7 +191,7 @@ var ErrBypassNotRecorded = errors.New("pushprotect: the bypass could not be reco
 // through a tag of a tree or blob) blocks all the same, at its path under
 // the pushed ref that reaches it (secretscan.Locate); message findings
 // are at their commit or tag.
-func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
+func (s *Checker) Check(ctx context.Context, p Push) (*Verdict, error) {
 	start := time.Now()
 	opts, err := ParseOptions(p.Options)
 	if err != nil {
@@ -269,7 +274,7 @@ func (s *Scanner) Check(ctx context.Context, p Push) (*Verdict, error) {
 // (only those of files with candidates: the cost stays with the push),
 // and the blobs attributed again. What no diff of the pushed commits
 // adds is located under the pushed refs.
-func (s *Scanner) place(ctx context.Context, e *secretscan.Engine, repo secretscan.Repo, bs *secretscan.BlobScan, tips []string, refs []secretscan.RefTip, paths map[string]string) ([]secretscan.Finding, error) {
+func (s *Checker) place(ctx context.Context, e *secretscan.Engine, repo secretscan.Repo, bs *secretscan.BlobScan, tips []string, refs []secretscan.RefTip, paths map[string]string) ([]secretscan.Finding, error) {
 	if bs.FindingBlobs() == 0 {
 		return nil, nil
 	}
@@ -329,7 +334,7 @@ func (s *Scanner) place(ctx context.Context, e *secretscan.Engine, repo secretsc
 // recordBypass files every bypassed finding as an alert location with a
 // bypass entry. The caller's deadline bounds it; it stops at the first
 // failure, since the push is then refused anyway.
-func (s *Scanner) recordBypass(ctx context.Context, p Push, reason alerts.BypassReason, fs []secretscan.Finding, key []byte) error {
+func (s *Checker) recordBypass(ctx context.Context, p Push, reason alerts.BypassReason, fs []secretscan.Finding, key []byte) error {
 	by := p.Pusher
 	if by == "" {
 		by = "anonymous"

@@ -96,7 +96,7 @@ func (f *fixture) push(tips ...string) secretscan.Repo {
 	return secretscan.Repo{Dir: f.srv, Env: qenv}
 }
 
-func newScanner(t testing.TB, a Alerts, opts Options) *Scanner {
+func newChecker(t testing.TB, a Alerts, opts Options) *Checker {
 	t.Helper()
 	if opts.Workers == 0 {
 		opts.Workers = 2
@@ -125,7 +125,7 @@ func TestBlocked(t *testing.T) {
 	old := f.rev("main")
 	tip := f.commit("add key", map[string]string{"cfg/new.txt": "line one\nkey " + fakePAT + "\n"})
 	st := alerts.New(memstore.New())
-	s := newScanner(t, st, Options{})
+	s := newChecker(t, st, Options{})
 	v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
 		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}})
 	if err != nil {
@@ -162,7 +162,7 @@ func TestOnlyPushedObjects(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	old := f.rev("main")
-	s := newScanner(t, alerts.New(memstore.New()), Options{})
+	s := newChecker(t, alerts.New(memstore.New()), Options{})
 	check := func(u ...Update) *Verdict {
 		t.Helper()
 		var tips []string
@@ -209,7 +209,7 @@ func TestPathOnlyRule(t *testing.T) {
 	f := newFixture(t)
 	old := f.rev("main")
 	tip := f.commit("cert", map[string]string{"certs/client.p12": "\x30\x82\x00binary", "old.txt": "old " + fakePAT2 + "\nedited\n"})
-	s := newScanner(t, alerts.New(memstore.New()), Options{})
+	s := newChecker(t, alerts.New(memstore.New()), Options{})
 	v, err := s.Check(context.Background(), Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
 		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}})
 	if err != nil {
@@ -240,7 +240,7 @@ func TestBypass(t *testing.T) {
 			old := f.rev("main")
 			tip := f.commit("add key", map[string]string{"new.txt": "key " + fakePAT + "\n"})
 			st := alerts.New(memstore.New())
-			s := newScanner(t, st, Options{})
+			s := newChecker(t, st, Options{})
 			v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: tt.pusher, Repo: f.push(tip),
 				Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}},
 				Options: []string{"ci.skip", BypassOption + "=" + string(tt.reason)}})
@@ -294,7 +294,7 @@ func TestBypassSecrets(t *testing.T) {
 		"b64.txt": "data " + base64Of("token = "+"ghp_"+"Qq1Ww2Ee3Rr4Tt5Yy6Uu7Ii8Oo9Pp0Aa1Ss2D") + "\n",
 	})
 	st := alerts.New(memstore.New())
-	s := newScanner(t, st, Options{})
+	s := newChecker(t, st, Options{})
 	v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
 		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}, Options: []string{BypassOption + "=used_in_tests"}})
 	if err != nil || v.Blocked {
@@ -337,7 +337,7 @@ func TestBypassNotRecorded(t *testing.T) {
 	f := newFixture(t)
 	old := f.rev("main")
 	tip := f.commit("add key", map[string]string{"new.txt": "key " + fakePAT + "\n"})
-	s := newScanner(t, failingAlerts{alerts.New(memstore.New())}, Options{})
+	s := newChecker(t, failingAlerts{alerts.New(memstore.New())}, Options{})
 	_, err := s.Check(context.Background(), Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
 		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}, Options: []string{BypassOption + "=false_positive"}})
 	if !errors.Is(err, ErrBypassNotRecorded) {
@@ -352,7 +352,7 @@ func TestTooManyToBypass(t *testing.T) {
 	old := f.rev("main")
 	tip := f.commit("keys", map[string]string{"a.txt": "key " + fakePAT + "\n", "b.txt": "key " + fakePAT2 + "\n"})
 	st := alerts.New(memstore.New())
-	s := newScanner(t, st, Options{MaxBypass: 1})
+	s := newChecker(t, st, Options{MaxBypass: 1})
 	v, err := s.Check(context.Background(), Push{Tenant: "alice", RepoID: repoID, Pusher: "alice", Repo: f.push(tip),
 		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}, Options: []string{BypassOption + "=false_positive"}})
 	if err != nil {
@@ -369,7 +369,7 @@ func TestTooManyToBypass(t *testing.T) {
 // TestBadOptionBeforeScan: an invalid option is refused before any git
 // runs (the repository here does not even exist).
 func TestBadOptionBeforeScan(t *testing.T) {
-	s := newScanner(t, alerts.New(memstore.New()), Options{})
+	s := newChecker(t, alerts.New(memstore.New()), Options{})
 	_, err := s.Check(context.Background(), Push{Tenant: "alice", RepoID: repoID, Repo: secretscan.Repo{Dir: "/nonexistent"},
 		Updates: []Update{{Ref: "refs/heads/main", Old: zeroID, New: strings.Repeat("a", 40)}}, Options: []string{BypassOption + "=because"}})
 	var oe *OptionError
@@ -416,7 +416,7 @@ func TestParseOptions(t *testing.T) {
 // TestMessageLimit: at most MaxListed locations, grouped by type in order
 // of appearance, then "and N more".
 func TestMessageLimit(t *testing.T) {
-	s := newScanner(t, alerts.New(memstore.New()), Options{})
+	s := newChecker(t, alerts.New(memstore.New()), Options{})
 	var fs []secretscan.Finding
 	for i := range 7 {
 		rule := "github-pat"
@@ -448,7 +448,7 @@ func TestQuarantineNeeded(t *testing.T) {
 	old := f.rev("main")
 	tip := f.commit("add key", map[string]string{"new.txt": "key " + fakePAT + "\n"})
 	repo := f.push(tip)
-	s := newScanner(t, alerts.New(memstore.New()), Options{})
+	s := newChecker(t, alerts.New(memstore.New()), Options{})
 	_, err := s.Check(context.Background(), Push{Tenant: "alice", RepoID: repoID, Repo: secretscan.Repo{Dir: repo.Dir},
 		Updates: []Update{{Ref: "refs/heads/main", Old: old, New: tip}}})
 	var ge *secretscan.GitError
@@ -481,7 +481,7 @@ func TestBlockedLocations(t *testing.T) {
 	gittest.Git(t, f.env, f.client, "tag", "-a", "-m", "release "+fakePAT5, "t1", blob)
 	tag := f.rev("t1")
 	st := alerts.New(memstore.New())
-	s := newScanner(t, st, Options{})
+	s := newChecker(t, st, Options{})
 	updates := []Update{{Ref: "refs/heads/main", Old: old, New: tip}, {Ref: "refs/tags/t1", Old: zeroID, New: tag}}
 	v, err := s.Check(ctx, Push{Tenant: "alice", RepoID: repoID, Pusher: "alice (token t)", Repo: f.push(tip, tag), Updates: updates})
 	if err != nil {

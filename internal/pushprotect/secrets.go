@@ -29,7 +29,7 @@ import (
 // It reads each object holding a finding once, with one git cat-file
 // --batch; what a push bypasses is bounded (Options.MaxBypass), and so is
 // each object (Options.MaxBlobSize, applied by the scan).
-func (s *Scanner) secretsOf(ctx context.Context, repo secretscan.Repo, key []byte, fs []secretscan.Finding) map[int]string {
+func (s *Checker) secretsOf(ctx context.Context, repo secretscan.Repo, key []byte, fs []secretscan.Finding) map[int]string {
 	out := map[int]string{}
 	byObject := map[string][]int{}
 	var order []string
@@ -96,7 +96,7 @@ func readBatch(br *bufio.Reader) ([]byte, string, error) {
 }
 
 // rule returns the rule with id, if it has a regular expression.
-func (s *Scanner) rule(id string) *secretscan.Rule {
+func (s *Checker) rule(id string) *secretscan.Rule {
 	for _, r := range s.cfg.Rules {
 		if r.ID == id && r.Regex != nil {
 			return r
@@ -108,7 +108,7 @@ func (s *Scanner) rule(id string) *secretscan.Rule {
 // secretAt cuts the finding's match out of content and picks the secret
 // out of it as the engine does: the rule's secret group, else its first
 // group that matched, else the whole match.
-func (s *Scanner) secretAt(content []byte, f *secretscan.Finding) (string, bool) {
+func (s *Checker) secretAt(content []byte, f *secretscan.Finding) (string, bool) {
 	lines := strings.SplitAfter(string(content), "\n")
 	if f.EndLine < f.StartLine || f.EndLine > len(lines) {
 		return "", false

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -22,18 +22,7 @@ import (
 // gitT runs git in dir (a work tree) and returns trimmed stdout.
 func gitT(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, stderr.String())
-	}
-	return strings.TrimSpace(out.String())
+	return strings.TrimSpace(gittest.Git(t, gittest.Env(t.TempDir()), dir, args...))
 }
 
 // source is a work tree that produces packs for the log.
@@ -69,15 +58,7 @@ func (s *source) pack(tips []string, excl []string) []byte {
 	for _, e := range excl {
 		in.WriteString("^" + e + "\n")
 	}
-	cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
-	cmd.Dir = s.dir
-	cmd.Stdin = strings.NewReader(in.String())
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("pack-objects: %v: %s", err, stderr.String())
-	}
-	return out.Bytes()
+	return []byte(gittest.Input(s.t, gittest.Env(s.t.TempDir()), s.dir, strings.NewReader(in.String()), "pack-objects", "--revs", "--stdout", "-q"))
 }
 
 // fixture is a log and a cache shared by a test and its subtests. Its
@@ -500,14 +481,8 @@ func TestAdopt(t *testing.T) {
 	os.MkdirAll(filepath.Join(q, "pack"), 0o755)
 	scratch := t.TempDir()
 	gitT(t, scratch, "init", "--bare", "-q")
-	cmd := exec.Command("git", "index-pack", "--stdin")
-	cmd.Env = append(os.Environ(), "GIT_DIR="+scratch, "GIT_OBJECT_DIRECTORY="+q)
-	cmd.Stdin = bytes.NewReader(pack)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := gitexec.ParsePackName(string(out))
+	out := gittest.Input(t, append(gittest.Env(t.TempDir()), "GIT_DIR="+scratch, "GIT_OBJECT_DIRECTORY="+q), "", bytes.NewReader(pack), "index-pack", "--stdin")
+	h, err := gitexec.ParsePackName(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,11 @@
 // secretscan, record findings with package alerts, checkpoint their
 // cursor, and split long shards so idle workers can help.
 //
+// Of the three scanning packages (docs/adr/0116-scanner-package-name.md),
+// it scans what was committed, after the commit point, in runs that
+// workers share; package pushprotect checks one push before its commit
+// point; both match with package secretscan's engine.
+//
 // What lives where:
 //
 //	scans/<repoID>/runs/<seq>-<kind>       the run's descriptor (object store)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 )
@@ -224,13 +224,5 @@ keywords = ["ghp_"]
 
 func gitStdin(t *testing.T, dir, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = gitEnv()
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git %v: %v", args, err)
-	}
-	return string(out)
+	return gittest.Input(t, gittest.Env(t.TempDir()), dir, strings.NewReader(stdin), args...)
 }

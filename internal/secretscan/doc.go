@@ -1,6 +1,11 @@
 // Package secretscan finds credentials in git histories and directories
 // with gitleaks-compatible rules, scanning each unique blob once.
 //
+// Of the three scanning packages (docs/adr/0116-scanner-package-name.md),
+// it is the engine alone, storing nothing and knowing no push or run:
+// package pushprotect uses it to check a push before its commit point,
+// package scanner to scan committed history in runs.
+//
 // A scan has two phases (docs/adr/0030-secret-scanning-engine.md):
 //
 //  1. Engine.ScanRepo (all reachable blobs) or Engine.ScanObjects (given

@@ -67,7 +67,7 @@ func TestPushLimitIsPassedOn(t *testing.T) {
 	git(t, src, "add", ".")
 	git(t, src, "commit", "-q", "-m", "one")
 	cmd := exec.Command("git", "push", "http://x:"+tok+"@"+strings.TrimPrefix(ts.URL, "http://")+"/alice/demo.git", "main")
-	cmd.Dir, cmd.Env = src, gitEnv()
+	cmd.Dir, cmd.Env = src, gitEnv(t)
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "push exceeds the maximum allowed size of 1.0 KiB") {
 		t.Fatalf("push over the limit: %v\n%s", err, out)

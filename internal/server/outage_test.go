@@ -129,7 +129,7 @@ func TestPushFailureWording(t *testing.T) {
 			n := 0
 			fs.SetPlan(c.plan(&n))
 			cmd := exec.Command("git", "push", "http://x:"+tok+"@"+strings.TrimPrefix(ts.URL, "http://")+"/alice/demo.git", "main")
-			cmd.Dir, cmd.Env = dir, gitEnv()
+			cmd.Dir, cmd.Env = dir, gitEnv(t)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("push succeeded:\n%s", out)

@@ -1,20 +1,18 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -54,27 +52,12 @@ func seed(t *testing.T, s *server.Server) (string, meta.Repo) {
 	return tok, r
 }
 
-func gitEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-}
+// gitEnv is gittest's isolated git environment, with a home of its own.
+func gitEnv(t testing.TB) []string { return gittest.Env(t.TempDir()) }
 
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = gitEnv()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(gittest.Git(t, gitEnv(t), dir, args...))
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -193,14 +176,5 @@ func TestShutdownFinishesPushInFlight(t *testing.T) {
 func pktLine(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 func packObjects(t *testing.T, dir, rev string) []byte {
-	cmd := exec.Command("git", "pack-objects", "--revs", "--stdout", "-q")
-	cmd.Dir = dir
-	cmd.Env = gitEnv()
-	cmd.Stdin = strings.NewReader(rev + "\n")
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	return []byte(gittest.Input(t, gitEnv(t), dir, strings.NewReader(rev+"\n"), "pack-objects", "--revs", "--stdout", "-q"))
 }
