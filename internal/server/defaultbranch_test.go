@@ -143,7 +143,7 @@ func TestDefaultBranch(t *testing.T) {
 
 	// A push may not delete the default branch; another branch it may.
 	cmd := exec.Command("git", "push", remote(first), ":dev")
-	cmd.Dir, cmd.Env = src, gitEnv()
+	cmd.Dir, cmd.Env = src, gitEnv(t)
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "deletion of the current branch prohibited") || !strings.Contains(string(out), "--default-branch") {
 		t.Fatalf("deleting the default branch by push: %v\n%s", err, out)
