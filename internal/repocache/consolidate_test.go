@@ -189,7 +189,7 @@ func TestConsolidationCrashLeavesNoPack(t *testing.T) {
 
 	// The next process's consolidation removes what it left.
 	c2 := open()
-	snap = push(c2)
+	push(c2)
 	select {
 	case <-consolidated:
 	case <-time.After(time.Minute):
