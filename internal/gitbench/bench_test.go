@@ -57,16 +57,21 @@ type target struct {
 }
 
 func httpBackend(b *testing.B, env []string, root string) target {
+	url := serve(b, httpBackendHandler(b, env, root)) + "/repo.git"
+	return target{name: "http-backend", pushURL: url, cloneURL: url}
+}
+
+// httpBackendHandler creates root/repo.git, bare and open to pushes, and
+// returns git http-backend serving root.
+func httpBackendHandler(b *testing.B, env []string, root string) http.Handler {
 	execPath := strings.TrimSpace(gittest.Git(b, env, "", "--exec-path"))
 	bare := filepath.Join(root, "repo.git")
 	gittest.Git(b, env, "", "init", "-q", "--bare", bare)
 	gittest.Git(b, env, bare, "config", "http.receivepack", "true")
-	h := &cgi.Handler{
+	return &cgi.Handler{
 		Path: filepath.Join(execPath, "git-http-backend"),
 		Env:  append(slices.Clone(env), "GIT_PROJECT_ROOT="+root, "GIT_HTTP_EXPORT_ALL=1"),
 	}
-	url := serve(b, h) + "/repo.git"
-	return target{name: "http-backend", pushURL: url, cloneURL: url}
 }
 
 func ghost(b *testing.B, root string) target {

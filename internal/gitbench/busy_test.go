@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,8 +87,11 @@ func BenchmarkBusyRepository(b *testing.B) {
 		pushes = n
 	}
 
-	hb := httpBackend(b, env, filepath.Join(work, "hb"))
+	var hbPushed atomic.Int64
+	hbURL := serve(b, countPushes(httpBackendHandler(b, env, filepath.Join(work, "hb")), &hbPushed)) + "/repo.git"
+	hb := target{name: "http-backend", pushURL: hbURL, cloneURL: hbURL}
 	hbRepo := filepath.Join(work, "hb", "repo.git")
+	hbWrites := newDiskWrites(filepath.Join(hbRepo, "objects"))
 	gittest.Git(b, env, hbRepo, "config", "receive.autogc", "true")
 	gh := busyGhost(b, filepath.Join(work, "ghost"), true, outDir)
 
@@ -113,6 +118,7 @@ func BenchmarkBusyRepository(b *testing.B) {
 	type sample struct {
 		pushes                      int
 		pushed, stored, checkpoints int64
+		hbPushed, hbWritten         int64
 	}
 	var samples []sample
 	t0 := time.Now()
@@ -128,8 +134,11 @@ func BenchmarkBusyRepository(b *testing.B) {
 		for _, tg := range order {
 			lat[tg.name] = append(lat[tg.name], push(tg, rev))
 		}
+		if err := hbWrites.scan(); err != nil {
+			b.Fatal(err)
+		}
 		if (i+1)%max(1, pushes/8) == 0 || i+1 == pushes {
-			samples = append(samples, sample{i + 1, gh.pushed.Load(), gh.store.total(), gh.store.class("checkpoints")})
+			samples = append(samples, sample{i + 1, gh.pushed.Load(), gh.store.total(), gh.store.class("checkpoints"), hbPushed.Load(), hbWrites.total})
 		}
 	}
 	replay := time.Since(t0)
@@ -193,11 +202,14 @@ func BenchmarkBusyRepository(b *testing.B) {
 	b.Logf("ghost's log: %d checkpoints (sizes %s), %d layers; %d compactions (%d full), %v in all",
 		len(x.Checkpoints), checkpointSizes(x), len(x.Layers), gh.compactions.n, gh.compactions.full, gh.compactions.took.Round(time.Second))
 	for _, s := range samples {
-		b.Logf("after %4d pushes: %12d bytes pushed, %12d written to the object store: %.2f per pushed byte, %.2f of it to checkpoints",
-			s.pushes, s.pushed, s.stored, float64(s.stored)/float64(s.pushed), float64(s.checkpoints)/float64(s.pushed))
+		b.Logf("after %4d pushes: %12d bytes pushed, %12d written to the object store: %.2f per pushed byte, %.2f of it to checkpoints; http-backend: %.2f per pushed byte",
+			s.pushes, s.pushed, s.stored, float64(s.stored)/float64(s.pushed), float64(s.checkpoints)/float64(s.pushed), float64(s.hbWritten)/float64(s.hbPushed))
 	}
 	last := samples[len(samples)-1]
-	b.ReportMetric(float64(last.stored)/float64(last.pushed), "store-bytes-per-pushed-byte")
+	gw, hw := float64(last.stored)/float64(last.pushed), float64(last.hbWritten)/float64(last.hbPushed)
+	b.Logf("%-26s %12.2f %12.2f %8.2f", "written per pushed byte", gw, hw, gw/hw)
+	b.ReportMetric(gw, "store-bytes-per-pushed-byte")
+	b.ReportMetric(hw, "http-backend-bytes-per-pushed-byte")
 	for _, k := range gh.store.classes() {
 		b.Logf("  written to %-14s %12d bytes", k, gh.store.class(k))
 	}
@@ -327,13 +339,7 @@ func busyGhost(b *testing.B, root string, yield bool, logDir string) *busyNode {
 		b.Fatal(err)
 	}
 	n.repoID, n.tenant = repo.ID, "bench"
-	h := srv.Handler()
-	base := serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
-			r.Body = &countingBody{ReadCloser: r.Body, n: &n.pushed}
-		}
-		h.ServeHTTP(w, r)
-	}))
+	base := serve(b, countPushes(srv.Handler(), &n.pushed))
 	host := strings.TrimPrefix(base, "http://")
 	n.target = target{
 		name:     "ghost",
@@ -379,6 +385,65 @@ func (n *busyNode) drain(ctx context.Context, b *testing.B) {
 		time.Sleep(time.Second) // polling background work, not a timed assertion
 	}
 	b.Fatal("background work did not finish in two hours")
+}
+
+// countPushes counts into n the request bytes of the receive-pack POSTs
+// that h serves: what the client pushed.
+func countPushes(h http.Handler, n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			r.Body = &countingBody{ReadCloser: r.Body, n: n}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// diskWrites estimates the bytes git writes under a directory (a
+// repository's objects, where receive-pack's packs or loose objects and
+// gc's repacks land) by scanning it after each push: every file version
+// (inode and modification time) counts its size once, a rename does not
+// count again, and a file that grew between scans counts what it grew.
+// Files written and deleted between two scans (gc's temporaries) are
+// missed, so it is a lower bound.
+type diskWrites struct {
+	dir   string
+	seen  map[[2]uint64]int64 // inode, mtime → size counted
+	total int64
+}
+
+func newDiskWrites(dir string) *diskWrites {
+	return &diskWrites{dir: dir, seen: map[[2]uint64]int64{}}
+}
+
+func (d *diskWrites) scan() error {
+	return filepath.WalkDir(d.dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // gc removed it meanwhile
+				return nil
+			}
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s: no inode", p)
+		}
+		k := [2]uint64{st.Ino, uint64(info.ModTime().UnixNano())}
+		if n := info.Size(); n > d.seen[k] {
+			d.total += n - d.seen[k]
+			d.seen[k] = n
+		}
+		return nil
+	})
 }
 
 // countingBody counts the bytes read from a request body.

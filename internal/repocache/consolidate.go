@@ -90,7 +90,15 @@ func (c *Cache) consolidateBackground(ctx context.Context, repo string) (bool, e
 		if ident, err = os.Stat(dir); err != nil {
 			return err
 		}
-		st, err = readState(dir)
+		if st, err = readState(dir); err != nil {
+			return err
+		}
+		// What a consolidation that stopped between writing its pack and
+		// recording it left: nothing else adds a pack without both locks.
+		n, err := removeUnrecorded(packDir, recordedNames(st))
+		if n > 0 {
+			c.logger.Info("removed the files of an unrecorded consolidation", "repo", repo, "files", n)
+		}
 		return err
 	})
 	if err != nil {
@@ -179,6 +187,57 @@ func (c *Cache) consolidateBackground(ctx context.Context, repo string) (bool, e
 		return nil
 	})
 	return recordedIt, err
+}
+
+// removeUnrecorded deletes from packDir the packs that recorded does not
+// name, and the scratch and lock files of git processes that did not
+// finish, and returns how many files it deleted. It must run holding
+// both the repository's lock and its consolidation lock: then no
+// install, repack or consolidation is writing into packDir, and such
+// files are what one that stopped between writing and recording left
+// (docs/design.md §5.6). The objects of an unrecorded pack are in the
+// recorded ones, so nothing is lost; left alone it would stay for as long
+// as the repository is cached. A multi-pack index may name it (the
+// index is written before the record), so that goes too: git then reads
+// the packs one by one until the next consolidation writes a new one.
+func removeUnrecorded(packDir string, recorded []string) (int, error) {
+	ents, err := os.ReadDir(packDir)
+	if err != nil {
+		return 0, err
+	}
+	var idx, rest, midx []string
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "tmp_") || strings.HasSuffix(name, ".lock") {
+			rest = append(rest, name)
+			continue
+		}
+		if strings.HasPrefix(name, "multi-pack-index") {
+			midx = append(midx, name)
+			continue
+		}
+		stem, ext, _ := strings.Cut(name, ".")
+		h, ok := strings.CutPrefix(stem, "pack-")
+		if !ok || !isHex(h) || slices.Contains(recorded, h) {
+			continue
+		}
+		if ext == "idx" {
+			idx = append(idx, name) // first: git finds packs by their index
+		} else {
+			rest = append(rest, name)
+		}
+	}
+	if len(idx) > 0 {
+		rest = append(rest, midx...)
+	}
+	n := 0
+	for _, name := range append(idx, rest...) {
+		if err := os.Remove(filepath.Join(packDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // underLock runs fn holding repo's materialization slot and file lock.

@@ -3,6 +3,9 @@ package repocache_test
 import (
 	"context"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,4 +100,108 @@ func TestConsolidateInBackground(t *testing.T) {
 	if len(packs) != 2 {
 		t.Fatalf("%d packs after rolling up 3 and installing 1, want 2", len(packs))
 	}
+}
+
+// TestConsolidationCrashLeavesNoPack: a background consolidation that
+// stops after writing its pack and multi-pack index but before recording
+// them (the process died) leaves an unrecorded duplicate of the packs it
+// rolled up; the next consolidation, in the next process, deletes it, and
+// the repository stays whole (docs/design.md §5.6).
+func TestConsolidationCrashLeavesNoPack(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	consolidated := make(chan struct{}, 16)
+	open := func() *repocache.Cache {
+		c, err := repocache.New(dir, f.log, repocache.Options{
+			MaxPacks:   2,
+			Background: gitexec.NewBackground(gitexec.BackgroundOptions{}),
+			Observe: func(ev repocache.Event) {
+				if ev.Consolidated {
+					if ev.Err != nil {
+						t.Errorf("background consolidation: %v", ev.Err)
+					}
+					consolidated <- struct{}{}
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	src := newSource(t)
+	prev := z()
+	push := func(c *repocache.Cache) *repocache.Snapshot {
+		t.Helper()
+		cm := src.commit("main")
+		var excl []string
+		if prev != z() {
+			excl = []string{prev}
+		}
+		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: prev, New: cm})
+		prev = cm
+		snap, err := c.Materialize(context.Background(), repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	unrecorded := func(snap *repocache.Snapshot) []string {
+		t.Helper()
+		var out []string
+		files, _ := filepath.Glob(filepath.Join(snap.Dir, "objects", "pack", "pack-*"))
+		rec := repocache.RecordedPacks(snap.Dir)
+		for _, p := range files {
+			name := strings.TrimPrefix(filepath.Base(p), "pack-")
+			name, _, _ = strings.Cut(name, ".")
+			if !slices.Contains(rec, name) {
+				out = append(out, filepath.Base(p))
+			}
+		}
+		return out
+	}
+
+	// The first process dies once the consolidation's pack is written:
+	// its goroutine ends there, releasing its locks as the kernel would.
+	c1 := open()
+	crashed := make(chan struct{})
+	repocache.SetTestHook(c1, func(step string) {
+		if step == "packed" {
+			close(crashed)
+			runtime.Goexit()
+		}
+	})
+	var snap *repocache.Snapshot
+	for range 3 {
+		snap = push(c1)
+	}
+	select {
+	case <-crashed:
+	case <-time.After(time.Minute):
+		t.Fatal("no background consolidation past MaxPacks")
+	}
+	c1.Close()
+	left := unrecorded(snap)
+	if len(left) == 0 {
+		t.Fatal("the interrupted consolidation left no pack: the test does not reproduce the crash")
+	}
+
+	// The next process's consolidation removes what it left.
+	c2 := open()
+	push(c2)
+	select {
+	case <-consolidated:
+	case <-time.After(time.Minute):
+		t.Fatal("no consolidation after the restart")
+	}
+	snap, err := c2.Materialize(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unrecorded(snap); len(got) > 0 {
+		t.Fatalf("unrecorded pack files after the next consolidation: %v (the crash left %v)", got, left)
+	}
+	f.checkMatches(t, repo, snap)
+	gitT(t, snap.Dir, "multi-pack-index", "verify")
 }

@@ -14,3 +14,13 @@ func Restamp(dir string) {
 // SetTestHook makes c call hook at the steps of a background
 // consolidation ("planned", "packed").
 func SetTestHook(c *Cache, hook func(step string)) { c.testHook = hook }
+
+// RecordedPacks lists the packs the state of the repository in dir
+// records.
+func RecordedPacks(dir string) []string {
+	st, err := readState(dir)
+	if err != nil {
+		panic(err)
+	}
+	return recordedNames(st)
+}
