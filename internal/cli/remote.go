@@ -16,8 +16,10 @@ import (
 	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/hooks"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/wal"
+	"github.com/ghost-scm/ghost/internal/webhook"
 )
 
 // The user and admin commands (tenant, token, key, repo) run in one of
@@ -157,7 +159,11 @@ func (t *target) openStore(ctx context.Context, so storeOptions) (*conn, error) 
 	log := wal.New(objects, wal.Options{})
 	ms := meta.New(objects, log)
 	as := alerts.New(objects)
-	opts := []api.Option{api.WithOperator(operatorName()), api.WithAlerts(as)}
+	// Hooks are records in the store: the CLI manages them and queues
+	// their events; a running serve delivers them.
+	// Addresses are checked when a serve delivers, under its own policy.
+	hs := hooks.New(hooks.Options{Store: objects, Log: log, Meta: ms, Policy: webhook.Policy{AllowPrivate: true}})
+	opts := []api.Option{api.WithOperator(operatorName()), api.WithAlerts(as), api.WithHooks(hs)}
 	closeFn := func() {}
 	if so.scans != nil {
 		so.scans.cfg = t.cfg

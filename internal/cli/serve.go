@@ -49,6 +49,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		bg        backgroundFlags
 		tlsCert   string
 		tlsKey    string
+		hookFlags webhookFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -77,6 +78,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.IntVar(f, &scanSweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at, one node at a time; 0 disables the sweep")
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 	bg.register(f)
+	hookFlags.register(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -94,6 +96,10 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
+		}
+		hookOpts, err := hookFlags.options(listen, tlsCert != "")
+		if err != nil {
+			return err
 		}
 		level, err := parseLogLevel(logLevel)
 		if err != nil {
@@ -183,6 +189,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			Tracer:                         tp.Tracer(),
 			Scan:                           scanner.Options{InitialShards: scanShard},
 			SSHCloneURL:                    sshCloneURL(sshURL, sshListen),
+			Webhooks:                       hookOpts,
 		})
 		if err != nil {
 			return err
@@ -234,6 +241,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		defer coordStore.Close()
 		stopScans := startServeScanning(ctx, logger, srv, scanN, scanner.ReconcilerOptions{Every: scanEvery, SweepRate: float64(scanSweep)})
 		defer stopScans()
+		stopHooks := startServeWebhooks(ctx, srv)
+		defer stopHooks()
 		return serveAll(ctx, srv, ln, sshSrv, sshLn)
 	}
 	return cmd

@@ -33,6 +33,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
+	"github.com/ghost-scm/ghost/internal/hooks"
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -117,6 +118,9 @@ type Options struct {
 	// Store, Log and Alerts are filled in by the server, and Coord from
 	// Coordination when unset.
 	Scan scanner.Options
+	// Webhooks configures webhook delivery, which runs with the
+	// coordination store (RunWebhooks; docs/adr/0105-webhook-delivery.md).
+	Webhooks WebhookOptions
 }
 
 // tempSweeper is a store that leaves write temporaries behind when its
@@ -140,6 +144,11 @@ type Server struct {
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
 	bgWork   *gitexec.Background
+
+	hooks       *hooks.Store
+	dispatcher  *hooks.Dispatcher
+	boards      *boards
+	webhookOpts WebhookOptions
 
 	// bg carries the push-run starts, which outlive their request; Close
 	// cancels it and waits for them.
@@ -218,6 +227,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.cache = cache
+	s.alerts = alerts.New(opts.Store)
+	s.setupWebhooks(opts.Webhooks)
 	copts := opts.Compaction
 	if copts.Logger == nil {
 		copts.Logger = opts.Logger
@@ -253,21 +264,22 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			done(repo, res, err)
 		}
 	}
-	cops := compact.Options{Logger: opts.Logger, Git: s.bgWork.Runner(cache.Git())}
+	// Compaction keeps what hooks have not delivered
+	// (docs/adr/0105-webhook-delivery.md).
+	cops := compact.Options{Logger: opts.Logger, Git: s.bgWork.Runner(cache.Git()), Events: s.hooks}
 	if opts.Scan.Coord != nil || opts.Coordination != nil {
 		// Scanning is on: compaction must not fold away what it has not
 		// read yet (docs/adr/0033-scan-coverage.md).
 		cops.Coverage = scanner.NewCoverage(opts.Store)
 	}
 	s.compact = compact.NewTrigger(compact.New(s.log, cache, cops), copts)
-	s.alerts = alerts.New(opts.Store)
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
 		s.ensureListings()
 	}()
-	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
+	apiOpts := []api.Option{api.WithAlerts(s.alerts), api.WithHooks(s.hooks)}
 	var onCommit func(gitsvc.Request, wal.Result)
 	if opts.Scan.Coord == nil && opts.Coordination != nil {
 		c := opts.Coordination
@@ -289,6 +301,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 		if so.Tracer == nil {
 			so.Tracer = opts.Tracer
+		}
+		if so.RunDone == nil {
+			so.RunDone = s.scanRunEvent
 		}
 		sc, err := scanner.New(so)
 		if err != nil {
@@ -319,23 +334,26 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	// background compaction (docs/adr/0050-compaction.md), and the
 	// push's scan run when scanning is on.
 	scan := onCommit
-	if s.scanner != nil {
-		// The pending mark goes before the commit point: a node that dies
-		// right after the commit leaves it for the reconciler
-		// (docs/adr/0033-scan-coverage.md).
-		cov := s.scanner.Coverage
-		svc.BeforeCommit = func(ctx context.Context, req gitsvc.Request) error {
-			if req.Tenant == "" {
-				return nil
-			}
-			return cov.MarkPending(ctx, req.Tenant, req.Repo)
+	// The pending marks go before the commit point: a node that dies
+	// right after the commit leaves them for the reconcilers
+	// (docs/adr/0033-scan-coverage.md, docs/adr/0105-webhook-delivery.md).
+	svc.BeforeCommit = func(ctx context.Context, req gitsvc.Request) error {
+		if req.Tenant == "" {
+			return nil
 		}
+		if s.scanner != nil {
+			if err := s.scanner.Coverage.MarkPending(ctx, req.Tenant, req.Repo); err != nil {
+				return err
+			}
+		}
+		return s.beforeCommitHooks(ctx, req)
 	}
 	svc.OnCommit = func(req gitsvc.Request, res wal.Result) {
 		s.compact.AfterCommit(req.Repo, res)
 		if scan != nil {
 			scan(req, res)
 		}
+		s.afterCommitHooks(req, res)
 	}
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions: svc,
@@ -593,7 +611,7 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	if err != nil {
 		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs}
 	switch {
 	case write:
 		g.Level = access.Write
