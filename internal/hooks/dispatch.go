@@ -674,7 +674,9 @@ func (s *stream) next(ctx context.Context) (next, bool, error) {
 		if le == nil && q == nil {
 			return next{}, false, nil
 		}
-		if le != nil && (q == nil || !queuedAt(q.Key).Before(le.Hdr.CreatedAt)) {
+		// Times are milliseconds of different nodes' clocks: a tie goes to
+		// the queue (a hook's ping before a push of the same instant).
+		if le != nil && (q == nil || le.Hdr.CreatedAt.Before(queuedAt(q.Key))) {
 			r, err := s.describe(ctx)
 			if err != nil {
 				return next{}, false, err

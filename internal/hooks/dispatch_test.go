@@ -3,6 +3,7 @@ package hooks
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +70,115 @@ func events(g []got) []string {
 		out = append(out, x.event)
 	}
 	return out
+}
+
+// TestReceiverDownThenUp: the receiver answers 503 to the first three
+// attempts; every event still arrives, in order, and each retry carried
+// the same delivery id as the attempt that got through. The deliveries
+// are in the log: three retrying, then delivered.
+func TestReceiverDownThenUp(t *testing.T) {
+	e := newEnv(t, nil)
+	rc := newReceiver(t, "k")
+	d := NewDispatcher(e.hooks, e.dispatchOptions(e.board(nil, 5*time.Second)))
+	e.hooks.SetWake(d.Notify)
+	h := e.addHook(t, e.scope(), rc.srv.URL, "k", "push")
+	rc.mu.Lock()
+	rc.fail = 3
+	rc.mu.Unlock()
+	old := wal.ZeroID
+	for i := 1; i <= 5; i++ {
+		e.push(wal.Transition{Ref: "refs/heads/main", Old: old, New: oid(i)})
+		old = oid(i)
+	}
+	run(t, d)
+	d.AfterPush(context.Background(), "alice", e.repo.ID, "web")
+	g := rc.waitFor(t, 6, 10*time.Second)
+	if g[0].event != "ping" {
+		t.Fatalf("first delivery %s, want the ping", g[0].event)
+	}
+	for i := 1; i <= 5; i++ {
+		if p := g[i].parsed.(*github.PushEvent); p.GetAfter() != oid(i) {
+			t.Errorf("push %d delivered as after=%s: out of order", i, p.GetAfter())
+		}
+	}
+	all := rc.requests()
+	if len(all) != 9 {
+		t.Fatalf("%d requests, want 9 (3 refused, then 6)", len(all))
+	}
+	for i := 0; i < 3; i++ {
+		if all[i].guid != all[3].guid || all[i].status != 503 {
+			t.Errorf("attempt %d: id %s status %d, want the id of the attempt that got through (%s)", i, all[i].guid, all[i].status, all[3].guid)
+		}
+	}
+	var ds []Delivery
+	for deadline := time.Now().Add(5 * time.Second); len(ds) < 9 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		if ds, err = e.hooks.Deliveries(context.Background(), e.scope(), h.ID, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retrying := 0
+	for _, x := range ds {
+		if x.Outcome == "retrying" {
+			retrying++
+			if x.StatusCode != 503 || x.GUID != all[0].guid {
+				t.Errorf("retrying delivery %+v", x)
+			}
+		}
+	}
+	if len(ds) != 9 || retrying != 3 {
+		t.Errorf("%d deliveries logged (%d retrying), want 9 (3)", len(ds), retrying)
+	}
+}
+
+// TestGivesUpAndDisables: an event the receiver refuses for the whole
+// retry window is marked failed and the next goes; after DisableAfter
+// events in a row the hook is turned off, with the reason shown.
+func TestGivesUpAndDisables(t *testing.T) {
+	e := newEnv(t, nil)
+	rc := newReceiver(t, "k")
+	rc.fail = 1 << 30
+	o := e.dispatchOptions(e.board(nil, 5*time.Second))
+	o.RetryFor, o.DisableAfter = 150*time.Millisecond, 3
+	d := NewDispatcher(e.hooks, o)
+	e.hooks.SetWake(d.Notify)
+	h := e.addHook(t, e.scope(), rc.srv.URL, "k", "push")
+	old := wal.ZeroID
+	for i := 1; i <= 5; i++ {
+		e.push(wal.Transition{Ref: "refs/heads/main", Old: old, New: oid(i)})
+		old = oid(i)
+	}
+	run(t, d)
+	d.AfterPush(context.Background(), "alice", e.repo.ID, "web")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := e.hooks.Get(context.Background(), e.scope(), h.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Active {
+			if got.Failures != 3 || !strings.Contains(got.DisabledReason, "3 events in a row failed") || !strings.Contains(got.DisabledReason, "503") {
+				t.Errorf("disabled with %d failures, reason %q", got.Failures, got.DisabledReason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hook is still on: %+v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The ping was retried for the window; the next two events got one
+	// attempt each (the hook was failing); nothing after the hook went off.
+	time.Sleep(200 * time.Millisecond)
+	reqs := rc.requests()
+	seen := map[string]int{}
+	for _, r := range reqs {
+		seen[r.guid]++
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d distinct events attempted, want 3 (then the hook was off)", len(seen))
+	}
+	if reqs[len(reqs)-1].guid == reqs[0].guid || seen[reqs[len(reqs)-1].guid] != 1 {
+		t.Errorf("while failing, an event gets one attempt: %v", seen)
+	}
 }

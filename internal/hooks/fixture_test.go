@@ -266,3 +266,21 @@ func (e *env) addHook(t testing.TB, sc Scope, url, secret string, events ...stri
 	}
 	return h
 }
+
+// newClient opens another client of the test etcd: a node of its own,
+// with its own session.
+func newClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: etcdClient.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type (
+	responseWriter = http.ResponseWriter
+	request        = http.Request
+	httpFunc       = http.HandlerFunc
+)
