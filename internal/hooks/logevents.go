@@ -175,7 +175,8 @@ func (d *Dispatcher) commits(ctx context.Context, repoID string, t transition) (
 	}
 	var revs []string
 	if t.Old == wal.ZeroID {
-		revs = []string{t.New, "--not", "--exclude=" + t.Ref, "--all"}
+		// Every ref but this one (--all would add HEAD, which may name it).
+		revs = []string{t.New, "--not", "--exclude=" + t.Ref, "--glob=refs/*"}
 	} else {
 		revs = []string{t.New, "--not", t.Old}
 	}

@@ -112,6 +112,10 @@ func guid(parts ...string) string {
 type pendingMark struct {
 	Tenant string `json:"tenant"`
 	Name   string `json:"name,omitempty"`
+	// At is when it was last written: a push writes its mark before its
+	// commit point, so a young mark may stand for a push that has not
+	// landed yet.
+	At time.Time `json:"at"`
 }
 
 func pendingKey(stream string) string { return pendingPrefix + stream }
@@ -127,7 +131,7 @@ func pendingKey(stream string) string { return pendingPrefix + stream }
 // mark, and the caller treats the error as a failure (the push is
 // refused, nothing is queued).
 func (s *Store) MarkPending(ctx context.Context, stream, tenant, name string) error {
-	b, _ := json.Marshal(pendingMark{Tenant: tenant, Name: name})
+	b, _ := json.Marshal(pendingMark{Tenant: tenant, Name: name, At: s.now().UTC()})
 	if _, err := s.opts.Store.Put(ctx, pendingKey(stream), bytes.NewReader(b), int64(len(b))); err != nil {
 		return fmt.Errorf("hooks: mark %s pending: %w", stream, err)
 	}

@@ -33,6 +33,11 @@ type ReconcileOptions struct {
 	// LeaderTTL is how long a reconciler that died keeps others from
 	// taking over (default 30 s).
 	LeaderTTL time.Duration
+	// MarkGrace is how long a mark stays after it was written even when
+	// its stream looks done (default 2 min): a push writes its mark before
+	// its commit point, and a pass between the two must not take the mark
+	// from a push about to land.
+	MarkGrace time.Duration
 }
 
 // RunReconciler hands the pending marks to the dispatchers until ctx
@@ -52,6 +57,9 @@ func (d *Dispatcher) RunReconciler(ctx context.Context, lead Leader, o Reconcile
 	}
 	if o.LeaderTTL <= 0 {
 		o.LeaderTTL = 30 * time.Second
+	}
+	if o.MarkGrace <= 0 {
+		o.MarkGrace = DefaultMarkGrace
 	}
 	if lead == nil {
 		d.reconcileLoop(ctx, o)
@@ -84,11 +92,11 @@ func (d *Dispatcher) reconcileLoop(ctx context.Context, o ReconcileOptions) {
 			}
 		}()
 	}
-	backoff := map[string]markBackoff{}
+	r := &reconciler{every: o.Every, grace: o.MarkGrace, backoff: map[string]markBackoff{}}
 	t := time.NewTicker(o.Every)
 	defer t.Stop()
 	for {
-		if err := d.ReconcilePending(ctx, backoff); err != nil && ctx.Err() == nil {
+		if err := d.reconcilePending(ctx, r); err != nil && ctx.Err() == nil {
 			d.logger.WarnContext(ctx, "webhook reconcile failed for some streams; it runs again next interval", "err", err)
 		}
 		select {
@@ -99,6 +107,9 @@ func (d *Dispatcher) reconcileLoop(ctx context.Context, o ReconcileOptions) {
 	}
 }
 
+// DefaultMarkGrace is ReconcileOptions.MarkGrace's default.
+const DefaultMarkGrace = 2 * time.Minute
+
 // markBackoff spaces the looks at a mark whose stream stays behind (a
 // receiver down for hours): the leader's memory only, which saves reads.
 type markBackoff struct {
@@ -106,9 +117,21 @@ type markBackoff struct {
 	wait time.Duration
 }
 
-// ReconcilePending does one pass over the pending marks (backoff may be
-// nil). It needs the board: without one it does nothing.
-func (d *Dispatcher) ReconcilePending(ctx context.Context, backoff map[string]markBackoff) error {
+// reconciler is the leader's state between passes.
+type reconciler struct {
+	every, grace time.Duration
+	backoff      map[string]markBackoff
+}
+
+// ReconcilePending does one pass over the pending marks, with the
+// default grace and no backoff. It needs the board: without one it does
+// nothing.
+func (d *Dispatcher) ReconcilePending(ctx context.Context) error {
+	return d.reconcilePending(ctx, &reconciler{every: 10 * time.Second, grace: DefaultMarkGrace})
+}
+
+func (d *Dispatcher) reconcilePending(ctx context.Context, r *reconciler) error {
+	backoff := r.backoff
 	b := d.opts.Board()
 	if b == nil {
 		return nil
@@ -137,10 +160,10 @@ func (d *Dispatcher) ReconcilePending(ctx context.Context, backoff map[string]ma
 			errs = append(errs, fmt.Errorf("%s: %w", stream, err))
 			continue
 		}
-		if !done {
+		if !done || now.Sub(m.At) < r.grace {
 			if backoff != nil {
 				bo := backoff[stream]
-				bo.wait = min(max(2*bo.wait, 10*time.Second), 10*time.Minute)
+				bo.wait = min(max(2*bo.wait, r.every), 10*time.Minute)
 				bo.next = now.Add(bo.wait)
 				backoff[stream] = bo
 			}
