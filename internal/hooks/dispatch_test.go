@@ -3,6 +3,7 @@ package hooks
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,41 @@ func TestGivesUpAndDisables(t *testing.T) {
 	}
 	if reqs[len(reqs)-1].guid == reqs[0].guid || seen[reqs[len(reqs)-1].guid] != 1 {
 		t.Errorf("while failing, an event gets one attempt: %v", seen)
+	}
+}
+
+// TestRedeliver: a delivery sent again carries the same body and
+// delivery id, and the log marks it as a redelivery.
+func TestRedeliver(t *testing.T) {
+	e := newEnv(t, nil)
+	rc := newReceiver(t, "k")
+	d := NewDispatcher(e.hooks, e.dispatchOptions(e.board(nil, 5*time.Second)))
+	e.hooks.SetWake(d.Notify)
+	run(t, d)
+	h := e.addHook(t, e.scope(), rc.srv.URL, "k", "push")
+	first := rc.waitFor(t, 1, 5*time.Second)[0]
+	ctx := context.Background()
+	var ds []Delivery
+	for deadline := time.Now().Add(5 * time.Second); len(ds) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ds, _ = e.hooks.Deliveries(ctx, e.scope(), h.ID, 0)
+	}
+	if len(ds) != 1 {
+		t.Fatalf("%d deliveries logged", len(ds))
+	}
+	if err := e.hooks.Redeliver(ctx, e.scope(), h.ID, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	again := rc.waitFor(t, 2, 5*time.Second)[1]
+	if again.guid != first.guid || !bytes.Equal(again.body, first.body) {
+		t.Errorf("redelivered %s %q, want %s and the same body", again.guid, again.body, first.guid)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(ds) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ds, _ = e.hooks.Deliveries(ctx, e.scope(), h.ID, 0)
+	}
+	if len(ds) != 2 || !ds[0].Redelivery || ds[1].Redelivery {
+		t.Errorf("log: %+v", ds)
+	}
+	if err := e.hooks.Redeliver(ctx, e.scope(), h.ID, "not-an-id"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("redeliver of no delivery: %v", err)
 	}
 }
