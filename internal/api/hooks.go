@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/hooks"
@@ -279,7 +280,7 @@ func (h *handler) createHook(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	if err != nil {
 		return 0, nil, hookError(err)
 	}
-	h.log.InfoContext(r.Context(), "webhook created", "scope", sc.String(), "hook", hk.ID, "by", p.Tenant, "token_id", p.TokenID)
+	h.log.InfoContext(r.Context(), "webhook created", "scope", sc.String(), "hook", hk.ID, "url", redactURL(hk.URL), "events", hk.Events, "by", p.Tenant, "token_id", p.TokenID)
 	return http.StatusCreated, toHook(base, hk), nil
 }
 
@@ -501,6 +502,15 @@ func (h *handler) redeliver(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	}
 	h.log.InfoContext(r.Context(), "webhook delivery sent again", "scope", sc.String(), "hook", id, "delivery", r.PathValue("delivery"), "by", p.Tenant)
 	return http.StatusAccepted, struct{}{}, nil
+}
+
+// redactURL leaves a hook URL's query out of logs (some receivers take a
+// token there).
+func redactURL(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i] + "?..."
+	}
+	return u
 }
 
 // repoEvent queues GitHub's "repository" event for the hooks of repo and

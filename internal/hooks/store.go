@@ -236,7 +236,6 @@ func (s *Store) Create(ctx context.Context, sc Scope, in Input, sender string) (
 		return Hook{}, err
 	}
 	out := h.hook(rec.scope())
-	s.logger.InfoContext(ctx, "webhook created", "scope", sc.String(), "hook", h.ID, "url", redact(h.URL), "events", h.Events, "by", sender)
 	if h.Active {
 		if err := s.Ping(ctx, sc, h.ID, sender); err != nil {
 			// The hook exists; its ping can be asked for again.
@@ -360,7 +359,6 @@ func (s *Store) Update(ctx context.Context, sc Scope, id int64, in Input) (Hook,
 	if err != nil {
 		return Hook{}, err
 	}
-	s.logger.InfoContext(ctx, "webhook changed", "scope", sc.String(), "hook", id, "url", redact(out.URL), "events", out.Events, "active", out.Active)
 	return out.hook(rec.scope()), nil
 }
 
@@ -388,7 +386,6 @@ func (s *Store) Delete(ctx context.Context, sc Scope, id int64) error {
 	if err != nil {
 		return err
 	}
-	s.logger.InfoContext(ctx, "webhook deleted", "scope", sc.String(), "hook", id)
 	// Best effort: leftovers are read by nothing (the hook is gone).
 	key := hookKey(sc, id)
 	s.removeStream(ctx, streamOf(sc), key)
