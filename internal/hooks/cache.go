@@ -2,7 +2,9 @@ package hooks
 
 import (
 	"container/list"
+	"context"
 	"sync"
+	"time"
 )
 
 // lru is a bounded map, oldest use evicted first. It is a cache of what
@@ -92,3 +94,58 @@ func (m *memo) do(k string, build func() ([]byte, error)) ([]byte, error) {
 	f.wg.Done()
 	return f.v, f.err
 }
+
+// fresh keeps values read from the store for a short time, and has
+// concurrent callers share one read: a bounded staleness for a bounded
+// number of reads (the hook sets the dispatchers of one repository's
+// hooks all read at once).
+type fresh[V any] struct {
+	ttl  time.Duration
+	mu   sync.Mutex
+	done *lru[freshEntry[V]]
+	busy map[string]*freshFlight[V]
+}
+
+type freshEntry[V any] struct {
+	v  V
+	at time.Time
+}
+
+type freshFlight[V any] struct {
+	wg  sync.WaitGroup
+	v   V
+	err error
+}
+
+func newFresh[V any](ttl time.Duration, max int) *fresh[V] {
+	return &fresh[V]{ttl: ttl, done: newLRU[freshEntry[V]](max), busy: make(map[string]*freshFlight[V])}
+}
+
+func (f *fresh[V]) get(ctx context.Context, k string, read func(context.Context) (V, error)) (V, error) {
+	if e, ok := f.done.get(k); ok && time.Since(e.at) < f.ttl {
+		return e.v, nil
+	}
+	f.mu.Lock()
+	if fl, ok := f.busy[k]; ok {
+		f.mu.Unlock()
+		fl.wg.Wait()
+		return fl.v, fl.err
+	}
+	fl := &freshFlight[V]{}
+	fl.wg.Add(1)
+	f.busy[k] = fl
+	f.mu.Unlock()
+	at := time.Now()
+	fl.v, fl.err = read(ctx)
+	if fl.err == nil {
+		f.done.put(k, freshEntry[V]{fl.v, at})
+	}
+	f.mu.Lock()
+	delete(f.busy, k)
+	f.mu.Unlock()
+	fl.wg.Done()
+	return fl.v, fl.err
+}
+
+// forget drops k, so the next get reads it.
+func (f *fresh[V]) forget(k string) { f.done.put(k, freshEntry[V]{}) }

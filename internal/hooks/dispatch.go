@@ -27,7 +27,11 @@ type Board interface {
 	Post(ctx context.Context, items []coord.BoardItem) error
 	Work(ctx context.Context, prefix string) ([]coord.BoardItem, error)
 	Done(ctx context.Context, it coord.BoardItem) (bool, error)
-	TryHold(ctx context.Context, name string) (coord.Hold, bool, error)
+	// TryHoldWork takes a name if nobody holds it, and returns the work
+	// under prefix read in the same request; ReleaseWork gives a hold up
+	// and returns the work posted meanwhile, in one request too.
+	TryHoldWork(ctx context.Context, name, prefix string) (coord.Hold, []coord.BoardItem, bool, error)
+	ReleaseWork(ctx context.Context, h coord.Hold, prefix string) ([]coord.BoardItem, error)
 	Watch(ctx context.Context, fn func(coord.BoardEvent)) error
 }
 
@@ -69,6 +73,11 @@ type DispatchOptions struct {
 	// hook whose work another process posted, so that the poster, which
 	// tries at once, usually delivers its own events.
 	TakeJitter time.Duration
+	// SetTTL is how long this process reuses a hook set it read for the
+	// dispatchers of its hooks (default 1 s): the thousand hooks of one
+	// repository read it once per push, not a thousand times. A change of
+	// a hook reaches its deliveries within it.
+	SetTTL time.Duration
 	// Now is the clock; nil is time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -89,6 +98,7 @@ type Dispatcher struct {
 	insecure *webhook.Sender
 	headers  *lru[*header]
 	bodies   *memo
+	sets     *fresh[*setRecord]
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's, once it runs
@@ -124,6 +134,9 @@ func NewDispatcher(store *Store, opts DispatchOptions) *Dispatcher {
 	if opts.Now == nil {
 		opts.Now = store.now
 	}
+	if opts.SetTTL <= 0 {
+		opts.SetTTL = time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = store.logger
 	}
@@ -139,7 +152,7 @@ func NewDispatcher(store *Store, opts DispatchOptions) *Dispatcher {
 	d := &Dispatcher{
 		store: store, opts: opts, logger: opts.Logger, git: git,
 		strict: webhook.NewSender(opts.Sender), insecure: webhook.NewSender(insecure),
-		headers: newLRU[*header](4096), bodies: newMemo(512),
+		headers: newLRU[*header](4096), bodies: newMemo(512), sets: newFresh[*setRecord](opts.SetTTL, 1024),
 		running: make(map[string]*worker), work: make(map[string]map[string]bool), held: make(map[string]bool),
 	}
 	return d
@@ -302,10 +315,28 @@ func (w *worker) run(ctx context.Context, jitter bool) {
 	defer func() {
 		d.mu.Lock()
 		delete(d.running, w.hook)
-		again := len(d.work[w.hook]) > 0 && !d.held[w.hook]
+		// The room this worker leaves goes to hooks with work that
+		// nobody holds: those this process had no room for, this one
+		// again if work came while it held it.
+		var next []string
+		if len(d.work[w.hook]) > 0 && !d.held[w.hook] {
+			next = append(next, w.hook)
+		}
+		room := d.opts.MaxHeld - len(d.running) - len(next)
+		for h := range d.work {
+			if room <= 0 {
+				break
+			}
+			if _, busy := d.running[h]; !busy && !d.held[h] && h != w.hook {
+				next = append(next, h)
+				room--
+			}
+		}
 		d.mu.Unlock()
-		if again && ctx.Err() == nil {
-			d.consider(w.hook, true)
+		if ctx.Err() == nil {
+			for _, h := range next {
+				d.consider(h, true)
+			}
 		}
 	}()
 	if jitter && d.opts.TakeJitter > 0 {
@@ -322,27 +353,27 @@ func (w *worker) run(ctx context.Context, jitter bool) {
 		return
 	}
 	for ctx.Err() == nil {
-		hold, ok, err := b.TryHold(ctx, w.hook)
+		hold, items, ok, err := b.TryHoldWork(ctx, w.hook, w.hook+"/")
 		if err != nil || !ok {
 			return // held elsewhere, or etcd away: the watch says when to look again
 		}
 		d.opts.Metrics.held(1)
-		w.serve(ctx, b, hold)
+		w.serve(ctx, b, hold, items)
 		d.opts.Metrics.held(-1)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = hold.Release(rctx)
 		// Work posted while we held the hook, by a process that found it
 		// held, is ours to see now that it is free.
-		items, err := b.Work(rctx, w.hook+"/")
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		left, err := b.ReleaseWork(rctx, hold, w.hook+"/")
 		cancel()
-		if err != nil || len(items) == 0 {
+		if err != nil || len(left) == 0 {
 			return
 		}
 	}
 }
 
-// serve delivers the hook's work until there is none, or the hold ends.
-func (w *worker) serve(ctx context.Context, b Board, hold coord.Hold) {
+// serve delivers the hook's work, items first, until there is none, or
+// the hold ends.
+func (w *worker) serve(ctx context.Context, b Board, hold coord.Hold, items []coord.BoardItem) {
 	d := w.d
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -354,10 +385,12 @@ func (w *worker) serve(ctx context.Context, b Board, hold coord.Hold) {
 		}
 	}()
 	failing := 0
-	for ctx.Err() == nil {
-		items, err := b.Work(ctx, w.hook+"/")
-		if err != nil {
-			return
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			var err error
+			if items, err = b.Work(ctx, w.hook+"/"); err != nil {
+				return
+			}
 		}
 		if len(items) == 0 {
 			return
@@ -373,6 +406,7 @@ func (w *worker) serve(ctx context.Context, b Board, hold coord.Hold) {
 		}
 		failing = 0
 		var next time.Time
+		finished := 0 // items done at the revision read: nothing more to look at
 		for _, it := range items {
 			_, stream, _ := strings.Cut(it.Key, "/")
 			if h == nil || !h.Active {
@@ -403,12 +437,17 @@ func (w *worker) serve(ctx context.Context, b Board, hold coord.Hold) {
 				d.logger.WarnContext(ctx, "webhook delivery stopped on an error; retrying", "hook", w.hook, "stream", stream, "err", err)
 				when = time.Now().Add(10 * time.Second)
 			case when.IsZero():
-				_, _ = b.Done(ctx, it) // false: posted again meanwhile, the next round serves it
+				if ok, err := b.Done(ctx, it); ok && err == nil {
+					finished++
+				} // else posted again meanwhile: the next round serves it
 				continue
 			}
 			if next.IsZero() || when.Before(next) {
 				next = when
 			}
+		}
+		if finished == len(items) {
+			return // the release reads what was posted meanwhile
 		}
 		if !next.IsZero() && !w.sleep(ctx, next) {
 			return
@@ -443,13 +482,23 @@ func (d *Dispatcher) hookOf(ctx context.Context, key string) (*setRecord, *hookR
 	if !ok {
 		return &setRecord{}, nil, nil
 	}
-	set, err := d.store.readSet(ctx, setKey)
+	read := func(ctx context.Context) (*setRecord, error) { return d.store.readSet(ctx, setKey) }
+	set, err := d.sets.get(ctx, setKey, read)
 	if err != nil {
 		return nil, nil, err
 	}
 	i := set.find(id)
 	if i < 0 {
-		return set, nil, nil
+		// A hook younger than the copy in hand: look at the store itself
+		// (not at a read that may have begun before the hook existed)
+		// before taking the hook for gone.
+		d.sets.forget(setKey)
+		if set, err = read(ctx); err != nil {
+			return nil, nil, err
+		}
+		if i = set.find(id); i < 0 {
+			return set, nil, nil
+		}
 	}
 	h := set.Hooks[i]
 	return set, &h, nil
@@ -475,8 +524,9 @@ type stream struct {
 	hk     string
 	id     string // the stream: a repository id, or "~<tenant>"
 	st     *streamState
-	dirty  bool // st differs from what the store holds
-	stored bool // the store's state names an event in retry
+	etag   string // st's ETag on the store, when known
+	dirty  bool   // st differs from what the store holds
+	stored bool   // the store's state names an event in retry
 	// follows is whether the hook reads the repository's log.
 	follows    bool
 	x          *wal.Index
@@ -491,10 +541,11 @@ type stream struct {
 // is left (zero time) or one waits for its next attempt (its time).
 func (d *Dispatcher) serveStream(ctx context.Context, fence int64, set *setRecord, h *hookRecord, id string, wv workValue) (time.Time, error) {
 	s := &stream{d: d, set: set, h: h, hk: hookKey(set.scope(), h.ID), id: id}
-	st, err := d.store.readState(ctx, id, s.hk)
+	st, etag, err := d.store.readStateTag(ctx, id, s.hk)
 	if err != nil {
 		return time.Time{}, err
 	}
+	s.etag = etag
 	if st != nil && st.Fence > fence {
 		return time.Time{}, errStale
 	}
@@ -550,6 +601,7 @@ func (d *Dispatcher) serveStream(ctx context.Context, fence int64, set *setRecor
 }
 
 func (s *stream) readIndex(ctx context.Context) error {
+	s.indexFresh = true
 	x, err := s.d.store.opts.Log.Head(ctx, s.id)
 	if errors.Is(err, wal.ErrRepoDeleted) {
 		s.follows = false // a deleted repository has no more events in its log
@@ -567,7 +619,9 @@ func (s *stream) flush(ctx context.Context) error {
 	if !s.dirty {
 		return nil
 	}
-	if err := s.d.store.writeState(ctx, s.st); err != nil {
+	etag, err := s.d.store.writeState(ctx, s.st, s.etag)
+	s.etag = etag
+	if err != nil {
 		return err
 	}
 	s.dirty, s.stored = false, s.st.Cur != nil
@@ -755,6 +809,7 @@ func (s *stream) attempt(ctx context.Context) (time.Time, error) {
 				d.logger.WarnContext(ctx, "clearing a webhook's failure count failed", "hook", st.Hook, "err", err)
 			} else {
 				h.Failures = 0
+				d.sets.forget(s.set.scope().setKey())
 			}
 		}
 		return time.Time{}, nil
@@ -791,6 +846,7 @@ func (s *stream) attempt(ctx context.Context) (time.Time, error) {
 	if err := d.store.setFailures(ctx, s.set.scope(), h.ID, failures, reason); err != nil {
 		return time.Time{}, err
 	}
+	d.sets.forget(s.set.scope().setKey())
 	h.Failures = failures
 	if reason != "" {
 		d.logger.WarnContext(ctx, "webhook disabled", "hook", st.Hook, "url", redact(h.URL), "reason", reason)

@@ -144,7 +144,7 @@ func (d *Dispatcher) reconcilePending(ctx context.Context, r *reconciler) error 
 	if err != nil {
 		return fmt.Errorf("hooks: list the pending marks: %w", err)
 	}
-	now := time.Now()
+	now := d.opts.Now()
 	var errs []error
 	for _, stream := range streams {
 		if bo, ok := backoff[stream]; ok && now.Before(bo.next) {

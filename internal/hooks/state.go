@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,14 +71,20 @@ func stateKey(stream, hook string) string { return statePrefix + stream + "/" + 
 
 // readState returns the hook's state on the stream; nil when it has none.
 func (s *Store) readState(ctx context.Context, stream, hook string) (*streamState, error) {
-	st, _, err := record.Get(ctx, s.opts.Store, stateCodec, stateKey(stream, hook))
+	st, _, err := s.readStateTag(ctx, stream, hook)
+	return st, err
+}
+
+// readStateTag is readState with the state's ETag.
+func (s *Store) readStateTag(ctx context.Context, stream, hook string) (*streamState, string, error) {
+	st, etag, err := record.Get(ctx, s.opts.Store, stateCodec, stateKey(stream, hook))
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
-		return nil, nil
+		return nil, "", nil
 	case err != nil:
-		return nil, storeErr("read the progress of hook "+hook, err)
+		return nil, "", storeErr("read the progress of hook "+hook, err)
 	}
-	return st, nil
+	return st, etag, nil
 }
 
 // errStale reports a dispatcher whose hold is older than the one that
@@ -90,12 +97,29 @@ var errStale = errors.New("hooks: another dispatcher took over this hook")
 // state: two dispatchers may overlap for as long as a lost hold takes to
 // notice, and only the newer one may move the watermark.
 //
+// etag, when set, is the state's ETag as this dispatcher last read or
+// wrote it: the write is then one conditional PUT on it, and only a lost
+// race or an unknown outcome takes the careful way below. It returns the
+// new ETag when it knows it.
+//
 // Outcome unknown: record.Update reads the state back; a state that
 // holds next (the same watermark, attempt and counters) is ours landed.
 // When it cannot tell, the error says so and the dispatcher stops serving
 // the stream; the next one reads what is there and goes on from it. An
 // event may then go out again, with the same delivery id (at least once).
-func (s *Store) writeState(ctx context.Context, next *streamState) error {
+// A conditional PUT of ours that lands late fails its precondition, since
+// the careful way wrote over the ETag it named.
+func (s *Store) writeState(ctx context.Context, next *streamState, etag string) (string, error) {
+	if etag != "" {
+		b, err := stateCodec.Encode(next)
+		if err != nil {
+			return "", err
+		}
+		info, err := s.opts.Store.PutIfMatch(ctx, stateKey(next.Stream, next.Hook), bytes.NewReader(b), int64(len(b)), etag)
+		if err == nil {
+			return info.ETag, nil
+		}
+	}
 	_, err := record.Update(ctx, s.opts.Store, stateCodec, stateKey(next.Stream, next.Hook), record.Options{Attempts: 3}, func(cur *streamState) (*streamState, error) {
 		if cur != nil && cur.Fence > next.Fence {
 			return nil, errStale
@@ -107,12 +131,12 @@ func (s *Store) writeState(ctx context.Context, next *streamState) error {
 		return &n, nil
 	})
 	if errors.Is(err, errStale) {
-		return errStale
+		return "", errStale
 	}
 	if err != nil {
-		return fmt.Errorf("hooks: write the progress of hook %s on %s: %w", next.Hook, next.Stream, err)
+		return "", fmt.Errorf("hooks: write the progress of hook %s on %s: %w", next.Hook, next.Stream, err)
 	}
-	return nil
+	return "", nil
 }
 
 func sameState(a, b *streamState) bool {

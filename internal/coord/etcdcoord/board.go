@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -82,11 +83,7 @@ func (bd *Board) Work(ctx context.Context, prefix string) ([]coord.BoardItem, er
 	if err != nil {
 		return nil, bd.b.etcdErr(err, nil)
 	}
-	out := make([]coord.BoardItem, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		out = append(out, coord.BoardItem{Key: strings.TrimPrefix(string(kv.Key), bd.pre+"work/"), Value: kv.Value, Rev: kv.ModRevision})
-	}
-	return out, nil
+	return bd.items(resp.Kvs), nil
 }
 
 // Done finishes it: the item goes unless it was posted again since it
@@ -126,18 +123,37 @@ func (bd *Board) session() (*concurrency.Session, error) {
 // TryHold takes name for this process if no process holds it, and
 // reports whether it did. It never waits for a holder.
 func (bd *Board) TryHold(ctx context.Context, name string) (coord.Hold, bool, error) {
+	h, _, ok, err := bd.tryHold(ctx, name, nil)
+	return h, ok, err
+}
+
+// TryHoldWork is TryHold that also returns, read in the same
+// transaction, the items whose key starts with prefix: what the new
+// holder has to do, in one request.
+func (bd *Board) TryHoldWork(ctx context.Context, name, prefix string) (coord.Hold, []coord.BoardItem, bool, error) {
+	return bd.tryHold(ctx, name, &prefix)
+}
+
+func (bd *Board) tryHold(ctx context.Context, name string, prefix *string) (coord.Hold, []coord.BoardItem, bool, error) {
 	s, err := bd.session()
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	k := bd.holdKey(name)
-	resp, err := bd.b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, bd.self, clientv3.WithLease(s.Lease()))).Commit()
+	then := []clientv3.Op{clientv3.OpPut(k, bd.self, clientv3.WithLease(s.Lease()))}
+	if prefix != nil {
+		then = append(then, clientv3.OpGet(bd.workKey(*prefix), clientv3.WithPrefix()))
+	}
+	resp, err := bd.b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(then...).Commit()
 	if err != nil {
-		return nil, false, bd.b.etcdErr(err, nil)
+		return nil, nil, false, bd.b.etcdErr(err, nil)
 	}
 	if !resp.Succeeded {
-		return nil, false, nil
+		return nil, nil, false, nil
+	}
+	var items []coord.BoardItem
+	if prefix != nil {
+		items = bd.items(resp.Responses[1].GetResponseRange().Kvs)
 	}
 	h := &hold{bd: bd, key: k, fence: resp.Header.Revision, sess: s, released: make(chan struct{}), lost: make(chan struct{})}
 	go func() {
@@ -147,7 +163,35 @@ func (bd *Board) TryHold(ctx context.Context, name string) (coord.Hold, bool, er
 		}
 		close(h.lost)
 	}()
-	return h, true, nil
+	return h, items, true, nil
+}
+
+func (bd *Board) items(kvs []*mvccpb.KeyValue) []coord.BoardItem {
+	out := make([]coord.BoardItem, 0, len(kvs))
+	for _, kv := range kvs {
+		out = append(out, coord.BoardItem{Key: strings.TrimPrefix(string(kv.Key), bd.pre+"work/"), Value: kv.Value, Rev: kv.ModRevision})
+	}
+	return out
+}
+
+// ReleaseWork releases h (one of this board's holds) and returns, read
+// in the same transaction, the items whose key starts with prefix: work
+// posted while the name was held, which a process that found it held
+// left to the holder.
+func (bd *Board) ReleaseWork(ctx context.Context, h coord.Hold, prefix string) ([]coord.BoardItem, error) {
+	hh, ok := h.(*hold)
+	if !ok || hh.bd != bd {
+		return nil, fmt.Errorf("%w: a hold of another board", coord.ErrInvalidArgument)
+	}
+	hh.once.Do(func() { close(hh.released) })
+	get := clientv3.OpGet(bd.workKey(prefix), clientv3.WithPrefix())
+	resp, err := bd.b.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(hh.key), "=", hh.fence)).
+		Then(clientv3.OpDelete(hh.key), get).Else(get).Commit()
+	if err != nil {
+		return nil, bd.b.etcdErr(err, nil)
+	}
+	r := resp.Responses[len(resp.Responses)-1].GetResponseRange()
+	return bd.items(r.Kvs), nil
 }
 
 type hold struct {
