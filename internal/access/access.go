@@ -45,6 +45,8 @@ type Grant struct {
 	Principal string
 	// Tenant owns the repository (for push protection's alerts).
 	Tenant string
+	// Name is the repository's name as displayed (for webhook payloads).
+	Name string
 	// PushProtection is the repository's setting
 	// (docs/adr/0031-push-protection.md).
 	PushProtection bool

@@ -46,6 +46,39 @@ type Store struct {
 
 	mu   sync.Mutex
 	keys map[string][]byte // tenant -> fingerprint key
+
+	// notify, when set, hears of every alert created, resolved or
+	// reopened, and of every push-protection bypass (SetNotify).
+	notify func(ctx context.Context, n Notice)
+}
+
+// Notice is a change of an alert that others are told of (webhooks:
+// GitHub's secret_scanning_alert event). Alert never carries the secret.
+type Notice struct {
+	// Action is GitHub's: "created", "resolved" or "reopened"; a bypass
+	// of push protection on an alert that existed already is
+	// "push_protection_bypassed" (a new one is "created", with Bypass set).
+	Action string
+	Alert  Alert
+	// By is who made the change ("" for a scan's finding).
+	By string
+	// Bypass is the push-protection bypass that caused the notice, if one did.
+	Bypass *Bypass
+	// ID names the change, the same however often it is told.
+	ID string
+}
+
+// SetNotify makes fn hear of alert changes from now on, once each, after
+// they landed. Call it before the store is shared. A change whose write's
+// outcome could not be learned is not told.
+func (s *Store) SetNotify(fn func(ctx context.Context, n Notice)) { s.notify = fn }
+
+func (s *Store) tell(ctx context.Context, n Notice) {
+	if s.notify == nil {
+		return
+	}
+	n.Alert.Locations, n.Alert.History = nil, nil // not needed, and bounded elsewhere
+	s.notify(ctx, n)
 }
 
 // New returns a Store keeping alerts in objects, normally the store that
@@ -415,11 +448,20 @@ func (s *Store) Record(ctx context.Context, tenant, repoID string, findings []Fi
 	for _, fp := range order {
 		r := ref{t, repoID, fp}
 		now := s.now()
-		_, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
-			return merge(cur, r, groups[fp], run, now), nil
+		created := false
+		rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
+			next := merge(cur, r, groups[fp], run, now)
+			if next != nil {
+				created = cur == nil // the write that lands decides
+			}
+			return next, nil
 		})
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if created {
+			s.tell(ctx, Notice{Action: "created", Alert: rec.alert(), ID: "created/" + fp})
 		}
 	}
 	if len(rejected) > 0 {
@@ -503,6 +545,7 @@ func (s *Store) SetState(ctx context.Context, tenant, repoID, fp string, c Chang
 		return Alert{}, err
 	}
 	ev := eventRecord{ID: s.newID(), At: s.now(), By: c.By, State: c.State, Resolution: c.Resolution, Comment: c.Comment}
+	changed := false
 	rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
 		if cur == nil {
 			return nil, fmt.Errorf("alert %s: %w", r.fp, ErrNotFound)
@@ -510,6 +553,7 @@ func (s *Store) SetState(ctx context.Context, tenant, repoID, fp string, c Chang
 		if slices.ContainsFunc(cur.History, func(e eventRecord) bool { return e.ID == ev.ID }) {
 			return nil, nil // our change landed on an earlier attempt
 		}
+		changed = cur.State != c.State
 		next := *cur
 		next.State, next.Resolution, next.Comment = c.State, c.Resolution, c.Comment
 		if c.State == StateResolved {
@@ -524,7 +568,15 @@ func (s *Store) SetState(ctx context.Context, tenant, repoID, fp string, c Chang
 	if err != nil {
 		return Alert{}, err
 	}
-	return rec.alert(), nil
+	a := rec.alert()
+	if changed {
+		action := "reopened"
+		if c.State == StateResolved {
+			action = "resolved"
+		}
+		s.tell(ctx, Notice{Action: action, Alert: a, By: c.By, ID: "state/" + ev.ID})
+	}
+	return a, nil
 }
 
 // RecordBypass records that by pushed finding's secret past push
@@ -558,10 +610,12 @@ func (s *Store) RecordBypass(ctx context.Context, tenant, repoID string, f Findi
 	r := ref{t, repoID, fp}
 	now := s.now()
 	bp := bypassRecord{ID: s.newID(), By: by, Reason: reason, At: now, Commit: f.Commit, Path: f.Path, Line: f.Line, Source: f.Source, Ref: f.Ref}
+	created := false
 	rec, err := s.update(ctx, r.key(), func(cur *record) (*record, error) {
 		if cur != nil && slices.ContainsFunc(cur.Bypasses, func(b bypassRecord) bool { return b.ID == bp.ID }) {
 			return nil, nil
 		}
+		created = cur == nil
 		next := merge(cur, r, []Finding{f}, RunRef{}, now)
 		if next == nil {
 			c := *cur
@@ -581,7 +635,14 @@ func (s *Store) RecordBypass(ctx context.Context, tenant, repoID string, f Findi
 	if err != nil {
 		return Alert{}, err
 	}
-	return rec.alert(), nil
+	a := rec.alert()
+	action := "push_protection_bypassed"
+	if created {
+		action = "created"
+	}
+	b := Bypass(bp)
+	s.tell(ctx, Notice{Action: action, Alert: a, By: by, Bypass: &b, ID: "bypass/" + bp.ID})
+	return a, nil
 }
 
 // appendBounded appends e, dropping the oldest beyond MaxHistory.

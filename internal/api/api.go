@@ -46,6 +46,7 @@ type handler struct {
 	store    *meta.Store
 	alerts   *alerts.Store // nil: the alert endpoints answer 501
 	scans    Scans         // nil: the scan endpoints answer 501
+	hooks    Hooks         // nil: the webhook endpoints answer 501
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -84,6 +85,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.route("POST /api/repos/{owner}/{name}/fork", h.forkRepo)
 	h.routeAlerts()
 	h.routeScans()
+	h.routeHooks()
 	return h
 }
 

@@ -329,6 +329,7 @@ func (h *handler) createRepo(w http.ResponseWriter, r *http.Request, p *meta.Pri
 		return 0, nil, err
 	}
 	h.log.InfoContext(r.Context(), "repository created", "repo", repo.FullName(), "id", repo.ID, "public", repo.Public, "by", p.Tenant, "token_id", p.TokenID)
+	h.repoEvent(r.Context(), repo, "created", p)
 	return http.StatusCreated, toRepo(repo), nil
 }
 
@@ -383,6 +384,7 @@ func (h *handler) deleteRepo(w http.ResponseWriter, r *http.Request, p *meta.Pri
 		return 0, nil, err
 	}
 	h.log.InfoContext(r.Context(), "repository deleted", "repo", repo.FullName(), "id", repo.ID, "by", p.Tenant, "token_id", p.TokenID)
+	h.repoEvent(r.Context(), repo, "deleted", p)
 	return http.StatusNoContent, nil, nil
 }
 
@@ -423,6 +425,15 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 			return 0, nil, err
 		}
 		h.log.InfoContext(r.Context(), "repository visibility changed", "repo", repo.FullName(), "public", *req.Public, "by", p.Tenant, "token_id", p.TokenID)
+		if *req.Public != repo.Public {
+			now := repo
+			now.Public = *req.Public
+			action := "privatized"
+			if now.Public {
+				action = "publicized"
+			}
+			h.repoEvent(r.Context(), now, action, p)
+		}
 	}
 	if req.PushProtection != nil {
 		if err := h.store.SetPushProtection(r.Context(), repo.Owner, repo.Name, *req.PushProtection); err != nil {
@@ -479,5 +490,6 @@ func (h *handler) forkRepo(w http.ResponseWriter, r *http.Request, p *meta.Princ
 		return 0, nil, err
 	}
 	h.log.InfoContext(r.Context(), "repository forked", "from", src.FullName(), "repo", repo.FullName(), "id", repo.ID, "by", p.Tenant, "token_id", p.TokenID)
+	h.repoEvent(r.Context(), repo, "created", p)
 	return http.StatusCreated, toRepo(repo), nil
 }

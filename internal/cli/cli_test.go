@@ -27,7 +27,9 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// confirmations, alert changes, settings
 	"yes", "reason", "comment",
 	// ghost repo list, tenant list
-	"after"}
+	"after",
+	// ghost hook
+	"url", "secret-file", "events", "insecure-ssl", "inactive", "push"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

@@ -16,6 +16,8 @@ import (
 	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/hooks"
+	"github.com/ghost-scm/ghost/internal/webhook"
 )
 
 // The user and admin commands (tenant, token, key, repo) run in one of
@@ -153,7 +155,11 @@ func (t *target) openStore(ctx context.Context, so storeOptions) (*conn, error) 
 		return nil, err
 	}
 	as := alerts.New(st.objects)
-	opts := []api.Option{api.WithOperator(operatorName()), api.WithAlerts(as)}
+	// Hooks are records in the store: the CLI manages them and queues
+	// their events; a running serve delivers them.
+	// Addresses are checked when a serve delivers, under its own policy.
+	hs := hooks.New(hooks.Options{Store: st.objects, Log: st.log, Meta: st.meta, Policy: webhook.Policy{AllowPrivate: true}})
+	opts := []api.Option{api.WithOperator(operatorName()), api.WithAlerts(as), api.WithHooks(hs)}
 	closeFn := func() {}
 	if so.scans != nil {
 		so.scans.cfg = t.cfg

@@ -48,6 +48,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		bg        backgroundFlags
 		tlsCert   string
 		tlsKey    string
+		hookFlags webhookFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -76,6 +77,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.IntVar(f, &scanSweep, "scan-sweep-rate", "GHOST_SCAN_SWEEP_RATE", defaultSweepRate, "repositories a second the reconciler's safety sweep looks at, one node at a time; 0 disables the sweep")
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 	bg.register(f)
+	hookFlags.register(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -93,6 +95,10 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
+		}
+		hookOpts, err := hookFlags.options(listen, tlsCert != "")
+		if err != nil {
+			return err
 		}
 		level, err := parseLogLevel(logLevel)
 		if err != nil {
@@ -159,6 +165,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			Tracer:      tp.Tracer(),
 			Scan:        scanner.Options{InitialShards: scanShard},
 			SSHCloneURL: sshCloneURL(sshURL, sshListen),
+			Webhooks:    hookOpts,
 		})
 		if err != nil {
 			return err

@@ -64,6 +64,13 @@ type Options struct {
 	// scan becomes impossible and no unscanned object is dropped
 	// (docs/adr/0033-scan-coverage.md). Nil folds without regard to scans.
 	Coverage Coverage
+	// Events, when set, is webhooks' claim on the log: a compaction keeps
+	// every object of the layers above the seq through which every hook
+	// delivered its events, and keeps the headers of those layers before
+	// folding them, so that no push is lost to a hook that has not
+	// delivered it yet (docs/adr/0105-webhook-delivery.md). Nil folds
+	// without regard to hooks.
+	Events Events
 	// Factor is the geometric progression's factor: a checkpoint stays
 	// only while it is at least Factor times the size of everything a
 	// compaction would roll up after it (default 2, as `git repack
@@ -86,6 +93,17 @@ type Coverage interface {
 	// nil for a layer without objects) of the layer at seq, which is
 	// about to be folded unscanned.
 	PreserveLayer(ctx context.Context, repo string, seq uint64, layer wal.Layer, idx io.Reader, size int64) error
+}
+
+// Events is what compaction needs from webhook delivery
+// (hooks.Store implements it).
+type Events interface {
+	// DeliveredThrough returns the seq through which every hook of repo
+	// has delivered (or given up) the log's events.
+	DeliveredThrough(ctx context.Context, repo string) (uint64, error)
+	// PreserveEvents keeps what hooks need of the layer at seq (its
+	// entry's header), which is about to be folded undelivered.
+	PreserveEvents(ctx context.Context, repo string, seq uint64, layer wal.Layer) error
 }
 
 // Compactor writes checkpoints for repositories of one log. It is safe for
@@ -233,6 +251,12 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 		}
 	}
+	delivered := x.Seq
+	if c.opts.Events != nil {
+		if delivered, err = c.opts.Events.DeliveredThrough(ctx, repo); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
+	}
 
 	// 3. The pack. A roll-up first packs the layers, whose size decides
 	// how many checkpoints roll up with it (Plan), and then those with
@@ -277,7 +301,8 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 		if err := c.cache.SetRefs(ctx, dir, x.Refs, c.git); err != nil {
 			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 		}
-		if base, n, err = c.pack(ctx, dir, x, built, scanned); err != nil {
+		// The objects of what scanning or a hook has yet to read stay.
+		if base, n, err = c.pack(ctx, dir, x, built, min(scanned, delivered)); err != nil {
 			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 		}
 	} else {
@@ -289,6 +314,9 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 	}
 	c.progress("packed %d objects, %d bytes", n, size)
 	if err := c.preserve(ctx, repo, dir, x, built, scanned); err != nil {
+		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+	}
+	if err := c.preserveEvents(ctx, repo, x, delivered); err != nil {
 		return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 	}
 
@@ -457,6 +485,24 @@ func (c *Compactor) preserve(ctx context.Context, repo, dir string, x *wal.Index
 		}
 		if err := c.preserveOne(ctx, repo, dir, seq, l, built.Layers[l.ULID]); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// preserveEvents keeps, for every layer above delivered that this
+// compaction folds, what hooks need of it (docs/adr/0105-webhook-delivery.md).
+// Like preserve, it runs before the index write: a compaction that could
+// not keep a header folds nothing.
+func (c *Compactor) preserveEvents(ctx context.Context, repo string, x *wal.Index, delivered uint64) error {
+	if c.opts.Events == nil {
+		return nil
+	}
+	for i, l := range x.Layers {
+		if seq := x.CompactedThroughSeq + uint64(i) + 1; seq > delivered {
+			if err := c.opts.Events.PreserveEvents(ctx, repo, seq, l); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -76,7 +76,7 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc access
 	defer body.Close()
 	out := &response{w: w, start: func(*response) { resultHeaders(w, svcReceive) }}
 	err = h.svc.ReceivePack(r.Context(), gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
+		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, Name: acc.Name, PushProtection: acc.PushProtection,
 		AllowReplaceRefs: acc.AllowReplaceRefs, DefaultBranch: acc.DefaultBranch, Body: body, Out: out, Drain: r.Body,
 	})
 	h.finish(w, r, svcReceive, out, err)

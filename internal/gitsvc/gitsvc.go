@@ -201,6 +201,9 @@ type Request struct {
 	// Tenant owns the repository; push protection files bypasses under
 	// it, with its fingerprint key.
 	Tenant string
+	// Name is the repository's name as displayed, for what is told of a
+	// committed push (webhooks); "" when the transport does not say.
+	Name string
 	// PushProtection is the repository's setting: check a push for
 	// secrets before committing it (Options.PushProtect).
 	PushProtection bool

@@ -15,7 +15,7 @@ import (
 
 // keyRoots are the first segments of every object-store key ghost
 // writes (docs/design.md §2.3).
-var keyRoots = []string{"repos/", "meta/", "scans/", "gc/", "lfs/"}
+var keyRoots = []string{"repos/", "meta/", "scans/", "gc/", "lfs/", "hooks/"}
 
 // designKeys returns the key patterns of docs/design.md §2.3, the one
 // list of the object store's key layout.

@@ -35,7 +35,7 @@ var floors = map[string]int{
 	"internal/compact": 4, "internal/gc": 4, "internal/alerts": 4, "internal/secretscan/report": 4,
 	"internal/webhook": 4,
 	// 5: scanning: before the commit point, and in runs after it.
-	"internal/pushprotect": 5, "internal/scanner": 5,
+	"internal/pushprotect": 5, "internal/scanner": 5, "internal/hooks": 5,
 	// 6: the git service both transports share.
 	"internal/gitsvc": 6,
 	// 7: the edges: transports, API, web UI.

@@ -78,6 +78,10 @@ type Options struct {
 	// Tracer, when set, records a span per shard a worker scans
 	// (internal/tracing); nil records none.
 	Tracer trace.Tracer
+	// RunDone, when set, hears of each run that completes, once, after
+	// its record says so (webhooks' scan_run event). The process that
+	// marks the run done tells it; one that dies first tells nothing.
+	RunDone func(ctx context.Context, r Run)
 }
 
 // Scanner starts runs, reports their progress, and reconciles the runs
@@ -326,18 +330,23 @@ func (s *Scanner) finish(ctx context.Context, r *Run) error {
 		return nil
 	}
 	marked := false
+	var doneRun Run
 	if err := update(ctx, s.recs, runKey(spec), func(cur *Run) *Run {
 		if cur == nil || cur.Done {
 			marked = false
 			return nil
 		}
 		cur.Done, marked = true, true
+		doneRun = *cur
 		return cur
 	}); err != nil {
 		return err
 	}
 	if marked {
 		s.opts.Metrics.runDone(spec.Kind, s.now().Sub(r.CreatedAt))
+		if s.opts.RunDone != nil {
+			s.opts.RunDone(ctx, doneRun)
+		}
 	}
 	if spec.Kind == KindFull {
 		// Every object of the repository at a seq at or above this one

@@ -26,8 +26,9 @@ type Listeners struct {
 
 // Run is a node's life once its listeners are up: it serves l and,
 // beside them, opens the coordination store the server owns
-// (Options.Etcd) and runs the in-process scan workers and the reconciler
-// (Options.ScanWorkers, Options.Reconciler). It returns when ctx ends or
+// (Options.Etcd), runs the in-process scan workers and the reconciler
+// (Options.ScanWorkers, Options.Reconciler) and delivers webhook events
+// (RunWebhooks). It returns when ctx ends or
 // a listener fails; either way everything stops: the transports let the
 // requests and commands in flight finish, then the scan farm stops, then
 // the coordination store closes. Close is still the caller's, after Run.
@@ -50,6 +51,8 @@ func (s *Server) Run(ctx context.Context, l Listeners) error {
 	}
 	stopScans := s.runScanning(ctx)
 	defer stopScans()
+	stopHooks := s.runWebhooks(ctx)
+	defer stopHooks()
 
 	// If either transport stops, both do.
 	sctx, cancel := context.WithCancel(ctx)
@@ -69,6 +72,18 @@ func (s *Server) Run(ctx context.Context, l Listeners) error {
 		})
 	}
 	return g.Wait()
+}
+
+// runWebhooks delivers webhook events while the node runs (RunWebhooks)
+// and returns what stops it and waits.
+func (s *Server) runWebhooks(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.RunWebhooks(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // runScanning starts the node's in-process scan workers and the

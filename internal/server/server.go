@@ -33,6 +33,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
+	"github.com/ghost-scm/ghost/internal/hooks"
 	"github.com/ghost-scm/ghost/internal/httpx"
 	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -129,6 +130,9 @@ type Options struct {
 	// Store, Log and Alerts are filled in by the server, and Coord from
 	// Coordination when unset.
 	Scan scanner.Options
+	// Webhooks configures webhook delivery, which runs with the
+	// coordination store (RunWebhooks; docs/adr/0105-webhook-delivery.md).
+	Webhooks WebhookOptions
 }
 
 // tempSweeper is a store that leaves write temporaries behind when its
@@ -152,6 +156,11 @@ type Server struct {
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
 	bgWork   *gitexec.Background
+
+	hooks       *hooks.Store
+	dispatcher  *hooks.Dispatcher
+	boards      *boards
+	webhookOpts WebhookOptions
 
 	// bg carries the push-run starts, which outlive their request; Close
 	// cancels it and waits for them.
@@ -215,6 +224,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		storeRequests.WithLabelValues(op, result).Inc()
 	})
 	s := &Server{opts: opts, logger: opts.Logger, registry: opts.Registry}
+	// The coordination link comes first: the scanner and the webhook
+	// dispatcher take their handle on it.
+	if opts.Coordination == nil && opts.Etcd != nil {
+		s.etcd = newEtcdLink(opts.Logger, *opts.Etcd, opts.Registry)
+		opts.Coordination = s.etcd
+		s.opts.Coordination = s.etcd
+	}
 	s.log = wal.New(opts.Store, opts.WAL)
 	s.meta = meta.New(opts.Store, s.log)
 	metrics := gitsvc.NewMetrics(opts.Registry)
@@ -239,6 +255,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			s.closeParts()
 		}
 	}()
+	s.alerts = alerts.New(opts.Store)
+	s.setupWebhooks(opts.Webhooks)
 	copts := opts.Compaction
 	if copts.Logger == nil {
 		copts.Logger = opts.Logger
@@ -274,27 +292,23 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			done(repo, res, err)
 		}
 	}
-	cops := compact.Options{Logger: opts.Logger, Git: s.bgWork.Runner(cache.Git())}
+	// Compaction keeps what hooks have not delivered
+	// (docs/adr/0105-webhook-delivery.md).
+	cops := compact.Options{Logger: opts.Logger, Git: s.bgWork.Runner(cache.Git()), Events: s.hooks}
 	if opts.Scan.Coord != nil || opts.Coordination != nil {
 		// Scanning is on: compaction must not fold away what it has not
 		// read yet (docs/adr/0033-scan-coverage.md).
 		cops.Coverage = scanner.NewCoverage(opts.Store)
 	}
 	s.compact = compact.NewTrigger(compact.New(s.log, cache, cops), copts)
-	s.alerts = alerts.New(opts.Store)
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
 		s.ensureListings()
 	}()
-	apiOpts := []api.Option{api.WithAlerts(s.alerts)}
+	apiOpts := []api.Option{api.WithAlerts(s.alerts), api.WithHooks(s.hooks)}
 	var onCommit func(gitsvc.Request, wal.Result)
-	if opts.Coordination == nil && opts.Etcd != nil {
-		s.etcd = newEtcdLink(opts.Logger, *opts.Etcd, opts.Registry)
-		opts.Coordination = s.etcd
-		s.opts.Coordination = s.etcd
-	}
 	if opts.Scan.Coord == nil && opts.Coordination != nil {
 		c := opts.Coordination
 		opts.Scan.Coord = func() coord.Backend {
@@ -315,6 +329,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 		if so.Tracer == nil {
 			so.Tracer = opts.Tracer
+		}
+		if so.RunDone == nil {
+			so.RunDone = s.scanRunEvent
 		}
 		sc, err := scanner.New(so)
 		if err != nil {
@@ -341,23 +358,26 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	// background compaction (docs/adr/0050-compaction.md), and the
 	// push's scan run when scanning is on.
 	scan := onCommit
-	if s.scanner != nil {
-		// The pending mark goes before the commit point: a node that dies
-		// right after the commit leaves it for the reconciler
-		// (docs/adr/0033-scan-coverage.md).
-		cov := s.scanner.Coverage
-		svc.BeforeCommit = func(ctx context.Context, req gitsvc.Request) error {
-			if req.Tenant == "" {
-				return nil
-			}
-			return cov.MarkPending(ctx, req.Tenant, req.Repo)
+	// The pending marks go before the commit point: a node that dies
+	// right after the commit leaves them for the reconcilers
+	// (docs/adr/0033-scan-coverage.md, docs/adr/0105-webhook-delivery.md).
+	svc.BeforeCommit = func(ctx context.Context, req gitsvc.Request) error {
+		if req.Tenant == "" {
+			return nil
 		}
+		if s.scanner != nil {
+			if err := s.scanner.Coverage.MarkPending(ctx, req.Tenant, req.Repo); err != nil {
+				return err
+			}
+		}
+		return s.beforeCommitHooks(ctx, req)
 	}
 	svc.OnCommit = func(req gitsvc.Request, res wal.Result) {
 		s.compact.AfterCommit(req.Repo, res)
 		if scan != nil {
 			scan(req, res)
 		}
+		s.afterCommitHooks(req, res)
 	}
 	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
 	if err != nil {
@@ -623,7 +643,7 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	if err != nil {
 		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
 	switch {
 	case write:
 		g.Level = access.Write

@@ -78,7 +78,7 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 		return meta.ErrNotFound
 	}
 	err = serve(ctx, gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, PushProtection: acc.PushProtection,
+		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, Name: acc.Name, PushProtection: acc.PushProtection,
 		AllowReplaceRefs: acc.AllowReplaceRefs, DefaultBranch: acc.DefaultBranch, Body: req.Stdin, Out: req.Stdout,
 		GitProtocol: req.GitProtocol, Stream: true,
 	})

@@ -207,10 +207,21 @@ type Hook struct {
 	URL    string
 	Events []string
 	Active bool
+	// InsecureSSL is the hook's setting: TLS certificates not verified.
+	InsecureSSL bool
+	// Org names the tenant of a tenant-wide hook (an organization's, in
+	// GitHub's words); empty for a repository's hook.
+	Org string
 }
 
+// MarshalJSON encodes the repository as payloads carry it, so that
+// events built elsewhere (package hooks) embed the same object.
+func (r Repository) MarshalJSON() ([]byte, error) { return json.Marshal(r.json()) }
+
 // PingPayload returns the "ping" event's body, sent when a hook is
-// created. It names the hook's URL and events, never its secret.
+// created. It names the hook's URL and events, never its secret. A
+// tenant's hook (h.Org set) is described as GitHub describes an
+// organization's, with the organization in place of a repository.
 func PingPayload(h Hook, repo Repository, sender, zen string) ([]byte, error) {
 	type config struct {
 		URL         string `json:"url"`
@@ -225,11 +236,127 @@ func PingPayload(h Hook, repo Repository, sender, zen string) ([]byte, error) {
 		Events []string `json:"events"`
 		Config config   `json:"config"`
 	}
+	ssl := "0"
+	if h.InsecureSSL {
+		ssl = "1"
+	}
+	if h.Org != "" {
+		return json.Marshal(struct {
+			Zen          string   `json:"zen"`
+			HookID       int64    `json:"hook_id"`
+			Hook         hookJSON `json:"hook"`
+			Organization userJSON `json:"organization"`
+			Sender       userJSON `json:"sender"`
+		}{zen, h.ID, hookJSON{"Organization", h.ID, "web", h.Active, h.Events, config{h.URL, "json", ssl}}, userJSON{Login: h.Org}, userJSON{Login: sender}})
+	}
 	return json.Marshal(struct {
 		Zen        string   `json:"zen"`
 		HookID     int64    `json:"hook_id"`
 		Hook       hookJSON `json:"hook"`
 		Repository repoJSON `json:"repository"`
 		Sender     userJSON `json:"sender"`
-	}{zen, h.ID, hookJSON{"Repository", h.ID, "web", h.Active, h.Events, config{h.URL, "json", "0"}}, repo.json(), userJSON{Login: sender}})
+	}{zen, h.ID, hookJSON{"Repository", h.ID, "web", h.Active, h.Events, config{h.URL, "json", ssl}}, repo.json(), userJSON{Login: sender}})
+}
+
+// Alert is a secret-scanning alert as its event shows it. It has no
+// field for the secret: a hook's receiver learns where a secret leaked
+// and its type, never the secret itself.
+type Alert struct {
+	// ID is ghost's alert id (hex); Number, GitHub's, is derived from it.
+	ID          string
+	RuleID      string
+	Description string
+	State       string // "open" or "resolved"
+	Resolution  string
+	ResolvedBy  string
+	ResolvedAt  time.Time
+	Comment     string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// BypassedBy, BypassedAt and BypassReason describe a push-protection
+	// bypass, when the event is one.
+	BypassedBy   string
+	BypassedAt   time.Time
+	BypassReason string
+	Repo         Repository
+}
+
+// AlertPayload returns the fields of GitHub's "secret_scanning_alert"
+// event beside repository and sender (which the enqueuer adds): action
+// (created, resolved, reopened; push_protection_bypassed, ghost's own,
+// for a bypass on an alert that existed) and the alert.
+func AlertPayload(action string, a Alert) ([]byte, error) {
+	type alertJSON struct {
+		Number                   int64      `json:"number"`
+		CreatedAt                time.Time  `json:"created_at"`
+		UpdatedAt                time.Time  `json:"updated_at"`
+		URL                      string     `json:"url"`
+		HTMLURL                  string     `json:"html_url"`
+		State                    string     `json:"state"`
+		Resolution               *string    `json:"resolution"`
+		ResolvedAt               *time.Time `json:"resolved_at"`
+		ResolvedBy               *userJSON  `json:"resolved_by"`
+		ResolutionComment        *string    `json:"resolution_comment"`
+		SecretType               string     `json:"secret_type"`
+		SecretTypeDisplayName    string     `json:"secret_type_display_name"`
+		PushProtectionBypassed   bool       `json:"push_protection_bypassed"`
+		PushProtectionBypassedBy *userJSON  `json:"push_protection_bypassed_by"`
+		PushProtectionBypassedAt *time.Time `json:"push_protection_bypassed_at"`
+		// GhostID and BypassReason are ghost's own.
+		GhostID      string `json:"ghost_id"`
+		BypassReason string `json:"push_protection_bypass_reason,omitempty"`
+	}
+	html := a.Repo.json().HTMLURL + "/-/alerts/" + a.ID
+	out := alertJSON{
+		Number: NumericID(a.ID), CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(), URL: html, HTMLURL: html,
+		State: a.State, SecretType: a.RuleID, SecretTypeDisplayName: a.Description, GhostID: a.ID,
+	}
+	if out.SecretTypeDisplayName == "" {
+		out.SecretTypeDisplayName = a.RuleID
+	}
+	if a.State == "resolved" {
+		res, at, by, c := a.Resolution, a.ResolvedAt.UTC(), userJSON{Login: a.ResolvedBy}, a.Comment
+		out.Resolution, out.ResolvedAt, out.ResolvedBy, out.ResolutionComment = &res, &at, &by, &c
+	}
+	if a.BypassedBy != "" {
+		at, by := a.BypassedAt.UTC(), userJSON{Login: a.BypassedBy}
+		out.PushProtectionBypassed, out.PushProtectionBypassedBy, out.PushProtectionBypassedAt = true, &by, &at
+		out.BypassReason = a.BypassReason
+	}
+	return json.Marshal(struct {
+		Action string    `json:"action"`
+		Alert  alertJSON `json:"alert"`
+	}{action, out})
+}
+
+// ScanRun is a finished secret-scanning run, ghost's own "scan_run"
+// event.
+type ScanRun struct {
+	ID                    uint64
+	Kind                  string // "push" or "full"
+	Seq                   uint64
+	Shards                int
+	Blobs, Bytes, Found   int64
+	CreatedAt, FinishedAt time.Time
+}
+
+// ScanRunPayload returns the fields of the "scan_run" event beside
+// repository and sender: action "completed" and the run.
+func ScanRunPayload(r ScanRun) ([]byte, error) {
+	type runJSON struct {
+		ID          uint64    `json:"id"`
+		Kind        string    `json:"kind"`
+		Seq         uint64    `json:"seq"`
+		State       string    `json:"state"`
+		Shards      int       `json:"shards"`
+		Blobs       int64     `json:"blobs_scanned"`
+		Bytes       int64     `json:"bytes_scanned"`
+		Findings    int64     `json:"findings"`
+		CreatedAt   time.Time `json:"created_at"`
+		CompletedAt time.Time `json:"completed_at"`
+	}
+	return json.Marshal(struct {
+		Action  string  `json:"action"`
+		ScanRun runJSON `json:"scan_run"`
+	}{"completed", runJSON{r.ID, r.Kind, r.Seq, "completed", r.Shards, r.Blobs, r.Bytes, r.Found, r.CreatedAt.UTC(), r.FinishedAt.UTC()}})
 }

@@ -9,6 +9,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,10 @@ type Options struct {
 	FollowRedirects bool
 	// UserAgent defaults to "ghost-Hookshot/1".
 	UserAgent string
+	// InsecureSkipVerify accepts any TLS certificate: a hook's
+	// insecure_ssl, for receivers with self-signed certificates. The
+	// address policy still applies.
+	InsecureSkipVerify bool
 }
 
 // Sender posts events to hook URLs. It is safe for concurrent use.
@@ -80,6 +85,9 @@ func NewSender(opts Options) *Sender {
 		TLSHandshakeTimeout:   opts.Timeout,
 		ResponseHeaderTimeout: opts.Timeout,
 	}
+	if opts.InsecureSkipVerify {
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the hook's owner asked for it (insecure_ssl)
+	}
 	client := &http.Client{Transport: tr, Timeout: opts.Timeout}
 	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if !opts.FollowRedirects {
@@ -105,8 +113,10 @@ type Delivery struct {
 // holds the hook's secret: the signature header is derived from it, the
 // secret itself is not kept.
 type Result struct {
-	Status   int
-	Duration time.Duration
+	Status int
+	// StatusText is the receiver's status line ("503 Service Unavailable").
+	StatusText string
+	Duration   time.Duration
 	// RequestHeaders are the headers sent.
 	RequestHeaders http.Header
 	// ResponseHeaders and Excerpt are the receiver's answer, the body
@@ -150,7 +160,7 @@ func (s *Sender) Send(ctx context.Context, url string, secret []byte, d Delivery
 		return res, fmt.Errorf("webhook: post %s: %w", req.URL.Redacted(), err)
 	}
 	defer resp.Body.Close()
-	res.Status = resp.StatusCode
+	res.Status, res.StatusText = resp.StatusCode, resp.Status
 	res.ResponseHeaders = resp.Header.Clone()
 	res.Excerpt, err = io.ReadAll(io.LimitReader(resp.Body, int64(s.opts.ExcerptSize)))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))

@@ -29,6 +29,8 @@ import (
 //	<ns>/markers/global                 the global counter exists (empty value)
 //	<ns>/locks/gc                       held by the node running GC (see TryGC)
 //	<ns>/leaders/<name>/<lease>         an election (see Lead)
+//	<ns>/boards/<name>/work/<key>       a board's item of work (see Board)
+//	<ns>/boards/<name>/hold/<name>      who holds a name of a board, on its session's lease
 //
 // Nothing but the counters lives under <ns>/tenants/, so the advisory global
 // cap can sum them with one range read.

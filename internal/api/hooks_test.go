@@ -1,0 +1,175 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ghost-scm/ghost/internal/hooks"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/objstore/memstore"
+	"github.com/ghost-scm/ghost/internal/testkit"
+	"github.com/ghost-scm/ghost/internal/wal"
+	"github.com/ghost-scm/ghost/internal/webhook"
+)
+
+// hookFixture serves the API with webhooks over the fixture's store:
+// alice/web (private) and acme/app (an org's, bob a member).
+type hookFixture struct {
+	*fixture
+	objects objstore.Store
+	logs    *testkit.Buffer
+}
+
+func newHookFixture(t *testing.T) *hookFixture {
+	t.Helper()
+	objects := memstore.New()
+	logs := &testkit.Buffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := newFixtureOn(t, objects, logger)
+	hs := hooks.New(hooks.Options{Store: objects, Log: wal.New(objects, wal.Options{}), Meta: f.s, Logger: logger})
+	srv := httptest.NewServer(NewHandler(f.s, logger, WithHooks(hs))) // 127.0.0.1
+	t.Cleanup(srv.Close)
+	f.srv = srv
+	ctx := context.Background()
+	if _, err := f.s.CreateRepo(ctx, "alice", "web", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.CreateRepo(ctx, "acme", "app", true); err != nil {
+		t.Fatal(err)
+	}
+	return &hookFixture{fixture: f, objects: objects, logs: logs}
+}
+
+const secretValue = "hunter2-hook-secret"
+
+// TestHooksAPI: create, list, get, change, ping, test and delete, in
+// GitHub's fields, with the secret never shown again.
+func TestHooksAPI(t *testing.T) {
+	f := newHookFixture(t)
+	body := fmt.Sprintf(`{"name":"web","config":{"url":"https://ci.example.com/hook","content_type":"json","secret":%q,"insecure_ssl":"0"},"events":["push","create"],"active":true}`, secretValue)
+	r := f.do("POST", "/api/repos/alice/web/hooks", f.aliceW, body)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	var h hookJSON
+	r.json(t, &h)
+	if h.ID <= 0 || h.Type != "Repository" || h.Config.URL != "https://ci.example.com/hook" || h.Config.Secret != "********" || !h.Active || strings.Join(h.Events, ",") != "create,push" {
+		t.Errorf("created %+v", h)
+	}
+	base := fmt.Sprintf("/api/repos/alice/web/hooks/%d", h.ID)
+	for _, path := range []string{"/api/repos/alice/web/hooks", base} {
+		r := f.do("GET", path, f.aliceW, "")
+		if r.status != 200 || !bytes.Contains(r.body, []byte(`"secret":"********"`)) {
+			t.Errorf("GET %s: %d %s", path, r.status, r.body)
+		}
+	}
+	r = f.do("PATCH", base, f.aliceW, `{"add_events":["repository"],"remove_events":["create"],"config":{"insecure_ssl":1}}`)
+	r.json(t, &h)
+	if r.status != 200 || strings.Join(h.Events, ",") != "push,repository" || h.Config.InsecureSSL != "1" || h.Config.URL != "https://ci.example.com/hook" || h.Config.Secret != "********" {
+		t.Errorf("patch: %d %+v", r.status, h)
+	}
+	r = f.do("PATCH", base, f.aliceW, `{"active":false}`)
+	r.json(t, &h)
+	if r.status != 200 || h.Active {
+		t.Errorf("turn off: %d %+v", r.status, h)
+	}
+	f.run([]step{
+		{"ping", "POST", base + "/pings", f.aliceW, "", 204},
+		{"test", "POST", base + "/tests", f.aliceW, "", 204},
+		{"deliveries (none yet)", "GET", base + "/deliveries", f.aliceW, "", 200},
+		{"a delivery that does not exist", "GET", base + "/deliveries/0123456789abcdef01234567", f.aliceW, "", 404},
+		{"redeliver one that does not exist", "POST", base + "/deliveries/0123456789abcdef01234567/attempts", f.aliceW, "", 404},
+		{"an id that is not a number", "GET", "/api/repos/alice/web/hooks/x", f.aliceW, "", 404},
+		{"another repository's hook id", "GET", fmt.Sprintf("/api/repos/acme/app/hooks/%d", h.ID), f.bobW, "", 404},
+		{"delete", "DELETE", base, f.aliceW, "", 204},
+		{"deleted", "GET", base, f.aliceW, "", 404},
+		{"delete again", "DELETE", base, f.aliceW, "", 404},
+	})
+	if strings.Contains(f.logs.String(), secretValue) {
+		t.Errorf("the secret is in the server's log")
+	}
+	// Nothing the API answers, nor anything the store holds but the
+	// hook's own set, carries the secret.
+	_ = objstore.Walk(context.Background(), f.objects, "", func(o objstore.Info) error {
+		if strings.HasPrefix(o.Key, "hooks/sets/") {
+			return nil
+		}
+		b, _, err := objstore.ReadAll(context.Background(), f.objects, o.Key, 64<<20)
+		if err == nil && bytes.Contains(b, []byte(secretValue)) {
+			t.Errorf("the secret is stored in %s", o.Key)
+		}
+		return nil
+	})
+}
+
+// TestHooksAPIAccess: hooks are for those who may write the repository,
+// or create repositories under the tenant; anyone else gets 404.
+func TestHooksAPIAccess(t *testing.T) {
+	f := newHookFixture(t)
+	create := `{"config":{"url":"https://ci.example.com/hook"}}`
+	f.run([]step{
+		{"anonymous, private repository", "GET", "/api/repos/alice/web/hooks", "", "", 404},
+		{"read token", "GET", "/api/repos/alice/web/hooks", f.aliceR, "", 404},
+		{"another tenant", "POST", "/api/repos/alice/web/hooks", f.carolW, create, 404},
+		{"public repository, not a writer", "GET", "/api/repos/acme/app/hooks", f.carolW, "", 404},
+		{"org member", "POST", "/api/repos/acme/app/hooks", f.bobW, create, 201},
+		{"admin", "GET", "/api/repos/alice/web/hooks", f.admin, "", 200},
+		{"tenant: anonymous", "GET", "/api/tenants/acme/hooks", "", "", 401},
+		{"tenant: not a member", "GET", "/api/tenants/acme/hooks", f.carolW, "", 404},
+		{"tenant: read token of the tenant", "GET", "/api/tenants/alice/hooks", f.aliceR, "", 404},
+		{"tenant: member", "POST", "/api/tenants/acme/hooks", f.bobW, create, 201},
+		{"tenant: itself", "GET", "/api/tenants/alice/hooks", f.aliceW, "", 200},
+		{"tenant: none such", "GET", "/api/tenants/nobody/hooks", f.admin, "", 404},
+	})
+}
+
+// TestHooksAPIRefusesBadInput: each bad definition is a 400 that names
+// the problem, and creates nothing.
+func TestHooksAPIRefusesBadInput(t *testing.T) {
+	f := newHookFixture(t)
+	for _, body := range []string{
+		`{}`,
+		`{"config":{}}`,
+		`{"config":{"url":"ftp://example.com/"}}`,
+		`{"config":{"url":"https://user:pw@example.com/"}}`,
+		`{"config":{"url":"not a url"}}`,
+		`{"config":{"url":"http://127.0.0.1:9/"}}`,
+		`{"config":{"url":"http://[::1]/"}}`,
+		`{"config":{"url":"http://169.254.169.254/latest"}}`,
+		`{"config":{"url":"https://example.com/","content_type":"form"}}`,
+		`{"config":{"url":"https://example.com/","insecure_ssl":"maybe"}}`,
+		`{"config":{"url":"https://example.com/"},"events":["pull"]}`,
+		`{"config":{"url":"https://example.com/"},"events":[]}`,
+		`{"config":{"url":"https://example.com/"},"name":"email"}`,
+		`{"config":{"url":"https://example.com/"},"unknown":1}`,
+		`{"config":{"url":"https://example.com/","secret":"` + strings.Repeat("s", hooks.MaxSecretBytes+1) + `"}}`,
+		`{"config":{"url":"https://example.com/` + strings.Repeat("p", hooks.MaxURLBytes) + `"}}`,
+	} {
+		r := f.do("POST", "/api/repos/alice/web/hooks", f.aliceW, body)
+		if r.status != 400 {
+			t.Errorf("POST %.80s: %d %s, want 400", body, r.status, r.body)
+		}
+	}
+	r := f.do("GET", "/api/repos/alice/web/hooks", f.aliceW, "")
+	if r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
+		t.Errorf("after the refusals: %d %s, want no hooks", r.status, r.body)
+	}
+}
+
+// TestHooksAPIAllowsLiteralAddressesThePolicyAllows: an allow-list
+// admits its networks at creation as it does at delivery.
+func TestHooksAPIAllowsLiteralAddressesThePolicyAllows(t *testing.T) {
+	f := newHookFixture(t)
+	hs := hooks.New(hooks.Options{Store: f.objects, Log: wal.New(f.objects, wal.Options{}), Meta: f.s, Policy: webhook.Policy{AllowPrivate: true}})
+	srv := httptest.NewServer(NewHandler(f.s, nil, WithHooks(hs)))
+	t.Cleanup(srv.Close)
+	f.srv = srv
+	if r := f.do("POST", "/api/repos/alice/web/hooks", f.aliceW, `{"config":{"url":"http://127.0.0.1:9/"}}`); r.status != 201 {
+		t.Errorf("with private addresses allowed: %d %s", r.status, r.body)
+	}
+}
