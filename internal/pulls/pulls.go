@@ -97,8 +97,10 @@ var (
 type PullRequest struct {
 	// Number is its number in the base repository, from 1.
 	Number uint64
-	// RepoID is the base repository's log id.
-	RepoID string
+	// RepoID is the base repository's log id, and BaseRepo its
+	// "owner/name" when the pull request was opened.
+	RepoID   string
+	BaseRepo string
 	Title  string
 	// Body is Markdown.
 	Body string

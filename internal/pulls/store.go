@@ -46,6 +46,7 @@ type prRecord struct {
 
 	Number      uint64    `json:"number"`
 	RepoID      string    `json:"repo_id"`
+	BaseRepo    string    `json:"base_repo"`
 	Title       string    `json:"title"`
 	Body        string    `json:"body,omitempty"`
 	Author      string    `json:"author"`
@@ -68,7 +69,7 @@ type prRecord struct {
 
 func (r *prRecord) pull() PullRequest {
 	return PullRequest{
-		Number: r.Number, RepoID: r.RepoID, Title: r.Title, Body: r.Body, Author: r.Author,
+		Number: r.Number, RepoID: r.RepoID, BaseRepo: r.BaseRepo, Title: r.Title, Body: r.Body, Author: r.Author,
 		Head: Branch{RepoID: r.HeadRepoID, Repo: r.HeadRepo, Ref: r.HeadRef}, Base: r.BaseRef,
 		State: r.State, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ClosedAt: r.ClosedAt,
 		MergedAt: r.MergedAt, MergedBy: r.MergedBy, MergeCommit: r.MergeCommit, MergeMethod: r.MergeMethod,
@@ -260,8 +261,8 @@ func (s *Store) Create(ctx context.Context, pr PullRequest) (PullRequest, error)
 			return PullRequest{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
-	if pr.Author == "" {
-		return PullRequest{}, fmt.Errorf("%w: no author", ErrInvalid)
+	if pr.Author == "" || pr.BaseRepo == "" || pr.Head.Repo == "" {
+		return PullRequest{}, fmt.Errorf("%w: no author or repository name", ErrInvalid)
 	}
 	for range 4 {
 		n, err := s.allocate(ctx, pr.RepoID)
@@ -272,7 +273,7 @@ func (s *Store) Create(ctx context.Context, pr PullRequest) (PullRequest, error)
 		nonce := newNonce()
 		r := &prRecord{
 			V: recordVersion, Nonce: nonce, Gen: 1, StateGen: 1, StateNonce: nonce, StateAt: now.UnixMilli(),
-			Number: n, RepoID: pr.RepoID, Title: pr.Title, Body: pr.Body, Author: pr.Author,
+			Number: n, RepoID: pr.RepoID, BaseRepo: pr.BaseRepo, Title: pr.Title, Body: pr.Body, Author: pr.Author,
 			HeadRepoID: pr.Head.RepoID, HeadRepo: pr.Head.Repo, HeadRef: pr.Head.Ref, BaseRef: pr.Base,
 			State: Open, CreatedAt: now, UpdatedAt: now,
 		}

@@ -22,7 +22,7 @@ const (
 
 func draft(head string) PullRequest {
 	return PullRequest{
-		RepoID: repoA, Title: "Add " + head, Body: "body of " + head, Author: "alice",
+		RepoID: repoA, BaseRepo: "alice/app", Title: "Add " + head, Body: "body of " + head, Author: "alice",
 		Head: Branch{RepoID: repoA, Repo: "alice/app", Ref: head}, Base: "main",
 	}
 }
