@@ -101,7 +101,7 @@ type PullRequest struct {
 	// "owner/name" when the pull request was opened.
 	RepoID   string
 	BaseRepo string
-	Title  string
+	Title    string
 	// Body is Markdown.
 	Body string
 	// Author is the tenant that opened it.

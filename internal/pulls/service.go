@@ -78,11 +78,11 @@ type RepoLookup interface {
 
 // Options configure a Service.
 type Options struct {
-	Store   *Store          // required
-	Repos   RepoLookup      // required
-	Copies  Copies          // required
-	Pusher  Pusher          // required
-	Git     *gitexec.Runner // required
+	Store  *Store          // required
+	Repos  RepoLookup      // required
+	Copies Copies          // required
+	Pusher Pusher          // required
+	Git    *gitexec.Runner // required
 	// TempDir returns a scratch directory on the copies' file system.
 	TempDir func() (string, error) // required
 	// Events receives pull-request events (nil: none).
