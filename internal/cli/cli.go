@@ -54,6 +54,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newTokenCmd(env),
 		newKeyCmd(env),
 		newRepoCmd(env),
+		newPRCmd(env),
 		newCoordCmd(env),
 		newGCCmd(env),
 		newScanCmd(env),

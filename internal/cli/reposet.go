@@ -13,9 +13,9 @@ import (
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs string
+	var pushProtection, replaceRefs, mergeCommit, squashMerge, rebaseMerge string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--allow-merge-commit|--allow-squash-merge|--allow-rebase-merge on|off]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -27,12 +27,19 @@ bypasses are recorded as alerts (ghost repo alerts). It is off by default.
 --allow-replace-refs on lets pushes create and move refs/replace/* refs,
 which are refused by default: a replace ref makes the clients that honour
 it show another object in place of one in history. The server's own git
-(scanning, push protection, the web UI) never honours them either way.`,
+(scanning, push protection, the web UI) never honours them either way.
+
+--allow-merge-commit, --allow-squash-merge and --allow-rebase-merge say
+which strategies may merge pull requests (ghost pr merge --method); all
+three are allowed by default, and at least one must stay allowed.`,
 		Args: exactArgs(1),
 	}
 	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&pushProtection, "push-protection", "", "refuse pushes that add secrets: on or off")
 	cmd.Flags().StringVar(&replaceRefs, "allow-replace-refs", "", "let pushes update refs/replace/*: on or off")
+	cmd.Flags().StringVar(&mergeCommit, "allow-merge-commit", "", "let pull requests merge with a merge commit: on or off")
+	cmd.Flags().StringVar(&squashMerge, "allow-squash-merge", "", "let pull requests merge squashed: on or off")
+	cmd.Flags().StringVar(&rebaseMerge, "allow-rebase-merge", "", "let pull requests merge rebased: on or off")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -46,6 +53,9 @@ it show another object in place of one in history. The server's own git
 		}{
 			{"--push-protection", "push protection", pushProtection, &s.PushProtection},
 			{"--allow-replace-refs", "replace refs allowed", replaceRefs, &s.AllowReplaceRefs},
+			{"--allow-merge-commit", "merge commits allowed", mergeCommit, &s.AllowMergeCommit},
+			{"--allow-squash-merge", "squash merges allowed", squashMerge, &s.AllowSquashMerge},
+			{"--allow-rebase-merge", "rebase merges allowed", rebaseMerge, &s.AllowRebaseMerge},
 		} {
 			switch st.value {
 			case "":
@@ -58,7 +68,7 @@ it show another object in place of one in history. The server's own git
 			}
 		}
 		if len(said) == 0 {
-			return usageErrorf("nothing to change: want --push-protection on|off or --allow-replace-refs on|off")
+			return usageErrorf("nothing to change: want --push-protection, --allow-replace-refs, --allow-merge-commit, --allow-squash-merge or --allow-rebase-merge, on or off")
 		}
 		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
 			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {

@@ -58,6 +58,11 @@ type Repo struct {
 	ForkedFrom       string    `json:"forked_from,omitempty"`
 	PushProtection   bool      `json:"push_protection"`
 	AllowReplaceRefs bool      `json:"allow_replace_refs"`
+	// The merge strategies its pull requests allow: set in the answers
+	// about one repository, not in lists.
+	AllowMergeCommit *bool `json:"allow_merge_commit,omitempty"`
+	AllowSquashMerge *bool `json:"allow_squash_merge,omitempty"`
+	AllowRebaseMerge *bool `json:"allow_rebase_merge,omitempty"`
 }
 
 // RepoSettings changes a repository's settings: only the fields set.
@@ -65,6 +70,9 @@ type RepoSettings struct {
 	Public           *bool `json:"public,omitempty"`
 	PushProtection   *bool `json:"push_protection,omitempty"`
 	AllowReplaceRefs *bool `json:"allow_replace_refs,omitempty"`
+	AllowMergeCommit *bool `json:"allow_merge_commit,omitempty"`
+	AllowSquashMerge *bool `json:"allow_squash_merge,omitempty"`
+	AllowRebaseMerge *bool `json:"allow_rebase_merge,omitempty"`
 }
 
 // AlertLocation is one place an alert's secret was found.

@@ -38,6 +38,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/countstore"
+	"github.com/ghost-scm/ghost/internal/pulls"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
@@ -123,6 +124,9 @@ type Options struct {
 	// docs/adr/0051-geometric-checkpoints.md). The zero value means the
 	// defaults.
 	Background gitexec.BackgroundOptions
+	// PullEvents receives pull-request events (the webhook dispatcher's
+	// hook point, pulls.Events); nil sends none.
+	PullEvents pulls.Events
 	// Scan configures secret scanning over the coordinator, which is on
 	// when Coordination or Scan.Coord is set: a push run after every
 	// committed push, and the scan endpoints of the API (issue 13).
@@ -151,7 +155,10 @@ type Server struct {
 	handler  http.Handler
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
-	bgWork   *gitexec.Background
+	pulls    *pulls.Service
+	// pullSyncs coalesces the updates of refs/pull/<n>/head after pushes.
+	pullSyncs pullSyncs
+	bgWork    *gitexec.Background
 
 	// bg carries the push-run starts, which outlive their request; Close
 	// cancels it and waits for them.
@@ -358,6 +365,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if scan != nil {
 			scan(req, res)
 		}
+		s.pullsAfterCommit(req, res)
 	}
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions: svc,
@@ -370,6 +378,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if s.pulls, err = s.newPulls(git.Service(), cache); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	apiOpts = append(apiOpts, api.WithPulls(s.pulls))
 	apiHandler := api.NewHandler(s.meta, opts.Logger, apiOpts...)
 	uiOpts := web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache}, API: apiHandler,
