@@ -78,9 +78,14 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	if o.SHA != "" && !isOID(o.SHA) {
 		return PullRequest{}, fmt.Errorf("%w: sha %q: want a full commit id", ErrInvalid, o.SHA)
 	}
-	pr, err := s.Get(ctx, base, n)
+	pr, err := s.opts.Store.Get(ctx, base.ID, n)
 	if err != nil {
 		return PullRequest{}, err
+	}
+	if pr.Merging != nil {
+		if pr, err = s.settle(ctx, base, pr); err != nil {
+			return PullRequest{}, err
+		}
 	}
 	switch {
 	case pr.Merging != nil:
