@@ -128,7 +128,7 @@ func (s *Store) List(ctx context.Context, repoID string, f Filter, before uint64
 		r := recs[i]
 		show := false
 		for _, l := range byNumber[n] {
-			switch s.judge(r, l.class, l.k) {
+			switch s.judge(r, l.k) {
 			case keyLive:
 				show = true
 			case keyDead:
@@ -198,7 +198,7 @@ const (
 	keyDead
 )
 
-// judge tells whether the key (class, k) of record r (nil: absent) is its
+// judge tells whether the key k of record r (nil: absent) is its
 // live key, a write's that may still land, or dead
 // (docs/adr/0118-pull-request-records.md). A key whose generation is at
 // most the record's and is not its live key is dead: its write either
@@ -206,9 +206,11 @@ const (
 // conditional on a record that has changed never lands. A key of a later
 // generation, or of a record not there, is a write in flight until it is
 // a day old.
-func (s *Store) judge(r *prRecord, class string, k stateKey) keyState {
+func (s *Store) judge(r *prRecord, k stateKey) keyState {
 	switch {
-	case r != nil && listClass(r.State) == class && r.liveKey() == k:
+	case r != nil && r.liveKey() == k:
+		// The write that put r in its list wrote this key in that list
+		// (and the head key): a class change always takes a new key.
 		return keyLive
 	case r != nil && k.gen <= r.Gen:
 		return keyDead
@@ -268,7 +270,7 @@ func (s *Store) OpenByHead(ctx context.Context, headRepoID, ref string) ([]PullR
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			switch s.judge(r, "open", nk.k) {
+			switch s.judge(r, nk.k) {
 			case keyLive:
 				if r.HeadRepoID == headRepoID && r.HeadRef == ref && !seen[HeadRef{r.RepoID, r.Number}] {
 					seen[HeadRef{r.RepoID, r.Number}] = true

@@ -87,10 +87,9 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 			return PullRequest{}, err
 		}
 	}
-	switch {
-	case pr.Merging != nil:
-		return PullRequest{}, fmt.Errorf("%w (#%d)", ErrInProgress, n)
-	case pr.State != Open:
+	// A merge still in flight is refused when this one records its own
+	// (below), by the same compare-and-swap that serializes them.
+	if pr.State != Open {
 		return PullRequest{}, fmt.Errorf("%w: pull request #%d is %s", ErrState, n, pr.State)
 	}
 	head, err := s.sync(ctx, base, pr)
@@ -107,11 +106,6 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	old := bc.Refs[branchRef(pr.Base)]
 	if old == "" {
 		return PullRequest{}, fmt.Errorf("%w: base branch %q", ErrNotFound, pr.Base)
-	}
-	if bc.Refs[PullRef(n)] != head {
-		// The ref moved after sync read it (a racing push and its sync):
-		// merging what the caller did not see is refused.
-		return PullRequest{}, fmt.Errorf("%w: it moved while the merge started", ErrHeadChanged)
 	}
 	gctx, cancel := context.WithTimeout(ctx, s.opts.GitTimeout)
 	defer cancel()

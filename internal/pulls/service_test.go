@@ -17,6 +17,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/gitsvc/cacheadapter"
 	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/pulls"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
@@ -31,6 +32,7 @@ import (
 // client's).
 type env struct {
 	t      *testing.T
+	fs     *faultstore.Store // passes every call unless a test plans otherwise
 	meta   *meta.Store
 	log    *wal.Log
 	svc    *gitsvc.Service
@@ -69,8 +71,8 @@ func (h *hookPusher) Push(ctx context.Context, p pulls.Push) (pulls.PushResult, 
 func newEnv(t *testing.T, protect bool) *env {
 	t.Helper()
 	ctx := context.Background()
-	store := memstore.New()
-	e := &env{t: t, log: wal.New(store, wal.Options{})}
+	store := faultstore.New(memstore.New())
+	e := &env{t: t, log: wal.New(store, wal.Options{}), fs: store}
 	e.meta = meta.New(store, e.log)
 	cache, err := repocache.New(t.TempDir(), e.log, repocache.Options{})
 	if err != nil {
@@ -709,5 +711,48 @@ func TestCommitsAndFiles(t *testing.T) {
 	p2, _ := e.pulls.Files(context.Background(), e.repo, pr, 2, 3)
 	if len(p2) != 1 || p2[0].Filename != files[3].Filename || p2[0].Patch != files[3].Patch {
 		t.Fatalf("page 2 of 3: %+v", p2)
+	}
+}
+
+// The merge's "in flight" mark lands and then its write reports an
+// error: reading it back, the merge knows the mark as its own (not
+// another merge's) and goes on.
+func TestMergeMarkUnknownOutcome(t *testing.T) {
+	e := newEnv(t, false)
+	pr := e.topic()
+	var once sync.Once
+	e.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		hit := false
+		if c.Op == faultstore.OpPutIfMatch && strings.HasPrefix(c.Key, "meta/pulls/") {
+			once.Do(func() { hit = true })
+		}
+		if hit {
+			return faultstore.Fault{Outcome: faultstore.LandedThenError}
+		}
+		return faultstore.Fault{}
+	})
+	merged, err := e.pulls.Merge(context.Background(), e.repo, pr.Number, pulls.MergeOptions{By: "bob"})
+	if err != nil || merged.State != pulls.Merged {
+		t.Fatalf("merge: %+v, %v", merged, err)
+	}
+}
+
+// With delete_branch the head's deletion is in the merge's own commit:
+// a push to the head meanwhile refuses the merge rather than delete
+// what it did not merge.
+func TestMergeDeleteBranchHeadMoved(t *testing.T) {
+	e := newEnv(t, false)
+	pr := e.topic()
+	e.gitc("checkout", "-q", "topic")
+	late := e.commit("late", "late.txt", "late\n")
+	before := e.refs(e.repo)["refs/heads/main"]
+	e.pusher.before = func(pulls.Push) { e.push(e.repo, "topic") }
+	_, err := e.pulls.Merge(context.Background(), e.repo, pr.Number, pulls.MergeOptions{By: "bob", DeleteBranch: true})
+	if !errors.Is(err, pulls.ErrHeadChanged) {
+		t.Fatalf("merge while the head moves: %v", err)
+	}
+	refs := e.refs(e.repo)
+	if refs["refs/heads/topic"] != late || refs["refs/heads/main"] != before {
+		t.Fatalf("after the refused merge: topic %s main %s", refs["refs/heads/topic"], refs["refs/heads/main"])
 	}
 }

@@ -436,6 +436,12 @@ func TestStateChangeFaults(t *testing.T) {
 					}
 				}
 				check()
+				// That lister pass deleted every key whose write was
+				// replaced or lost (the record's generation is past it):
+				// none of this write is in flight any more.
+				if k := keysUnder(t, fs, listPrefix); len(k) != 2 {
+					t.Fatalf("keys after a lister pass %v, want the 2 live ones", k)
+				}
 				s.now = func() time.Time { return time.Now().Add(25 * time.Hour) }
 				check()
 				if _, err := s.OpenByHead(ctx, repoA, "a"); err != nil {

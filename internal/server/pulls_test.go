@@ -471,3 +471,58 @@ func execGit(dir string, args ...string) *exec.Cmd {
 	cmd.Env = gitEnv()
 	return cmd
 }
+
+// A pull request from a fork, through the API: the head's commits reach
+// the base's refs/pull/<n>/head, and the fork is named in the answers
+// only to those who may read it (it was made private after).
+func TestPullFromForkVisibility(t *testing.T) {
+	e := newPullEnv(t)
+	ctx := context.Background()
+	m := e.srv.Meta()
+	if err := m.SetVisibility(ctx, "alice", "app", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateTenant(ctx, "bob", meta.KindUser); err != nil {
+		t.Fatal(err)
+	}
+	bob, _, err := m.CreateToken(ctx, "bob", meta.ScopeWrite, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, b := e.api("POST", "/api/repos/alice/app/fork", bob, map[string]string{}); code != 201 {
+		t.Fatalf("fork: %d %s", code, b)
+	}
+	forkRemote := "http://x:" + bob + "@" + strings.TrimPrefix(e.url, "http://") + "/bob/app.git"
+	git(t, e.work, "checkout", "-q", "-b", "feat")
+	writeFile(t, e.work, "feat.txt", "feat\n")
+	git(t, e.work, "add", "feat.txt")
+	git(t, e.work, "commit", "-q", "-m", "feat")
+	tip := git(t, e.work, "rev-parse", "HEAD")
+	git(t, e.work, "push", "-q", forkRemote, "feat")
+	code, b := e.api("POST", "/api/repos/alice/app/pulls", e.tok, map[string]string{"title": "From bob", "head": "bob:feat", "base": "main"})
+	if code != 201 || !strings.Contains(string(b), `"full_name":"bob/app"`) {
+		t.Fatalf("create from the fork: %d %s", code, b)
+	}
+	if got := strings.Fields(git(t, e.work, "ls-remote", e.remote, "refs/pull/1/head"))[0]; got != tip {
+		t.Fatalf("refs/pull/1/head %s, want the fork's %s", got, tip)
+	}
+	if err := m.SetVisibility(ctx, "bob", "app", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		who, token string
+		shown      bool
+	}{{"anonymous", "", false}, {"alice", e.tok, false}, {"bob", bob, true}} {
+		for _, path := range []string{"/api/repos/alice/app/pulls/1", "/api/repos/alice/app/pulls"} {
+			code, b := e.api("GET", path, c.token, nil)
+			if code != 200 || strings.Contains(string(b), "bob/app") != c.shown || !strings.Contains(string(b), `"label":"bob:feat"`) {
+				t.Errorf("%s GET %s: %d, fork named: %v, want %v (%s)", c.who, path, code, strings.Contains(string(b), "bob/app"), c.shown, b)
+			}
+		}
+	}
+	if code, b := e.api("PUT", "/api/repos/alice/app/pulls/1/merge", e.tok, nil); code != 200 {
+		t.Fatalf("merge: %d %s", code, b)
+	}
+	git(t, e.work, "fetch", "-q", e.remote, "main")
+	git(t, e.work, "merge-base", "--is-ancestor", tip, "FETCH_HEAD")
+}
