@@ -243,6 +243,7 @@ func (e *env) fetchAll(c pulls.Copy) {
 }
 
 func TestCreateSetsAndFollowsPullRef(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	if pr.Number != 1 || pr.State != pulls.Open {
@@ -297,6 +298,7 @@ func TestCreateSetsAndFollowsPullRef(t *testing.T) {
 // Get brings a ref whose update a push's hook missed (a crash between
 // the push and the hook) up to the head.
 func TestGetHealsPullRef(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.topic()
 	e.gitc("checkout", "-q", "topic")
@@ -336,8 +338,10 @@ func walPush(t *testing.T, ref, old, new, pack string) wal.Push {
 }
 
 func TestMergeStrategies(t *testing.T) {
+	t.Parallel()
 	for _, m := range pulls.Methods {
 		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, false)
 			pr := e.topic()
 			// The base moves on (another file), so that every strategy
@@ -428,6 +432,7 @@ func TestMergeStrategies(t *testing.T) {
 // the merge's compare-and-swap fails, it reports "base changed", and the
 // push is kept.
 func TestMergeBaseChanged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	racer := e.commit("racing push", "a.txt", "one\ntwo\nthree\nracer\n")
@@ -457,6 +462,7 @@ func (e *env) isAncestorLog(a, b string) bool {
 }
 
 func TestMergeConflict(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.commit("base", "a.txt", "one\ntwo\nthree\n")
 	e.push(e.repo, "main")
@@ -490,6 +496,7 @@ func TestMergeConflict(t *testing.T) {
 // A merge whose commit message would add a secret is held by push
 // protection, like any push.
 func TestMergeHeldByPushProtection(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.commit("base", "a.txt", "one\n")
 	e.push(e.repo, "main")
@@ -520,6 +527,7 @@ func TestMergeHeldByPushProtection(t *testing.T) {
 // pull request stays "merging", and the next read finds the commit in
 // the base and marks it merged.
 func TestMergeUnknownOutcomeSettles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	e.pusher.unknown = true
@@ -543,6 +551,7 @@ func TestMergeUnknownOutcomeSettles(t *testing.T) {
 // A merge recorded in flight whose commit never landed is forgotten once
 // it can no longer land.
 func TestMergeInFlightExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	e.pusher.before = func(pulls.Push) { panic(errStop) }
@@ -583,6 +592,7 @@ func (e *env) newService(window time.Duration) *pulls.Service {
 }
 
 func TestHeadMovedAndSHA(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	_, err := e.pulls.Merge(context.Background(), e.repo, pr.Number, pulls.MergeOptions{By: "bob", SHA: strings.Repeat("a", 40)})
@@ -596,6 +606,7 @@ func TestHeadMovedAndSHA(t *testing.T) {
 }
 
 func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	no := false
@@ -612,6 +623,7 @@ func TestMethodNotAllowed(t *testing.T) {
 }
 
 func TestForkPullRequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	ctx := context.Background()
 	e.commit("base", "a.txt", "one\n")
@@ -660,6 +672,7 @@ func TestForkPullRequest(t *testing.T) {
 }
 
 func TestCommitsAndFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.commit("base", "a.txt", "one\ntwo\n", "old name.txt", "same content\nhere\n", "gone.txt", "bye\n")
 	e.push(e.repo, "main")
@@ -718,6 +731,7 @@ func TestCommitsAndFiles(t *testing.T) {
 // error: reading it back, the merge knows the mark as its own (not
 // another merge's) and goes on.
 func TestMergeMarkUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	var once sync.Once
@@ -741,6 +755,7 @@ func TestMergeMarkUnknownOutcome(t *testing.T) {
 // a push to the head meanwhile refuses the merge rather than delete
 // what it did not merge.
 func TestMergeDeleteBranchHeadMoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	pr := e.topic()
 	e.gitc("checkout", "-q", "topic")
