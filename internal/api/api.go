@@ -32,6 +32,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/pulls"
 )
 
 // MaxBodyBytes bounds every request body: API requests are a few fields,
@@ -44,9 +45,10 @@ type handler struct {
 	// on the store directly (WithOperator).
 	operator *meta.Principal
 	store    *meta.Store
-	alerts   *alerts.Store // nil: the alert endpoints answer 501
-	scans    Scans         // nil: the scan endpoints answer 501
-	hooks    Hooks         // nil: the webhook endpoints answer 501
+	alerts   *alerts.Store  // nil: the alert endpoints answer 501
+	scans    Scans          // nil: the scan endpoints answer 501
+	hooks    Hooks          // nil: the webhook endpoints answer 501
+	pulls    *pulls.Service // nil: the pull-request endpoints answer 501
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -86,6 +88,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.routeAlerts()
 	h.routeScans()
 	h.routeHooks()
+	h.routePulls()
 	return h
 }
 
@@ -337,6 +340,23 @@ type repoJSON struct {
 	// the first branch) and in lists, whose entries do not carry it
 	// (docs/adr/0110-default-branch.md).
 	DefaultBranch string `json:"default_branch,omitempty"`
+	// AllowMergeCommit, AllowSquashMerge and AllowRebaseMerge are the
+	// strategies its pull requests may be merged with
+	// (docs/adr/0119-server-side-merge.md), GitHub's fields. A single
+	// repository's answers carry them; lists do not (their listing keys
+	// do not hold them, docs/adr/0027-listing-keys.md).
+	AllowMergeCommit *bool `json:"allow_merge_commit,omitempty"`
+	AllowSquashMerge *bool `json:"allow_squash_merge,omitempty"`
+	AllowRebaseMerge *bool `json:"allow_rebase_merge,omitempty"`
+}
+
+// withSettings is toRepo of a single repository, with the settings
+// lists leave out.
+func withSettings(r meta.Repo) repoJSON {
+	out := toRepo(r)
+	m, s, rb := r.AllowsMerge("merge"), r.AllowsMerge("squash"), r.AllowsMerge("rebase")
+	out.AllowMergeCommit, out.AllowSquashMerge, out.AllowRebaseMerge = &m, &s, &rb
+	return out
 }
 
 func toRepo(r meta.Repo) repoJSON {

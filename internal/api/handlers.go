@@ -372,7 +372,7 @@ func (h *handler) getRepo(w http.ResponseWriter, r *http.Request, p *meta.Princi
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toRepo(repo), nil
+	return http.StatusOK, withSettings(repo), nil
 }
 
 func (h *handler) deleteRepo(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
@@ -405,12 +405,16 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		PushProtection   *bool   `json:"push_protection"`
 		AllowReplaceRefs *bool   `json:"allow_replace_refs"`
 		DefaultBranch    *string `json:"default_branch"`
+		AllowMergeCommit *bool   `json:"allow_merge_commit"`
+		AllowSquashMerge *bool   `json:"allow_squash_merge"`
+		AllowRebaseMerge *bool   `json:"allow_rebase_merge"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		return 0, nil, err
 	}
-	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.DefaultBranch == nil {
-		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"default_branch\": \"<branch>\"}", meta.ErrInvalidArgument)
+	merges := req.AllowMergeCommit != nil || req.AllowSquashMerge != nil || req.AllowRebaseMerge != nil
+	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.DefaultBranch == nil && !merges {
+		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"default_branch\": \"<branch>\"}, {\"allow_merge_commit\", \"allow_squash_merge\", \"allow_rebase_merge\": true|false}", meta.ErrInvalidArgument)
 	}
 	// The default branch goes first: a request naming a branch that is
 	// malformed or missing changes nothing.
@@ -447,11 +451,17 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		}
 		h.log.InfoContext(r.Context(), "repository replace refs setting changed", "repo", repo.FullName(), "allow_replace_refs", *req.AllowReplaceRefs, "by", p.Tenant, "token_id", p.TokenID)
 	}
+	if merges {
+		if err := h.store.SetMergeMethods(r.Context(), repo.Owner, repo.Name, meta.MergeMethods{Merge: req.AllowMergeCommit, Squash: req.AllowSquashMerge, Rebase: req.AllowRebaseMerge}); err != nil {
+			return 0, nil, err
+		}
+		h.log.InfoContext(r.Context(), "repository merge methods changed", "repo", repo.FullName(), "by", p.Tenant, "token_id", p.TokenID)
+	}
 	repo, err = h.store.Repo(r.Context(), repo.Owner, repo.Name)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toRepo(repo), nil
+	return http.StatusOK, withSettings(repo), nil
 }
 
 // forkRepo forks the path's repository to {owner, name}; owner defaults to

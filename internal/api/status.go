@@ -20,9 +20,12 @@ func status(err error) int {
 	var nff *wal.NonFastForwardError
 	var rc *wal.RefConflictError
 	var mbe *http.MaxBytesError
+	var se interface{ HTTPStatus() int }
 	switch {
 	case err == nil:
 		return http.StatusOK
+	case errors.As(err, &se):
+		return se.HTTPStatus()
 	case errors.Is(err, meta.ErrInvalidName), errors.Is(err, meta.ErrInvalidArgument), errors.Is(err, wal.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, meta.ErrUnauthenticated):

@@ -55,6 +55,7 @@ func newRootCmd(env *Env) *cobra.Command {
 		newKeyCmd(env),
 		newRepoCmd(env),
 		newHookCmd(env),
+		newPRCmd(env),
 		newCoordCmd(env),
 		newGCCmd(env),
 		newScanCmd(env),

@@ -29,7 +29,10 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// ghost repo list, tenant list
 	"after",
 	// ghost hook
-	"url", "secret-file", "events", "insecure-ssl", "inactive", "push"}
+	"url", "secret-file", "events", "insecure-ssl", "inactive", "push",
+	// ghost pr, and the merge settings of ghost repo set
+	"head", "base", "body", "body-file", "method", "sha", "message", "delete-branch", "commits", "files",
+	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

@@ -17,6 +17,9 @@ import (
 	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/hooks"
+	"github.com/ghost-scm/ghost/internal/objstore"
+	"github.com/ghost-scm/ghost/internal/pulls"
+	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/webhook"
 )
 
@@ -79,6 +82,9 @@ type storeOptions struct {
 	scans *scanFlags
 	// logger receives the scanner's warnings.
 	logger *slog.Logger
+	// pulls serves the pull-request endpoints, which need a repository
+	// cache (a temporary one) and the push path.
+	pulls bool
 }
 
 // errModes is the usage error of a command told both ways to go.
@@ -170,6 +176,16 @@ func (t *target) openStore(ctx context.Context, so storeOptions) (*conn, error) 
 		opts = append(opts, api.WithScans(s.sc))
 		closeFn = s.close
 	}
+	if so.pulls {
+		ps, closePulls, err := openStorePulls(st.objects, so.logger)
+		if err != nil {
+			closeFn()
+			return nil, err
+		}
+		opts = append(opts, api.WithPulls(ps))
+		closeScans := closeFn
+		closeFn = func() { closePulls(); closeScans() }
+	}
 	c, err := client.New("http://store.invalid", "", client.WithHandler(api.NewHandler(st.meta, nil, opts...)))
 	if err != nil {
 		closeFn()
@@ -245,4 +261,20 @@ func hintNoStore(w io.Writer) {
   or work through a running server: ghost login URL, or --server URL with GHOST_TOKEN.
   "ghost init" creates a new store.
 `)
+}
+
+// openStorePulls serves pull requests over the store with a repository
+// cache of its own in a temporary directory, removed at close: the CLI
+// must not leave files where it runs (docs/adr/0100-cli-modes.md).
+func openStorePulls(objects objstore.Store, logger *slog.Logger) (*pulls.Service, func(), error) {
+	dir, err := os.MkdirTemp("", "ghost-cli-cache-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, closeCache, err := server.OpenPulls(objects, dir, "", logger)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return ps, func() { closeCache(); os.RemoveAll(dir) }, nil
 }

@@ -14,9 +14,9 @@ import (
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs, defaultBranch string
+	var pushProtection, replaceRefs, defaultBranch, mergeCommit, squashMerge, rebaseMerge string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>] [--allow-merge-commit|--allow-squash-merge|--allow-rebase-merge on|off]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -33,13 +33,20 @@ it show another object in place of one in history. The server's own git
 --default-branch <branch> makes an existing branch the default: the one
 HEAD names, which a clone checks out and the web UI shows first. A push may
 not delete it; make another branch the default first. Unset, the server
-picks main, then master, then the first branch by name.`,
+picks main, then master, then the first branch by name.
+
+--allow-merge-commit, --allow-squash-merge and --allow-rebase-merge say
+which strategies may merge pull requests (ghost pr merge --method); all
+three are allowed by default, and at least one must stay allowed.`,
 		Args: exactArgs(1),
 	}
 	t := newTarget(env, cmd)
 	cmd.Flags().StringVar(&pushProtection, "push-protection", "", "refuse pushes that add secrets: on or off")
 	cmd.Flags().StringVar(&replaceRefs, "allow-replace-refs", "", "let pushes update refs/replace/*: on or off")
 	cmd.Flags().StringVar(&defaultBranch, "default-branch", "", "the branch clones check out (an existing branch, without refs/heads/)")
+	cmd.Flags().StringVar(&mergeCommit, "allow-merge-commit", "", "let pull requests merge with a merge commit: on or off")
+	cmd.Flags().StringVar(&squashMerge, "allow-squash-merge", "", "let pull requests merge squashed: on or off")
+	cmd.Flags().StringVar(&rebaseMerge, "allow-rebase-merge", "", "let pull requests merge rebased: on or off")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -53,6 +60,9 @@ picks main, then master, then the first branch by name.`,
 		}{
 			{"--push-protection", "push protection", pushProtection, &s.PushProtection},
 			{"--allow-replace-refs", "replace refs allowed", replaceRefs, &s.AllowReplaceRefs},
+			{"--allow-merge-commit", "merge commits allowed", mergeCommit, &s.AllowMergeCommit},
+			{"--allow-squash-merge", "squash merges allowed", squashMerge, &s.AllowSquashMerge},
+			{"--allow-rebase-merge", "rebase merges allowed", rebaseMerge, &s.AllowRebaseMerge},
 		} {
 			switch st.value {
 			case "":
@@ -72,7 +82,7 @@ picks main, then master, then the first branch by name.`,
 			said = append(said, "default branch "+defaultBranch)
 		}
 		if len(said) == 0 {
-			return usageErrorf("nothing to change: want --push-protection on|off, --allow-replace-refs on|off or --default-branch <branch>")
+			return usageErrorf("nothing to change: want --push-protection, --allow-replace-refs, --allow-merge-commit, --allow-squash-merge or --allow-rebase-merge, on or off, or --default-branch <branch>")
 		}
 		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
 			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {

@@ -61,6 +61,11 @@ type Repo struct {
 	// DefaultBranch is the repository's default-branch setting; "" when
 	// unset, and in lists, which do not carry it.
 	DefaultBranch string `json:"default_branch,omitempty"`
+	// The merge strategies its pull requests allow: set in the answers
+	// about one repository, not in lists.
+	AllowMergeCommit *bool `json:"allow_merge_commit,omitempty"`
+	AllowSquashMerge *bool `json:"allow_squash_merge,omitempty"`
+	AllowRebaseMerge *bool `json:"allow_rebase_merge,omitempty"`
 }
 
 // RepoSettings changes a repository's settings: only the fields set.
@@ -69,7 +74,10 @@ type RepoSettings struct {
 	PushProtection   *bool `json:"push_protection,omitempty"`
 	AllowReplaceRefs *bool `json:"allow_replace_refs,omitempty"`
 	// DefaultBranch, an existing branch without refs/heads/.
-	DefaultBranch *string `json:"default_branch,omitempty"`
+	DefaultBranch    *string `json:"default_branch,omitempty"`
+	AllowMergeCommit *bool   `json:"allow_merge_commit,omitempty"`
+	AllowSquashMerge *bool   `json:"allow_squash_merge,omitempty"`
+	AllowRebaseMerge *bool   `json:"allow_rebase_merge,omitempty"`
 }
 
 // AlertLocation is one place an alert's secret was found.

@@ -111,7 +111,7 @@ var (
 	ErrUnauthenticated = errors.New("not authenticated")                       // 401
 	ErrForbidden       = errors.New("forbidden")                               // 403
 	ErrNotFound        = errors.New("not found")                               // 404
-	ErrConflict        = errors.New("conflict")                                // 409
+	ErrConflict        = errors.New("conflict")                                // 409; 405, 422 (a pull request's merge)
 	ErrUnsupported     = errors.New("not supported by this server")            // 501
 	ErrUnavailable     = errors.New("server unavailable")                      // 503, network failures
 	ErrServer          = errors.New("server error")                            // other 5xx, unreadable answers
@@ -155,7 +155,7 @@ func kindOf(status int) error {
 		return ErrForbidden
 	case http.StatusNotFound:
 		return ErrNotFound
-	case http.StatusConflict:
+	case http.StatusConflict, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity:
 		return ErrConflict
 	case http.StatusNotImplemented:
 		return ErrUnsupported

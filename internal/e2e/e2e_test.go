@@ -19,6 +19,8 @@
 //	                                (FILE may be stdout or stderr)
 //	http METHOD URL                 one HTTP request (userinfo in URL = Basic auth);
 //	                                prints "status NNN", the headers but Date, the body
+//	waitref REMOTE REF ID           wait (up to a minute) until git ls-remote REMOTE REF
+//	                                names ID (a ref the server moves in the background)
 package e2e
 
 import (
@@ -100,6 +102,7 @@ func TestScripts(t *testing.T) {
 			"waitfile":   cmdWaitFile,
 			"http":       cmdHTTP,
 			"expand":     cmdExpand,
+			"waitref":    cmdWaitRef,
 		},
 	})
 }
@@ -246,6 +249,21 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			ts.Fatalf("%s did not appear within a minute", args[0])
+		}
+	}
+}
+
+func cmdWaitRef(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitref REMOTE REF ID")
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		err := ts.Exec("git", "ls-remote", args[0], args[1])
+		if err == nil && strings.HasPrefix(ts.ReadFile("stdout"), args[2]+"\t") {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s did not become %s within a minute (ls-remote: %q, %v)", args[1], args[2], ts.ReadFile("stdout"), err)
 		}
 	}
 }

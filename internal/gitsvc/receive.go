@@ -81,32 +81,8 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 	rep, res, err := s.push(ctx, req, pr, spool, size, &steps)
 	logAttrs := []any{"repo", req.Repo, "by", req.Principal, "refs", len(pr.cmds), "bytes", size, "duration", time.Since(start), steps.attr()}
 	if err != nil {
-		var e *Error
-		switch {
-		case errors.As(err, &e):
-		case errors.Is(err, wal.ErrContention):
-			e = &Error{Kind: Contention, Msg: "the repository is busy (too many concurrent pushes); nothing was changed, retry the push", Err: err, RetryAfter: 1}
-			s.opts.Metrics.pushResult("contention")
-		case errors.Is(err, wal.ErrRepoDeleted):
-			e = &Error{Kind: NotFound, Msg: "repository not found", Err: err}
-			s.opts.Metrics.pushResult("rejected")
-		case errors.Is(err, wal.ErrOutcomeUnknown), errors.As(err, new(*wal.CorruptError)):
-			// The only failures after which the push may have landed
-			// (docs/design.md §4.3): the index write's outcome could not
-			// be learned, or the index could not be read to learn it.
-			e = &Error{Kind: Internal, Msg: "internal error: the push may or may not have been applied; fetch to check", Err: err}
-			s.opts.Metrics.pushResult("error")
-		case errors.Is(err, objstore.ErrUnavailable):
-			e = &Error{Kind: Busy, Msg: "storage is temporarily unavailable; nothing was changed, retry the push", Err: err, RetryAfter: 1}
-			s.opts.Metrics.pushResult("error")
-		default:
-			// Everything else failed before the commit point or was a
-			// definite refusal of the index write: nothing landed.
-			e = &Error{Kind: Internal, Msg: "internal error: the push was not applied; nothing was changed", Err: err}
-			s.opts.Metrics.pushResult("error")
-		}
 		s.logger.Warn("push failed", append(logAttrs, "err", err)...)
-		return e
+		return s.pushError(err)
 	}
 	if rep.failed() {
 		s.opts.Metrics.pushResult("rejected")
@@ -124,6 +100,36 @@ func (s *Service) ReceivePack(ctx context.Context, req Request) error {
 	return nil
 }
 
+// pushError is the *Error of a push that failed outside report-status,
+// counted in the push metrics.
+func (s *Service) pushError(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, wal.ErrContention):
+		e = &Error{Kind: Contention, Msg: "the repository is busy (too many concurrent pushes); nothing was changed, retry the push", Err: err, RetryAfter: 1}
+		s.opts.Metrics.pushResult("contention")
+	case errors.Is(err, wal.ErrRepoDeleted):
+		e = &Error{Kind: NotFound, Msg: "repository not found", Err: err}
+		s.opts.Metrics.pushResult("rejected")
+	case errors.Is(err, wal.ErrOutcomeUnknown), errors.As(err, new(*wal.CorruptError)):
+		// The only failures after which the push may have landed
+		// (docs/design.md §4.3): the index write's outcome could not
+		// be learned, or the index could not be read to learn it.
+		e = &Error{Kind: Internal, Msg: "internal error: the push may or may not have been applied; fetch to check", Err: err}
+		s.opts.Metrics.pushResult("error")
+	case errors.Is(err, objstore.ErrUnavailable):
+		e = &Error{Kind: Busy, Msg: "storage is temporarily unavailable; nothing was changed, retry the push", Err: err, RetryAfter: 1}
+		s.opts.Metrics.pushResult("error")
+	default:
+		// Everything else failed before the commit point or was a
+		// definite refusal of the index write: nothing landed.
+		e = &Error{Kind: Internal, Msg: "internal error: the push was not applied; nothing was changed", Err: err}
+		s.opts.Metrics.pushResult("error")
+	}
+	return e
+}
+
 // advertiseReceive writes ghost's receive-pack advertisement (protocol
 // v0/v1 only), from a copy brought forward first.
 func (s *Service) advertiseReceive(ctx context.Context, req Request) error {
@@ -133,7 +139,7 @@ func (s *Service) advertiseReceive(ctx context.Context, req Request) error {
 	}
 	defer release()
 	var b bufferWriter
-	writeReceiveAdvertisement(&b, co.Refs)
+	writeReceiveAdvertisement(&b, pushableRefs(co.Refs))
 	if _, err := req.Out.Write(b.Bytes()); err != nil {
 		return &Error{Kind: Broken, Msg: "advertisement not delivered", Err: err}
 	}
@@ -161,6 +167,8 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 			rep.reasons[i] = "old and new ids are equal"
 		case strings.HasPrefix(c.Ref, replacePrefix) && !c.isDelete() && !r.AllowReplaceRefs:
 			rep.reasons[i] = "replace refs are refused on this repository"
+		case strings.HasPrefix(c.Ref, PullRefPrefix) && !req.server:
+			rep.reasons[i] = reasonPullRef
 		}
 		seen[c.Ref] = true
 	}
@@ -169,6 +177,11 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 			"error: refs/replace/* refs are refused here: a replace ref makes clients that honour it",
 			"error: show another object in place of the one in history. The repository's owner may",
 			"error: allow them (ghost repo set <owner>/<name> --allow-replace-refs on).")
+	}
+	if slices.Contains(rep.reasons, reasonPullRef) {
+		rep.detail = append(rep.detail,
+			"error: refs/pull/* is kept by the server: refs/pull/<n>/head follows the head of",
+			"error: pull request <n>. Push the pull request's branch instead.")
 	}
 	if rep.failed() {
 		rep.atomic()

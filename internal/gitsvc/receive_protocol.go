@@ -64,6 +64,9 @@ type pushRequest struct {
 	// command list when the client asked for push-options.
 	options    []string
 	packOffset int64 // where the pack (if any) starts in the body
+	// server marks a push the server makes itself (ServerPush), which
+	// may update refs/pull/*; a client's never is.
+	server bool
 }
 
 // errMalformed marks a request that is not a receive-pack request at all:

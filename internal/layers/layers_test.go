@@ -33,7 +33,7 @@ var floors = map[string]int{
 	"internal/repocache": 3, "internal/secretscan": 3, "internal/meta": 3,
 	// 4: what keeps the log and its findings; outbound events.
 	"internal/compact": 4, "internal/gc": 4, "internal/alerts": 4, "internal/secretscan/report": 4,
-	"internal/webhook": 4,
+	"internal/webhook": 4, "internal/pulls": 4,
 	// 5: scanning: before the commit point, and in runs after it.
 	"internal/pushprotect": 5, "internal/scanner": 5, "internal/hooks": 5,
 	// 6: the git service both transports share.

@@ -117,6 +117,30 @@ type Repo struct {
 	// server picks main, then master, then the first branch by name
 	// (docs/adr/0110-default-branch.md). A fork starts with its source's.
 	DefaultBranch string
+	// DenyMergeCommit, DenySquashMerge and DenyRebaseMerge turn off a
+	// strategy of merging its pull requests (GitHub's allow_merge_commit,
+	// allow_squash_merge and allow_rebase_merge, inverted so that the
+	// zero value allows all three, as GitHub does;
+	// docs/adr/0119-server-side-merge.md). Never all three. Lists (the
+	// listing keys, docs/adr/0027-listing-keys.md) do not carry them:
+	// read the repository (Store.Repo) to know them.
+	DenyMergeCommit bool
+	DenySquashMerge bool
+	DenyRebaseMerge bool
+}
+
+// AllowsMerge reports whether method ("merge", "squash" or "rebase") may
+// merge r's pull requests.
+func (r Repo) AllowsMerge(method string) bool {
+	switch method {
+	case "merge":
+		return !r.DenyMergeCommit
+	case "squash":
+		return !r.DenySquashMerge
+	case "rebase":
+		return !r.DenyRebaseMerge
+	}
+	return false
 }
 
 // FullName is "owner/name", the form users type.

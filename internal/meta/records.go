@@ -115,6 +115,12 @@ type repoRecord struct {
 	// in older records and until set, so chosen by the server
 	// (docs/adr/0110-default-branch.md).
 	DefaultBranch string `json:"default_branch,omitempty"`
+	// DenyMergeCommit, DenySquashMerge and DenyRebaseMerge turn off a
+	// strategy of merging pull requests (docs/adr/0119-server-side-merge.md);
+	// absent in older records, so every strategy is allowed, as on GitHub.
+	DenyMergeCommit bool `json:"deny_merge_commit,omitempty"`
+	DenySquashMerge bool `json:"deny_squash_merge,omitempty"`
+	DenyRebaseMerge bool `json:"deny_rebase_merge,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -123,7 +129,8 @@ type repoRecord struct {
 }
 
 func (r *repoRecord) repo() Repo {
-	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
+	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch,
+		DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge}
 }
 
 func (t *tenantRecord) tenant() Tenant {

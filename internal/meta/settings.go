@@ -134,3 +134,49 @@ func CheckBranchName(branch string) error {
 	}
 	return nil
 }
+
+// MergeMethods changes which strategies may merge owner/name's pull
+// requests (docs/adr/0119-server-side-merge.md): each of merge, squash
+// and rebase that is non-nil is allowed (true) or not. The three are
+// changed by one compare-and-swap, which refuses to leave none allowed
+// (ErrInvalidArgument), so concurrent changes cannot add up to that
+// either.
+type MergeMethods struct {
+	Merge, Squash, Rebase *bool
+}
+
+// SetMergeMethods applies m to owner/name's record.
+func (s *Store) SetMergeMethods(ctx context.Context, owner, name string, m MergeMethods) error {
+	key, err := repoRef(owner, name)
+	if err != nil {
+		return fmt.Errorf("set merge methods: %w", err)
+	}
+	if _, _, err := s.readRepo(ctx, owner, name); err != nil {
+		return fmt.Errorf("set merge methods: %w", err)
+	}
+	_, err = s.updateListedRepo(ctx, key, func(cur *repoRecord) (*repoRecord, error) {
+		if cur == nil || cur.Deleted {
+			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
+		}
+		next := *cur
+		for _, f := range []struct {
+			allow *bool
+			deny  *bool
+		}{{m.Merge, &next.DenyMergeCommit}, {m.Squash, &next.DenySquashMerge}, {m.Rebase, &next.DenyRebaseMerge}} {
+			if f.allow != nil {
+				*f.deny = !*f.allow
+			}
+		}
+		if next.DenyMergeCommit && next.DenySquashMerge && next.DenyRebaseMerge {
+			return nil, fmt.Errorf("%w: at least one merge method must stay allowed", ErrInvalidArgument)
+		}
+		if next.DenyMergeCommit == cur.DenyMergeCommit && next.DenySquashMerge == cur.DenySquashMerge && next.DenyRebaseMerge == cur.DenyRebaseMerge {
+			return nil, nil
+		}
+		return &next, nil
+	})
+	if err != nil {
+		return fmt.Errorf("set merge methods of %s/%s: %w", owner, name, err)
+	}
+	return nil
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/countstore"
+	"github.com/ghost-scm/ghost/internal/pulls"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
@@ -124,6 +125,9 @@ type Options struct {
 	// docs/adr/0051-geometric-checkpoints.md). The zero value means the
 	// defaults.
 	Background gitexec.BackgroundOptions
+	// PullEvents receives pull-request events (the webhook dispatcher's
+	// hook point, pulls.Events); nil sends none.
+	PullEvents pulls.Events
 	// Scan configures secret scanning over the coordinator, which is on
 	// when Coordination or Scan.Coord is set: a push run after every
 	// committed push, and the scan endpoints of the API (issue 13).
@@ -155,7 +159,10 @@ type Server struct {
 	handler  http.Handler
 	alerts   *alerts.Store
 	scanner  *scanner.Scanner // nil: scanning is off
-	bgWork   *gitexec.Background
+	pulls    *pulls.Service
+	// pullSyncs coalesces the updates of refs/pull/<n>/head after pushes.
+	pullSyncs pullSyncs
+	bgWork    *gitexec.Background
 
 	hooks       *hooks.Store
 	dispatcher  *hooks.Dispatcher
@@ -378,6 +385,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			scan(req, res)
 		}
 		s.afterCommitHooks(req, res)
+		s.pullsAfterCommit(req, res)
 	}
 	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
 	if err != nil {
@@ -392,6 +400,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if s.pulls, err = s.newPulls(git.Service(), cache); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	apiOpts = append(apiOpts, api.WithPulls(s.pulls))
 	apiHandler := api.NewHandler(s.meta, opts.Logger, apiOpts...)
 	uiOpts := web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache}, API: apiHandler,
