@@ -42,11 +42,13 @@ import (
 // every push by serve's in-process scan workers over an embedded etcd,
 // background work yielding to serving), http-backend with
 // receive.autogc on. It reports total push time, push p50 and p99, warm
-// and cold clone, packs, and the bytes written to the object store per
-// pushed byte, as it grows through the replay:
+// and cold clone, packs, and the bytes written per pushed byte as they
+// grow through the replay: ghost's to the object store, http-backend's to
+// its repository's objects directory (diskWrites). -v shows the whole
+// table (go test keeps only a benchmark's first 10 log lines without it):
 //
 //	GHOST_BENCH_REPO=/path/to/git.git GHOST_BENCH_PUSHES=300 \
-//	  go test -run '^$' -bench BusyRepository -benchtime 1x -timeout 12h ./internal/gitbench/
+//	  go test -v -run '^$' -bench BusyRepository -benchtime 1x -timeout 12h ./internal/gitbench/
 //
 // The history is the first-parent line of GHOST_BENCH_BRANCH (default
 // master, else main) of the bare repository GHOST_BENCH_REPO; push i
