@@ -168,6 +168,11 @@ func TestPullMergeBaseChanged(t *testing.T) {
 	if code != 200 || !strings.Contains(string(b), `"state":"open"`) || strings.Contains(string(b), `"merging":true`) {
 		t.Fatalf("after the refused merge: %d %s", code, b)
 	}
+	// A list names the tips, as the single answer does.
+	code, b = e.api("GET", "/api/repos/alice/app/pulls", e.tok, nil)
+	if code != 200 || !strings.Contains(string(b), `"ref":"main","sha":"`+racer+`"`) {
+		t.Fatalf("list: %d %s", code, b)
+	}
 	code, b = e.api("PUT", fmt.Sprintf("/api/repos/alice/app/pulls/%d/merge", n), e.tok, map[string]string{"merge_method": "squash"})
 	if code != 200 {
 		t.Fatalf("merge again: %d %s", code, b)
