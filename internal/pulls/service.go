@@ -85,6 +85,10 @@ type Options struct {
 	Git    *gitexec.Runner // required
 	// TempDir returns a scratch directory on the copies' file system.
 	TempDir func() (string, error) // required
+	// Refs reads a repository's refs from the log (one GET of its
+	// index, wal.Log.Head), for the tips a list shows; nil leaves them
+	// out of lists.
+	Refs func(ctx context.Context, repoID string) (map[string]string, error)
 	// Events receives pull-request events (nil: none).
 	Events Events
 	Logger *slog.Logger
@@ -253,9 +257,27 @@ func (s *Service) Get(ctx context.Context, base meta.Repo, n uint64) (PullReques
 	return pr, nil
 }
 
-// List is Store.List over base.
+// List is Store.List over base, with the tips of the open pull requests
+// (HeadSHA, BaseSHA: refs/pull/<n>/head and the base branch, read from
+// the log once for the page) when Options.Refs is set.
 func (s *Service) List(ctx context.Context, base meta.Repo, f Filter, before uint64, limit int) ([]PullRequest, uint64, error) {
-	return s.opts.Store.List(ctx, base.ID, f, before, limit)
+	prs, next, err := s.opts.Store.List(ctx, base.ID, f, before, limit)
+	if err != nil || s.opts.Refs == nil {
+		return prs, next, err
+	}
+	var refs map[string]string
+	for i, pr := range prs {
+		if pr.State != Open {
+			continue
+		}
+		if refs == nil {
+			if refs, err = s.opts.Refs(ctx, base.ID); err != nil {
+				return nil, 0, err
+			}
+		}
+		prs[i].HeadSHA, prs[i].BaseSHA = refs[PullRef(pr.Number)], refs[branchRef(pr.Base)]
+	}
+	return prs, next, nil
 }
 
 // Edit is a change of a pull request by its PATCH: each non-nil field.

@@ -34,6 +34,7 @@ func (s *Server) newPulls(git *gitsvc.Service, cache *repocache.Cache) (*pulls.S
 		Pusher:  cacheadapter.PullPusher{Service: git},
 		Git:     cache.Git(),
 		TempDir: cache.TempDir,
+		Refs:    logRefs(s.log),
 		Events:  s.opts.PullEvents,
 		Logger:  s.logger,
 	})
@@ -144,10 +145,26 @@ func OpenPulls(store objstore.Store, cacheDir, git string, logger *slog.Logger) 
 		Pusher:  cacheadapter.PullPusher{Service: gs},
 		Git:     cache.Git(),
 		TempDir: cache.TempDir,
+		Refs:    logRefs(log),
 		Logger:  logger,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return ps, cache.Close, nil
+}
+
+// logRefs reads a repository's refs from its index: one GET.
+func logRefs(log *wal.Log) func(context.Context, string) (map[string]string, error) {
+	return func(ctx context.Context, repoID string) (map[string]string, error) {
+		x, err := log.Head(ctx, repoID)
+		if err != nil {
+			return nil, err
+		}
+		refs := make(map[string]string, len(x.Refs))
+		for _, r := range x.Refs {
+			refs[r.Name] = r.ID
+		}
+		return refs, nil
+	}
 }

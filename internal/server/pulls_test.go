@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v68/github"
+
 	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
@@ -169,14 +171,33 @@ func TestPullMergeBaseChanged(t *testing.T) {
 	if code != 200 || !strings.Contains(string(b), `"state":"open"`) || strings.Contains(string(b), `"merging":true`) {
 		t.Fatalf("after the refused merge: %d %s", code, b)
 	}
+	// A list names the tips, as the single answer does, in shapes
+	// GitHub's client library reads.
+	code, b = e.api("GET", "/api/repos/alice/app/pulls", e.tok, nil)
+	var list []*github.PullRequest
+	if code != 200 || json.Unmarshal(b, &list) != nil || len(list) != 1 {
+		t.Fatalf("list: %d %s", code, b)
+	}
+	if pr := list[0]; pr.GetNumber() != n || pr.GetState() != "open" || pr.GetBase().GetSHA() != racer || pr.GetBase().GetRef() != "main" ||
+		pr.GetHead().GetRef() != "topic" || len(pr.GetHead().GetSHA()) != 40 || pr.GetUser().GetLogin() != "alice" || pr.GetMerged() {
+		t.Fatalf("list as go-github reads it: %+v", pr)
+	}
 	code, b = e.api("PUT", fmt.Sprintf("/api/repos/alice/app/pulls/%d/merge", n), e.tok, map[string]string{"merge_method": "squash"})
 	if code != 200 {
 		t.Fatalf("merge again: %d %s", code, b)
 	}
-	var m struct{ SHA string }
-	json.Unmarshal(b, &m)
+	var m github.PullRequestMergeResult
+	if err := json.Unmarshal(b, &m); err != nil || !m.GetMerged() || len(m.GetSHA()) != 40 {
+		t.Fatalf("merge answer as go-github reads it: %s", b)
+	}
 	git(t, e.work, "fetch", "-q", e.remote, "main")
-	git(t, e.work, "merge-base", "--is-ancestor", racer, m.SHA)
+	git(t, e.work, "merge-base", "--is-ancestor", racer, m.GetSHA())
+	code, b = e.api("GET", fmt.Sprintf("/api/repos/alice/app/pulls/%d", n), e.tok, nil)
+	var pr github.PullRequest
+	if code != 200 || json.Unmarshal(b, &pr) != nil || !pr.GetMerged() || pr.GetState() != "closed" || pr.GetMergeCommitSHA() != m.GetSHA() ||
+		pr.GetMergedBy().GetLogin() != "alice" || pr.MergedAt == nil {
+		t.Fatalf("merged pull request as go-github reads it: %d %s", code, b)
+	}
 }
 
 // Merges and pushes race on main: 4 and 4 by default, to keep CI
