@@ -165,7 +165,7 @@ func startNode(t *testing.T, store objstore.Store, endpoints []string, ns string
 		Webhooks: server.WebhookOptions{
 			Policy: webhook.Policy{AllowPrivate: true}, Dialer: d, Timeout: 5 * time.Second,
 			RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, HoldTTL: 2 * time.Second,
-			Reconcile: hooks.ReconcileOptions{Every: 200 * time.Millisecond, LeaderTTL: 2 * time.Second}, TakeJitter: -1,
+			Reconcile: hooks.ReconcileOptions{Every: 200 * time.Millisecond, LeaderTTL: 2 * time.Second, MarkGrace: 500 * time.Millisecond}, TakeJitter: -1,
 			BaseURL: "https://git.example.com", Off: off,
 		},
 	})
@@ -262,7 +262,16 @@ func TestWebhookNodeKilledBeforeDelivery(t *testing.T) {
 	}
 
 	// C takes a push and dies before it wakes anyone (its delivery is
-	// off): B's reconciler finds the push's mark.
+	// off): B's reconciler finds the push's mark, the only trace of it
+	// once the earlier marks are gone.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if len(keys(t, store, "hooks/pending/")) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("marks left: %v", keys(t, store, "hooks/pending/"))
+		}
+	}
 	c := startNode(t, store, nil, "/k", &dialer{t: t}, logs, true)
 	git(t, src, "commit", "-q", "--allow-empty", "-m", "two")
 	git(t, src, "push", "-q", pushURL(c, tok), "main")
