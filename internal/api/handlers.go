@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ghost-scm/ghost/internal/hooks"
 	"github.com/ghost-scm/ghost/internal/meta"
 )
 
@@ -76,6 +77,7 @@ func (h *handler) createTenant(w http.ResponseWriter, r *http.Request, p *meta.P
 		return 0, nil, err
 	}
 	h.log.InfoContext(r.Context(), "tenant created", "tenant", t.Name, "kind", t.Kind, "by", p.Tenant, "token_id", p.TokenID)
+	h.forgetHooks(r.Context(), hooks.Scope{Tenant: t.Name}) // a deleted namesake's, if any were left
 	return http.StatusCreated, toTenant(t), nil
 }
 
@@ -178,6 +180,7 @@ func (h *handler) deleteTenant(w http.ResponseWriter, r *http.Request, p *meta.P
 		return 0, nil, err
 	}
 	h.log.InfoContext(r.Context(), "tenant deleted", "tenant", tenant, "force", force, "by", p.Tenant, "token_id", p.TokenID)
+	h.forgetHooks(r.Context(), hooks.Scope{Tenant: tenant})
 	return http.StatusNoContent, nil, nil
 }
 
@@ -385,6 +388,7 @@ func (h *handler) deleteRepo(w http.ResponseWriter, r *http.Request, p *meta.Pri
 	}
 	h.log.InfoContext(r.Context(), "repository deleted", "repo", repo.FullName(), "id", repo.ID, "by", p.Tenant, "token_id", p.TokenID)
 	h.repoEvent(r.Context(), repo, "deleted", p)
+	h.forgetHooks(r.Context(), hooks.Scope{Tenant: repo.Owner, Repo: repo.ID, Name: repo.Name})
 	return http.StatusNoContent, nil, nil
 }
 

@@ -31,6 +31,7 @@ type Hooks interface {
 	Delivery(ctx context.Context, sc hooks.Scope, id int64, deliveryID string) (hooks.Delivery, error)
 	Redeliver(ctx context.Context, sc hooks.Scope, id int64, deliveryID string) error
 	Enqueue(ctx context.Context, e hooks.Event) error
+	Forget(ctx context.Context, sc hooks.Scope) error
 }
 
 // WithHooks serves the webhook endpoints from hk, and makes the
@@ -502,6 +503,19 @@ func (h *handler) redeliver(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	}
 	h.log.InfoContext(r.Context(), "webhook delivery sent again", "scope", sc.String(), "hook", id, "delivery", r.PathValue("delivery"), "by", p.Tenant)
 	return http.StatusAccepted, struct{}{}, nil
+}
+
+// forgetHooks removes the hooks of a scope whose owner is gone (a
+// deleted repository or tenant), or of a tenant name just created, which
+// must not inherit a deleted namesake's hooks. A failure is logged: the
+// change it follows has landed.
+func (h *handler) forgetHooks(ctx context.Context, sc hooks.Scope) {
+	if h.hooks == nil {
+		return
+	}
+	if err := h.hooks.Forget(ctx, sc); err != nil {
+		h.log.ErrorContext(ctx, "removing the webhooks of a deleted owner failed; they are removed when the name is created again", "scope", sc.String(), "err", err)
+	}
 }
 
 // redactURL leaves a hook URL's query out of logs (some receivers take a

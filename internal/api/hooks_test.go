@@ -173,3 +173,38 @@ func TestHooksAPIAllowsLiteralAddressesThePolicyAllows(t *testing.T) {
 		t.Errorf("with private addresses allowed: %d %s", r.status, r.body)
 	}
 }
+
+// TestHooksOfADeletedOwnerGo: a deleted tenant's hooks, and a deleted
+// repository's, go with them: a tenant created again under the name
+// never inherits them.
+func TestHooksOfADeletedOwnerGo(t *testing.T) {
+	f := newHookFixture(t)
+	create := `{"config":{"url":"https://ci.example.com/hook"}}`
+	f.run([]step{
+		{"create dora", "POST", "/api/tenants", f.admin, `{"name":"dora"}`, 201},
+		{"a tenant hook", "POST", "/api/tenants/dora/hooks", f.admin, create, 201},
+		{"a repository", "POST", "/api/repos/dora", f.admin, `{"name":"site"}`, 201},
+		{"its hook", "POST", "/api/repos/dora/site/hooks", f.admin, create, 201},
+		{"delete the repository", "DELETE", "/api/repos/dora/site", f.admin, "", 204},
+		{"delete dora", "DELETE", "/api/tenants/dora", f.admin, "", 204},
+		{"create dora again", "POST", "/api/tenants", f.admin, `{"name":"dora"}`, 201},
+		{"a repository again", "POST", "/api/repos/dora", f.admin, `{"name":"site"}`, 201},
+	})
+	for _, path := range []string{"/api/tenants/dora/hooks", "/api/repos/dora/site/hooks"} {
+		if r := f.do("GET", path, f.admin, ""); r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
+			t.Errorf("GET %s: %d %s, want no hooks", path, r.status, r.body)
+		}
+	}
+	if keys := storeKeys(t, f.objects, "hooks/sets/"); len(keys) != 0 {
+		t.Errorf("hook sets left: %v", keys)
+	}
+}
+
+func storeKeys(t *testing.T, s objstore.Store, prefix string) []string {
+	var out []string
+	_ = objstore.Walk(context.Background(), s, prefix, func(o objstore.Info) error {
+		out = append(out, o.Key)
+		return nil
+	})
+	return out
+}

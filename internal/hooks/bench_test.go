@@ -81,12 +81,19 @@ func (rc *benchReceiver) waitCount(b *testing.B, n int64, within time.Duration) 
 type counted struct {
 	*env
 	storeReqs, etcdReqs atomic.Int64
+	mu                  sync.Mutex
+	byOp                map[string]int64
 	d                   *Dispatcher
 }
 
 func newCounted(b *testing.B) *counted {
-	c := &counted{}
-	store := countstore.New(memstore.New(), func(string, error) { c.storeReqs.Add(1) })
+	c := &counted{byOp: map[string]int64{}}
+	store := countstore.New(memstore.New(), func(op string, _ error) {
+		c.storeReqs.Add(1)
+		c.mu.Lock()
+		c.byOp[op]++
+		c.mu.Unlock()
+	})
 	c.env = newEnv(b, store)
 	cl, err := etcdserver.NewClient(etcdClient.Endpoints(), etcdserver.WithRequestObserver(func(string) { c.etcdReqs.Add(1) }))
 	if err != nil {
@@ -111,6 +118,27 @@ func envInt(name string, def int) int {
 func pct(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(ds)
 	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+}
+
+// ops returns a copy of the per-operation counts.
+func (c *counted) ops() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.byOp))
+	for k, v := range c.byOp {
+		out[k] = v
+	}
+	return out
+}
+
+// reportOps reports the object-store requests per event by operation,
+// since before, less those of not (the pushes' own commits).
+func (c *counted) reportOps(b *testing.B, before, not map[string]int64, events float64) {
+	for op, n := range c.ops() {
+		if d := n - before[op] - not[op]; d > 0 {
+			b.ReportMetric(float64(d)/events, op+"/event")
+		}
+	}
 }
 
 // reference posts n signed push bodies with a bare sender, one after
@@ -147,13 +175,20 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 				ref := reference(b, rc.srv.URL, 200)
 				base := rc.count.Load()
 				s0, e0 := c.storeReqs.Load(), c.etcdReqs.Load()
+				ops0 := c.ops()
 				var lat []time.Duration
+				var commitReqs int64 // the pushes' own: not delivery's
+				commitOps := map[string]int64{}
 				old := wal.ZeroID
 				start := time.Now()
 				for p := 1; p <= pushes; p++ {
-					res := c.push(wal.Transition{Ref: "refs/heads/main", Old: old, New: oid(p)})
+					r0, o0 := c.storeReqs.Load(), c.ops()
+					c.push(wal.Transition{Ref: "refs/heads/main", Old: old, New: oid(p)})
 					acked := time.Now()
-					_ = res
+					commitReqs += c.storeReqs.Load() - r0
+					for op, n := range c.ops() {
+						commitOps[op] += n - o0[op]
+					}
 					c.d.AfterPush(context.Background(), "alice", c.repo.ID, "web")
 					old = oid(p)
 					rc.waitCount(b, base+int64(p*n), 10*time.Minute)
@@ -166,13 +201,23 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 				elapsed := time.Since(start)
 				events := float64(pushes * n)
 				p50, p99, r50 := pct(lat, 0.50), pct(lat, 0.99), pct(ref, 0.50)
+				var refSum time.Duration
+				for _, d := range ref {
+					refSum += d
+				}
+				// The reference for n hooks: a bare sender posting the n
+				// deliveries of one push back to back.
+				refAll := time.Duration(float64(refSum) / float64(len(ref)) * float64(n))
 				b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 				b.ReportMetric(float64(r50.Microseconds())/1000, "ref-post-p50-ms")
-				b.ReportMetric(float64(p50)/float64(r50), "p50/ref")
+				b.ReportMetric(float64(refAll.Microseconds())/1000, "ref-n-posts-ms")
+				b.ReportMetric(float64(p99)/float64(refAll), "p99/ref-n-posts")
 				b.ReportMetric(events/elapsed.Seconds(), "events/s")
-				b.ReportMetric(float64(c.storeReqs.Load()-s0)/events, "store-req/event")
+				b.ReportMetric(float64(c.storeReqs.Load()-s0-commitReqs)/events, "store-req/event")
 				b.ReportMetric(float64(c.etcdReqs.Load()-e0)/events, "etcd-req/event")
+				b.ReportMetric(float64(commitReqs)/float64(pushes), "commit-store-req/push")
+				c.reportOps(b, ops0, commitOps, events)
 			}
 		})
 	}
@@ -200,6 +245,7 @@ func BenchmarkDispatcherThroughput(b *testing.B) {
 		}
 		base := rc.count.Load()
 		s0, e0 := c.storeReqs.Load(), c.etcdReqs.Load()
+		ops0 := c.ops()
 		start := time.Now()
 		c.d.AfterPush(context.Background(), "alice", c.repo.ID, "web")
 		rc.waitCount(b, base+int64(events), 10*time.Minute)
@@ -211,5 +257,6 @@ func BenchmarkDispatcherThroughput(b *testing.B) {
 		b.ReportMetric(rate/refRate, "rate/ref")
 		b.ReportMetric(float64(c.storeReqs.Load()-s0)/float64(events), "store-req/event")
 		b.ReportMetric(float64(c.etcdReqs.Load()-e0)/float64(events), "etcd-req/event")
+		c.reportOps(b, ops0, nil, float64(events))
 	}
 }

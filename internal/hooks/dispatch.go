@@ -99,6 +99,7 @@ type Dispatcher struct {
 	headers  *lru[*header]
 	bodies   *memo
 	sets     *fresh[*setRecord]
+	repos    *fresh[webhook.Repository]
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's, once it runs
@@ -152,7 +153,7 @@ func NewDispatcher(store *Store, opts DispatchOptions) *Dispatcher {
 	d := &Dispatcher{
 		store: store, opts: opts, logger: opts.Logger, git: git,
 		strict: webhook.NewSender(opts.Sender), insecure: webhook.NewSender(insecure),
-		headers: newLRU[*header](4096), bodies: newMemo(512), sets: newFresh[*setRecord](opts.SetTTL, 1024),
+		headers: newLRU[*header](4096), bodies: newMemo(512), sets: newFresh[*setRecord](opts.SetTTL, 1024), repos: newFresh[webhook.Repository](opts.SetTTL, 1024),
 		running: make(map[string]*worker), work: make(map[string]map[string]bool), held: make(map[string]bool),
 	}
 	return d
@@ -512,6 +513,7 @@ type next struct {
 	guid, event string
 	body        []byte
 	log         *logEvent // a log event; else queue names the queued object
+	parts       int       // a log event's seq has this many events
 	queue       string
 	redelivery  bool
 }
@@ -589,7 +591,7 @@ func (d *Dispatcher) serveStream(ctx context.Context, fence int64, set *setRecor
 			}
 			st.Cur = &attempt{GUID: ev.guid, Event: ev.event, Body: ev.body, First: d.opts.Now(), Queue: ev.queue}
 			if ev.log != nil {
-				st.Cur.Log, st.Cur.Seq, st.Cur.Part = true, ev.log.Seq, ev.log.Part
+				st.Cur.Log, st.Cur.Seq, st.Cur.Part, st.Cur.Parts = true, ev.log.Seq, ev.log.Part, ev.parts
 			}
 			s.redelivery = ev.redelivery
 		}
@@ -630,7 +632,10 @@ func (s *stream) flush(ctx context.Context) error {
 
 func (s *stream) describe(ctx context.Context) (webhook.Repository, error) {
 	if s.repo == nil {
-		r, err := s.d.store.describe(ctx, RepoRef{Tenant: s.st.Tenant, ID: s.id, Name: s.st.Name})
+		ref := RepoRef{Tenant: s.st.Tenant, ID: s.id, Name: s.st.Name}
+		// What payloads say of a repository (its name, visibility, default
+		// branch) is read once a SetTTL for all the hooks of this node.
+		r, err := s.d.repos.get(ctx, s.id, func(ctx context.Context) (webhook.Repository, error) { return s.d.store.describe(ctx, ref) })
 		if err != nil {
 			return r, err
 		}
@@ -745,7 +750,7 @@ func (s *stream) next(ctx context.Context) (next, bool, error) {
 			if err != nil {
 				return next{}, false, err
 			}
-			return next{guid: guid(s.hk, s.id, strconv.FormatUint(le.Seq, 10), strconv.Itoa(le.Part)), event: le.Event, body: body, log: le}, true, nil
+			return next{guid: guid(s.hk, s.id, strconv.FormatUint(le.Seq, 10), strconv.Itoa(le.Part)), event: le.Event, body: body, log: le, parts: len(eventsOf(le.Seq, le.Hdr))}, true, nil
 		}
 		s.queue = s.queue[1:]
 		qv, ok, err := d.store.readQueued(ctx, q.Key)
@@ -867,6 +872,9 @@ func (s *stream) done(ctx context.Context) error {
 	st.Cur = nil
 	if c.Log {
 		st.Seq, st.Part = c.Seq-1, c.Part+1
+		if c.Parts > 0 && st.Part >= c.Parts {
+			st.Seq, st.Part = c.Seq, 0 // past the seq: one write, not two
+		}
 		s.dirty = true
 	} else if s.stored {
 		s.dirty = true

@@ -219,3 +219,31 @@ func TestRedeliver(t *testing.T) {
 		t.Errorf("redeliver of no delivery: %v", err)
 	}
 }
+
+// TestMoreHooksThanRoom: a node delivers for at most MaxHeld hooks at
+// once, and takes the others as room frees: every hook gets the push.
+func TestMoreHooksThanRoom(t *testing.T) {
+	e := newEnv(t, nil)
+	rc := newReceiver(t, "k")
+	o := e.dispatchOptions(e.board(nil, 5*time.Second))
+	o.MaxHeld = 2
+	d := NewDispatcher(e.hooks, o)
+	e.hooks.SetWake(d.Notify)
+	run(t, d)
+	const n = 7
+	for i := 0; i < n; i++ {
+		e.addHook(t, e.scope(), rc.srv.URL, "k", "push")
+	}
+	e.push(wal.Transition{Ref: "refs/heads/main", Old: wal.ZeroID, New: oid(1)})
+	d.AfterPush(context.Background(), "alice", e.repo.ID, "web")
+	g := rc.waitFor(t, 2*n, 10*time.Second)
+	pushes := 0
+	for _, x := range g {
+		if x.event == "push" {
+			pushes++
+		}
+	}
+	if pushes != n {
+		t.Errorf("%d hooks got the push, want %d", pushes, n)
+	}
+}

@@ -164,7 +164,7 @@ func (s *Store) Enqueue(ctx context.Context, e Event) error {
 	}
 	var sets []*setRecord
 	if !e.OwnerOnly {
-		rs, err := s.readSet(ctx, Scope{Tenant: e.Repo.Tenant, Repo: e.Repo.ID, Name: "x"}.setKey())
+		rs, err := s.readSet(ctx, setsPrefix+"r/"+e.Repo.ID)
 		if err != nil {
 			return err
 		}

@@ -46,10 +46,13 @@ type streamState struct {
 // attempt is an event in retry. Body is what the first attempt sent, so
 // that every retry sends the same bytes under the same delivery id.
 type attempt struct {
-	Log      bool            `json:"log,omitempty"` // a log event at (Seq, Part); else the queued object Queue
-	Seq      uint64          `json:"seq,omitempty"`
-	Part     int             `json:"part,omitempty"`
-	Queue    string          `json:"queue,omitempty"`
+	Log   bool   `json:"log,omitempty"` // a log event at (Seq, Part); else the queued object Queue
+	Seq   uint64 `json:"seq,omitempty"`
+	Part  int    `json:"part,omitempty"`
+	Queue string `json:"queue,omitempty"`
+	// Parts is how many events the seq has, so that the watermark moves
+	// past the seq with its last event.
+	Parts    int             `json:"parts,omitempty"`
 	GUID     string          `json:"guid"`
 	Event    string          `json:"event"`
 	Body     json.RawMessage `json:"body"`

@@ -395,6 +395,24 @@ func (s *Store) Delete(ctx context.Context, sc Scope, id int64) error {
 	return nil
 }
 
+// Forget removes every hook of a scope whose owner is gone: a deleted
+// repository's, or a deleted tenant's, so that a tenant created again
+// under the name never inherits them. Their states and queues are read
+// by nothing from then on (compaction removes the states it meets).
+//
+// Outcome unknown: a DELETE that may not have landed; the caller calls
+// Forget again (the API does on the next creation of the name).
+func (s *Store) Forget(ctx context.Context, sc Scope) error {
+	if err := sc.check(); err != nil {
+		return err
+	}
+	if err := s.opts.Store.Delete(ctx, sc.setKey()); err != nil {
+		return storeErr("forget the hooks of "+sc.String(), err)
+	}
+	_ = s.opts.Store.Delete(ctx, pendingKey(streamOf(sc)))
+	return nil
+}
+
 // removeStream deletes a hook's state and queue on one stream.
 func (s *Store) removeStream(ctx context.Context, stream, key string) {
 	_ = objstore.Walk(ctx, s.opts.Store, queuePrefix+stream+"/"+key+"/", func(o objstore.Info) error {
