@@ -2,6 +2,7 @@ package repocache_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -105,8 +106,10 @@ func TestConsolidateInBackground(t *testing.T) {
 // TestConsolidationCrashLeavesNoPack: a background consolidation that
 // stops after writing its pack and multi-pack index but before recording
 // them (the process died) leaves an unrecorded duplicate of the packs it
-// rolled up; the next consolidation, in the next process, deletes it, and
-// the repository stays whole (docs/design.md §5.6).
+// rolled up; the next consolidation, in the next process, deletes it (and
+// the multi-pack index that names it), and the repository stays whole.
+// It also deletes git's scratch packs and a stale multi-pack-index lock,
+// which would fail every later consolidation (docs/design.md §5.6).
 func TestConsolidationCrashLeavesNoPack(t *testing.T) {
 	f := newFixture(t)
 	dir := t.TempDir()
@@ -186,6 +189,15 @@ func TestConsolidationCrashLeavesNoPack(t *testing.T) {
 	if len(left) == 0 {
 		t.Fatal("the interrupted consolidation left no pack: the test does not reproduce the crash")
 	}
+	// What git leaves when it dies inside pack-objects: a scratch pack.
+	packDir := filepath.Join(snap.Dir, "objects", "pack")
+	plant := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(packDir, name), []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant("tmp_pack_Ab12Cd")
 
 	// The next process's consolidation removes what it left.
 	c2 := open()
@@ -201,6 +213,29 @@ func TestConsolidationCrashLeavesNoPack(t *testing.T) {
 	}
 	if got := unrecorded(snap); len(got) > 0 {
 		t.Fatalf("unrecorded pack files after the next consolidation: %v (the crash left %v)", got, left)
+	}
+	if got, _ := filepath.Glob(filepath.Join(packDir, "tmp_*")); len(got) > 0 {
+		t.Fatalf("left after the next consolidation: %v", got)
+	}
+	f.checkMatches(t, repo, snap)
+	gitT(t, snap.Dir, "multi-pack-index", "verify")
+
+	// What git leaves when it dies inside multi-pack-index write, with no
+	// unrecorded pack: a lock that would fail every later write.
+	plant("multi-pack-index.lock")
+	push(c2)
+	push(c2)
+	select {
+	case <-consolidated:
+	case <-time.After(time.Minute):
+		t.Fatal("no consolidation past a stale multi-pack-index lock")
+	}
+	if got, _ := filepath.Glob(filepath.Join(packDir, "*.lock")); len(got) > 0 {
+		t.Fatalf("left after a consolidation: %v", got)
+	}
+	snap, err = c2.Materialize(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
 	}
 	f.checkMatches(t, repo, snap)
 	gitT(t, snap.Dir, "multi-pack-index", "verify")
