@@ -14,6 +14,7 @@ import (
 //	meta/pullnext/<repoID>                           the next number, by compare-and-swap
 //	meta/pulllist/<repoID>/<open|closed>/<inv>,...   a listing key per state
 //	meta/pullheads/<headRepoID>/<h>/<repoID>,...     an open pull request's head
+//	meta/pullrepos/<headRepoID>                      that repository has been a head
 //
 // <inv> is 9999999999 minus the number, ten digits, so that a LIST reads
 // the newest first; <h> is the first 40 hex digits of the sha256 of the
@@ -23,7 +24,13 @@ const (
 	nextPrefix  = "meta/pullnext/"
 	listPrefix  = "meta/pulllist/"
 	headsPrefix = "meta/pullheads/"
+	reposPrefix = "meta/pullrepos/"
 )
+
+// headRepoKey marks a repository some pull request's head has been in,
+// so that a push to any other costs one GET to learn it has none
+// (docs/adr/0117-pull-request-refs.md).
+func headRepoKey(headRepoID string) string { return reposPrefix + headRepoID }
 
 // MaxNumber is the largest pull-request number: numbers have ten digits
 // in the listing keys.

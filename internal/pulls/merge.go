@@ -92,7 +92,7 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	if pr.State != Open {
 		return PullRequest{}, fmt.Errorf("%w: pull request #%d is %s", ErrState, n, pr.State)
 	}
-	head, err := s.sync(ctx, base, pr)
+	head, err := s.sync(ctx, base, pr, true)
 	if err != nil {
 		return PullRequest{}, err
 	}
@@ -176,8 +176,12 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	}
 	merged, err := s.markMerged(ctx, base.ID, n, inFlight)
 	if err != nil {
-		// Committed; the record says in flight until a read settles it.
-		return PullRequest{}, fmt.Errorf("merge of #%d committed, but recording it failed (the next read records it): %w", n, err)
+		// The merge is committed: that is the answer. The record says
+		// in flight until the next read finds the commit and settles it.
+		s.log.Warn("pull request: merged, but marking it merged failed; the next read does", "repo", base.FullName(), "number", n, "err", err)
+		merged = pr
+		merged.State, merged.MergeCommit, merged.MergeMethod, merged.MergedBy = Merged, commit, o.Method, o.By
+		merged.MergedAt, merged.BaseSHA, merged.HeadSHA = inFlight.At, old, head
 	}
 	if o.DeleteBranch && pr.Head.RepoID != base.ID {
 		s.deleteForkBranch(ctx, base, pr, head, o.By)

@@ -228,7 +228,7 @@ func (s *Service) Create(ctx context.Context, base meta.Repo, np NewPull) (PullR
 	if err != nil {
 		return PullRequest{}, err
 	}
-	if _, err := s.sync(ctx, base, pr); err != nil {
+	if _, err := s.sync(ctx, base, pr, false); err != nil {
 		s.log.Warn("pull request: setting its head ref failed; the next push or read sets it", "repo", base.FullName(), "number", pr.Number, "err", err)
 	}
 	s.event(ctx, ActionOpened, pr)
@@ -250,7 +250,7 @@ func (s *Service) Get(ctx context.Context, base meta.Repo, n uint64) (PullReques
 		}
 	}
 	if pr.State == Open && pr.Merging == nil {
-		if _, err := s.sync(ctx, base, pr); err != nil && !errors.Is(err, ErrNotFound) {
+		if _, err := s.sync(ctx, base, pr, true); err != nil && !errors.Is(err, ErrNotFound) {
 			s.log.Warn("pull request: bringing its head ref forward failed", "repo", base.FullName(), "number", n, "err", err)
 		}
 	}
@@ -384,7 +384,7 @@ func (s *Service) Update(ctx context.Context, base meta.Repo, n uint64, e Edit) 
 	}
 	if pr.Gen != cur.Gen {
 		if action == ActionReopened {
-			if _, err := s.sync(ctx, base, pr); err != nil {
+			if _, err := s.sync(ctx, base, pr, false); err != nil {
 				s.log.Warn("pull request: setting its head ref failed", "repo", base.FullName(), "number", n, "err", err)
 			}
 		}
@@ -399,7 +399,9 @@ func (s *Service) Update(ctx context.Context, base meta.Repo, n uint64, e Edit) 
 // lacks when the head is a fork's. A head branch that is gone leaves the
 // ref where it is. Racing syncs converge: each moves the ref from what it
 // read, and one that lost reads again.
-func (s *Service) sync(ctx context.Context, base meta.Repo, pr PullRequest) (string, error) {
+//
+// With notify, a move is a "synchronize" event (a push moved the head).
+func (s *Service) sync(ctx context.Context, base meta.Repo, pr PullRequest, notify bool) (string, error) {
 	head, err := s.headRepo(ctx, base, pr)
 	if err != nil {
 		return "", err
@@ -448,7 +450,9 @@ func (s *Service) sync(ctx context.Context, base meta.Repo, pr PullRequest) (str
 		case err != nil:
 			return "", err
 		case res.Committed:
-			s.event(ctx, ActionSynchronize, pr)
+			if notify {
+				s.event(ctx, ActionSynchronize, pr)
+			}
 			return tip, nil
 		case res.Blocked:
 			return "", fmt.Errorf("%w: the head's new commits: %s", ErrHeld, strings.Join(res.Message, "\n"))
@@ -505,7 +509,7 @@ func (s *Service) HeadPushed(ctx context.Context, repoID string, refs []string) 
 				s.log.Warn("pull request of a pushed branch: base repository not found", "repo", pr.RepoID, "number", pr.Number, "err", err)
 				continue
 			}
-			if _, err := s.sync(ctx, base, pr); err != nil {
+			if _, err := s.sync(ctx, base, pr, true); err != nil {
 				s.log.Warn("pull request: moving its head ref failed", "repo", base.FullName(), "number", pr.Number, "err", err)
 			}
 		}

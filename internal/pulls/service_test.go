@@ -3,6 +3,7 @@ package pulls_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,7 @@ type env struct {
 	svc    *gitsvc.Service
 	pulls  *pulls.Service
 	pusher *hookPusher
+	events *recorder
 	copies pulls.Copies
 	repo   meta.Repo
 	git    []string // the client's git environment
@@ -105,9 +107,10 @@ func newEnv(t *testing.T, protect bool) *env {
 	}
 	e.copies = cacheadapter.PullCopies{Repos: cacheadapter.Repos{Cache: cache, Log: e.log}}
 	e.pusher = &hookPusher{inner: cacheadapter.PullPusher{Service: e.svc}}
+	e.events = &recorder{}
 	ps, err = pulls.New(pulls.Options{
 		Store: pulls.NewStore(store), Repos: e.meta, Copies: e.copies, Pusher: e.pusher,
-		Git: &gitexec.Runner{}, TempDir: cache.TempDir,
+		Git: &gitexec.Runner{}, TempDir: cache.TempDir, Events: e.events,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -769,5 +772,89 @@ func TestMergeDeleteBranchHeadMoved(t *testing.T) {
 	refs := e.refs(e.repo)
 	if refs["refs/heads/topic"] != late || refs["refs/heads/main"] != before {
 		t.Fatalf("after the refused merge: topic %s main %s", refs["refs/heads/topic"], refs["refs/heads/main"])
+	}
+}
+
+// recorder is an Events that keeps what it is told.
+type recorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *recorder) PullRequest(_ context.Context, action string, pr pulls.PullRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, fmt.Sprintf("%s #%d %s", action, pr.Number, pr.State))
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.got
+	r.got = nil
+	return out
+}
+
+// The hook point tells each change once, as GitHub's pull_request
+// events: opened, synchronize on a push to the head, edited, closed,
+// reopened, and closed with the merged state.
+func TestEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.topic()
+	if got := e.events.take(); !slices.Equal(got, []string{"opened #1 open"}) {
+		t.Fatalf("opening: %q", got)
+	}
+	e.gitc("checkout", "-q", "topic")
+	e.commit("more", "b.txt", "b2\n")
+	e.push(e.repo, "topic")
+	if got := e.events.take(); !slices.Equal(got, []string{"synchronize #1 open"}) {
+		t.Fatalf("a push to the head: %q", got)
+	}
+	title, closed, open := "New", pulls.Closed, pulls.Open
+	for _, ed := range []pulls.Edit{{Title: &title}, {Title: &title}, {State: &closed}, {State: &open}} {
+		if _, err := e.pulls.Update(context.Background(), e.repo, 1, ed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.events.take(); !slices.Equal(got, []string{"edited #1 open", "closed #1 closed", "reopened #1 open"}) {
+		t.Fatalf("edits: %q (an edit that changes nothing says nothing)", got)
+	}
+	if _, err := e.pulls.Merge(context.Background(), e.repo, 1, pulls.MergeOptions{By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.events.take(); !slices.Equal(got, []string{"closed #1 merged"}) {
+		t.Fatalf("merging: %q", got)
+	}
+}
+
+// The merge is committed but marking the pull request merged fails: the
+// caller is told it merged (it did), and the next read records it.
+func TestMergeCommittedMarkFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	pr := e.topic()
+	var mu sync.Mutex
+	writes := 0
+	e.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.Op != faultstore.OpPutIfMatch || !strings.HasPrefix(c.Key, "meta/pulls/") {
+			return faultstore.Fault{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if writes++; writes > 1 { // the in-flight mark passes; marking merged does not
+			return faultstore.Fault{Outcome: faultstore.Refused}
+		}
+		return faultstore.Fault{}
+	})
+	merged, err := e.pulls.Merge(context.Background(), e.repo, pr.Number, pulls.MergeOptions{By: "bob"})
+	tip := e.refs(e.repo)["refs/heads/main"]
+	if err != nil || merged.State != pulls.Merged || merged.MergeCommit != tip {
+		t.Fatalf("merge: %+v, %v (main %s)", merged, err, tip)
+	}
+	e.fs.SetPlan(nil)
+	got, err := e.pulls.Get(context.Background(), e.repo, pr.Number)
+	if err != nil || got.State != pulls.Merged || got.MergeCommit != tip || got.Merging != nil {
+		t.Fatalf("read after: %+v, %v", got, err)
 	}
 }

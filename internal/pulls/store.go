@@ -264,6 +264,11 @@ func (s *Store) Create(ctx context.Context, pr PullRequest) (PullRequest, error)
 	if pr.Author == "" || pr.BaseRepo == "" || pr.Head.Repo == "" {
 		return PullRequest{}, fmt.Errorf("%w: no author or repository name", ErrInvalid)
 	}
+	// Before any head key: a push to the head repository looks for this
+	// marker before it lists head keys.
+	if err := s.putKeys(ctx, []string{headRepoKey(pr.Head.RepoID)}); err != nil {
+		return PullRequest{}, fmt.Errorf("create pull request: %w", err)
+	}
 	for range 4 {
 		n, err := s.allocate(ctx, pr.RepoID)
 		if err != nil {
@@ -453,4 +458,20 @@ func (s *Store) Update(ctx context.Context, repoID string, n uint64, change func
 		return PullRequest{}, fmt.Errorf("pull request #%d: %w: %v", n, ErrOutcomeUnknown, err)
 	}
 	return PullRequest{}, fmt.Errorf("pull request #%d: %w", n, err)
+}
+
+// HasHeads reports whether any pull request has ever had its head in
+// repoID: one GET of a marker written before the first one's head key
+// and never removed. When it is false, a push to repoID moves no
+// refs/pull/<n>/head and need not list head keys.
+func (s *Store) HasHeads(ctx context.Context, repoID string) (bool, error) {
+	rc, _, err := s.objects.Get(ctx, headRepoKey(repoID))
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	rc.Close()
+	return true, nil
 }

@@ -51,9 +51,10 @@ type pullSyncs struct {
 // pullsAfterCommit moves, in the background, the refs/pull/<n>/head of
 // the open pull requests whose head branch the committed push moved
 // (docs/adr/0117-pull-request-refs.md): a follow-up commit, never part
-// of the push's own. It reads the entry's header for the refs the push
-// moved (one ranged GET); a push that moved no branch costs nothing
-// more, one that did costs a LIST per branch.
+// of the push's own. A push to a repository no pull request has had its
+// head in costs one GET (Store.HasHeads); otherwise it reads the entry's
+// header for the refs the push moved (one ranged GET) and lists the
+// head keys of each branch it moved (a LIST each).
 func (s *Server) pullsAfterCommit(req gitsvc.Request, res wal.Result) {
 	if s.pulls == nil {
 		return
@@ -63,6 +64,12 @@ func (s *Server) pullsAfterCommit(req gitsvc.Request, res wal.Result) {
 		defer s.bgWG.Done()
 		ctx, cancel := context.WithTimeout(s.bg, pullSyncTimeout)
 		defer cancel()
+		if has, err := s.pulls.Store().HasHeads(ctx, req.Repo); err != nil {
+			s.logger.Warn("pull requests: looking for pull requests of a pushed repository failed; their refs move at the next push or read", "repo", req.Repo, "err", err)
+			return
+		} else if !has {
+			return
+		}
 		h, err := s.log.ReadEntryHeader(ctx, req.Repo, res.ULID)
 		if err != nil {
 			s.logger.Warn("pull requests: reading a push's refs failed; their refs move at the next push or read", "repo", req.Repo, "err", err)

@@ -530,6 +530,18 @@ func TestPullFromForkVisibility(t *testing.T) {
 	if got := strings.Fields(git(t, e.work, "ls-remote", e.remote, "refs/pull/1/head"))[0]; got != tip {
 		t.Fatalf("refs/pull/1/head %s, want the fork's %s", got, tip)
 	}
+	// A push to the fork's branch moves the base's ref, in the background.
+	git(t, e.work, "commit", "-q", "--allow-empty", "-m", "more")
+	tip = git(t, e.work, "rev-parse", "HEAD")
+	git(t, e.work, "push", "-q", forkRemote, "feat")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got := strings.Fields(git(t, e.work, "ls-remote", e.remote, "refs/pull/1/head"))[0]; got == tip {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("refs/pull/1/head did not follow the fork's push")
+		}
+	}
 	if err := m.SetVisibility(ctx, "bob", "app", false); err != nil {
 		t.Fatal(err)
 	}
