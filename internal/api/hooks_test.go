@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/hooks"
+	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/testkit"
@@ -207,4 +208,64 @@ func storeKeys(t *testing.T, s objstore.Store, prefix string) []string {
 		return nil
 	})
 	return out
+}
+
+// FuzzHookRequest: whatever a client sends to create or change a hook,
+// the answer is a success or a 4xx naming the problem, never a 5xx, and
+// no answer shows the secret.
+func FuzzHookRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"config":{"url":"https://ci.example.com/h","secret":"x"},"events":["push"]}`,
+		`{"config":{"url":"https://a/","insecure_ssl":1},"add_events":["create"],"remove_events":["push"]}`,
+		`{"active":false}`, `{"config":{"insecure_ssl":"2"}}`, `[]`, `null`, `{"events":null}`, `{"name":"web","config":null}`,
+	} {
+		f.Add(s)
+	}
+	objects := memstore.New()
+	ms := meta.New(objects, wal.New(objects, wal.Options{}))
+	ctx := context.Background()
+	if _, err := ms.CreateTenant(ctx, "alice", meta.KindUser); err != nil {
+		f.Fatal(err)
+	}
+	tok, _, err := ms.CreateToken(ctx, "alice", meta.ScopeWrite, "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := ms.CreateRepo(ctx, "alice", "web", false); err != nil {
+		f.Fatal(err)
+	}
+	hs := hooks.New(hooks.Options{Store: objects, Log: wal.New(objects, wal.Options{}), Meta: ms})
+	h := NewHandler(ms, nil, WithHooks(hs))
+	secret := "fuzz-secret-do-not-show"
+	created, err := hs.Create(ctx, hooks.Scope{Tenant: "alice", Repo: mustRepoID(f, ms), Name: "web"}, hooks.Input{URL: ptr("https://x.example/"), Secret: &secret}, "alice")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, req := range []struct{ method, path string }{
+			{"POST", "/api/repos/alice/web/hooks"},
+			{"PATCH", fmt.Sprintf("/api/repos/alice/web/hooks/%d", created.ID)},
+		} {
+			r := httptest.NewRequest(req.method, req.path, strings.NewReader(body))
+			r.SetBasicAuth("x", tok)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code >= 500 || (w.Code >= 300 && !strings.Contains(w.Body.String(), `"error"`)) {
+				t.Fatalf("%s %s with %q: %d %s", req.method, req.path, body, w.Code, w.Body.String())
+			}
+			if strings.Contains(w.Body.String(), secret) {
+				t.Fatalf("the secret is in the answer to %q", body)
+			}
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func mustRepoID(f *testing.F, ms *meta.Store) string {
+	r, err := ms.Repo(context.Background(), "alice", "web")
+	if err != nil {
+		f.Fatal(err)
+	}
+	return r.ID
 }
