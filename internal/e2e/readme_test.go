@@ -67,7 +67,7 @@ func readmeRunIt(readme string) (serve string, first []string, err error) {
 // so that tests running at once do not collide.
 func TestReadmeRunIt(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("the git binary is not on PATH")
+		t.Skip("the git binary is not on PATH (exec.LookPath(\"git\") failed)")
 	}
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {

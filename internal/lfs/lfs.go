@@ -590,7 +590,9 @@ func (h *Handler) Missing(ctx context.Context, repoID string, oids []string) ([]
 		}
 		seen[oid] = true
 		if !validOID(oid) {
+			mu.Lock() // the lookups started so far append concurrently
 			missing = append(missing, oid)
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
