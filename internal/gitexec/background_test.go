@@ -183,13 +183,38 @@ func TestBackgroundPriority(t *testing.T) {
 		t.Fatalf("exec.Cmd through Start runs at nice %d, want %d", got, own+3)
 	}
 
-	type niceness struct{ thread, process int }
+	// LowerThread lowers the thread it runs on. The goroutine holds its
+	// thread and ends without unlocking it, so the lowered thread exits
+	// with it; one that lands on the main thread (whose nice is the
+	// process's in /proc/self/stat) holds it until the test ends and
+	// another goroutine tries.
+	type niceness struct {
+		thread, process int
+		main            bool
+	}
 	ch := make(chan niceness)
-	go func() {
-		b.LowerThread()
-		ch <- niceness{niceOfPid(t, fmt.Sprintf("/proc/self/task/%d/stat", gettid())), niceOfPid(t, "/proc/self/stat")}
-	}()
-	n := <-ch
+	held := make(chan struct{})
+	defer close(held)
+	var n niceness
+	for try := 0; ; try++ {
+		go func() {
+			runtime.LockOSThread()
+			if gettid() == os.Getpid() {
+				ch <- niceness{main: true}
+				<-held
+				runtime.UnlockOSThread()
+				return
+			}
+			b.LowerThread()
+			ch <- niceness{thread: niceOfPid(t, fmt.Sprintf("/proc/self/task/%d/stat", gettid())), process: niceOfPid(t, "/proc/self/stat")}
+		}()
+		if n = <-ch; !n.main {
+			break
+		}
+		if try == 10 {
+			t.Fatal("every goroutine ran on the main thread")
+		}
+	}
 	if n.thread != own+3 || n.process != own {
 		t.Fatalf("after LowerThread: thread at nice %d, process at %d; want %d and %d", n.thread, n.process, own+3, own)
 	}

@@ -59,6 +59,19 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ExitCode is the exit status of a git process that ran and failed (err
+// from Run, Wait or Output, wrapped or not), or -1 when err is nil or
+// not an exit: callers branch on git's documented statuses (merge-base
+// --is-ancestor's 1, merge-tree's 1 for conflicts) without importing
+// os/exec themselves.
+func ExitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
 // Cmd is a prepared git process whose stderr is captured. Start, Run,
 // Output and Wait are exec.Cmd's, except that a background runner's
 // process waits for its turn before it starts and gives its slot back

@@ -53,3 +53,30 @@ func TestEnvironment(t *testing.T) {
 		t.Errorf("server: the host's user.name %q leaked in", out)
 	}
 }
+
+// TestExitCode: a git that ran and failed reports its status through Run's
+// wrapped error and through a Cmd's; nil and errors that are no exit are -1.
+func TestExitCode(t *testing.T) {
+	ctx := context.Background()
+	r := &Runner{}
+	repo := filepath.Join(t.TempDir(), "r.git")
+	if _, err := r.Run(ctx, "", nil, nil, "init", "-q", "--bare", repo); err != nil {
+		t.Fatal(err)
+	}
+	// merge-base --is-ancestor exits 128 for an unknown object; rev-parse
+	// --verify -q exits 1 for a missing ref.
+	_, err := r.Run(ctx, repo, nil, nil, "rev-parse", "--verify", "-q", "refs/heads/none")
+	if got := ExitCode(err); got != 1 {
+		t.Errorf("Run: ExitCode(%v) = %d, want 1", err, got)
+	}
+	c := r.Command(ctx, repo, nil, "cat-file", "-e", "0000000000000000000000000000000000000001")
+	err = c.Run()
+	if got := ExitCode(c.Wrap(err)); got != 128 && got != 1 {
+		t.Errorf("Cmd: ExitCode(%v) = %d, want git's failure status", err, got)
+	}
+	for _, err := range []error{nil, context.Canceled, os.ErrNotExist} {
+		if got := ExitCode(err); got != -1 {
+			t.Errorf("ExitCode(%v) = %d, want -1", err, got)
+		}
+	}
+}

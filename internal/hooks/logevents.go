@@ -12,6 +12,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/record"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -214,10 +215,9 @@ func (d *Dispatcher) commits(ctx context.Context, repoID string, t transition) (
 	if t.Old != wal.ZeroID {
 		c := d.git.Command(ctx, snap.Dir, nil, "merge-base", "--is-ancestor", t.Old, t.New)
 		err := c.Run()
-		var ee interface{ ExitCode() int }
 		switch {
 		case err == nil:
-		case errors.As(err, &ee) && ee.ExitCode() == 1:
+		case gitexec.ExitCode(err) == 1:
 			forced = true
 		default:
 			return nil, 0, false, c.Wrap(err)

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,13 +63,7 @@ func (w *work) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte
 }
 
 // exitCode is the exit status of a failed git, or -1.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
-}
+func exitCode(err error) int { return gitexec.ExitCode(err) }
 
 // mergeTree merges commits ours and theirs with git merge-tree
 // --write-tree (git 2.38 and later), which computes their merge base
