@@ -38,6 +38,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -158,19 +159,48 @@ const DefaultFactor = 2
 // the checkpoint holding it grows by a factor of at least 1 + 1/factor
 // (docs/adr/0051-geometric-checkpoints.md).
 func Plan(x *wal.Index, factor int, layers int64) int {
-	if factor <= 0 || x == nil {
+	if x == nil {
 		return 0
+	}
+	keep, _ := PlanBy(x, factor, layers, func(i int) (int64, error) { return x.Checkpoints[i].Size, nil })
+	return keep
+}
+
+// PlanBy is Plan with the checkpoints weighed by weight (called with a
+// checkpoint's position, only for those the decision needs: the newest,
+// back to the first that stays) and the layers by layers, in the same
+// unit. The compactor weighs both by object count, as `git repack
+// --geometric` does: a checkpoint's pack is made of deltas against its
+// own objects while the layers' pack carries whole the bases its deltas
+// need from the checkpoints, so bytes overweigh the layers and roll up,
+// or fully repack, more than the progression asks
+// (docs/adr/0121-checkpoints-weighed-by-objects.md). An error from
+// weight is returned as is.
+func PlanBy(x *wal.Index, factor int, layers int64, weight func(i int) (int64, error)) (int, error) {
+	if factor <= 0 || x == nil {
+		return 0, nil
 	}
 	total := layers
 	keep := min(len(x.Checkpoints), wal.MaxCheckpoints-1)
-	for _, c := range x.Checkpoints[keep:] {
-		total += c.Size
+	for i := keep; i < len(x.Checkpoints); i++ {
+		w, err := weight(i)
+		if err != nil {
+			return 0, err
+		}
+		total += w
 	}
-	for keep > 0 && x.Checkpoints[keep-1].Size/int64(factor) < total {
+	for keep > 0 {
+		w, err := weight(keep - 1)
+		if err != nil {
+			return 0, err
+		}
+		if w/int64(factor) >= total {
+			break
+		}
 		keep--
-		total += x.Checkpoints[keep].Size
+		total += w
 	}
-	return keep
+	return keep, nil
 }
 
 // ErrNothingToCompact means the log has no layer after its last
@@ -276,7 +306,9 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 		if err != nil {
 			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
 		}
-		keep = Plan(x, c.opts.Factor, st.Size())
+		if keep, err = c.plan(ctx, repo, x, n, st.Size()); err != nil {
+			return Result{}, fmt.Errorf("compact %s: %w", repo, err)
+		}
 		switch {
 		case keep == len(x.Checkpoints):
 			base = lbase
@@ -345,6 +377,21 @@ func (c *Compactor) compact(ctx context.Context, repo string, full bool) (Result
 	c.progress("checkpoint at seq %d replaced %d layers and %d checkpoints; the index is at seq %d with %d checkpoints and %d layers after them",
 		res.Checkpoint.Seq, res.Folded, res.Replaced, res.Seq, keep+1, res.Seq-res.Checkpoint.Seq)
 	return out, nil
+}
+
+// plan decides how many checkpoints a roll-up keeps (PlanBy), weighing
+// the layers' pack of objects objects and size bytes and the checkpoints
+// by object count, read from their stored indexes. A checkpoint stored
+// without one (none is today; the format allows it) has no count: then
+// the plan weighs everything by bytes, as before ADR 0121.
+func (c *Compactor) plan(ctx context.Context, repo string, x *wal.Index, objects int, size int64) (int, error) {
+	keep, err := PlanBy(x, c.opts.Factor, int64(objects), func(i int) (int64, error) {
+		return c.log.CheckpointObjects(ctx, repo, x.Checkpoints[i])
+	})
+	if errors.Is(err, objstore.ErrNotFound) {
+		return Plan(x, c.opts.Factor, size), nil
+	}
+	return keep, err
 }
 
 // rollUp writes a pack of every object of the given packs of the scratch

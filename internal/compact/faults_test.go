@@ -28,11 +28,13 @@ import (
 )
 
 // seedRollUp lands a log whose next compaction is a geometric roll-up
-// that keeps its first checkpoint and rolls up its second with 3 layers
-// (docs/adr/0051-geometric-checkpoints.md), and returns the log's seq.
+// that keeps its first checkpoint (51 objects) and rolls up its second
+// (8) with 3 layers (12) (docs/adr/0051-geometric-checkpoints.md,
+// docs/adr/0121-checkpoints-weighed-by-objects.md), and returns the log's
+// seq.
 func seedRollUp(t testing.TB, ctx context.Context, log *wal.Log, main *pusher) uint64 {
 	t.Helper()
-	main.history(ctx, 3, nil)
+	main.history(ctx, 12, nil)
 	os.WriteFile(filepath.Join(main.dir, "big.bin"), randomish(64<<10, 7), 0o644)
 	if err := main.push(ctx); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -103,7 +104,7 @@ func newReadRecorder(inner *memstore.Store) *readRecorder {
 	r.SetPlan(func(c faultstore.Call) faultstore.Fault {
 		if c.Op == faultstore.OpGet || c.Op == faultstore.OpGetRange {
 			r.mu.Lock()
-			r.keys = append(r.keys, c.Key)
+			r.keys = append(r.keys, c.Op.String()+" "+c.Key)
 			r.mu.Unlock()
 		}
 		return faultstore.Fault{}
@@ -129,8 +130,9 @@ func hasObject(dir, id string) bool {
 // TestGeometricCompaction follows one log through roll-ups and a full
 // repack (docs/adr/0051-geometric-checkpoints.md):
 //
-//   - a roll-up keeps the checkpoints the progression keeps, reads
-//     nothing of them, and holds every object of what it rolls up, the
+//   - a roll-up keeps the checkpoints the progression keeps, reads of
+//     them only the header of their .idx (their object counts, ADR
+//     0121), and holds every object of what it rolls up, the
 //     unreachable ones included (KeepRecent is off, so only a full
 //     repack may drop them);
 //   - a roll-up that takes in a newer checkpoint replaces it;
@@ -145,7 +147,7 @@ func TestGeometricCompaction(t *testing.T) {
 	recLog := wal.New(rec, wal.Options{})
 	comp := compact.New(recLog, newCache(t, recLog, repocache.Options{}), compact.Options{KeepRecent: -1})
 	main := newPusher(t, log, "main")
-	seedBig(t, ctx, main)
+	main.history(ctx, 16, nil) // 64 objects
 	first, err := comp.Compact(ctx, repo)
 	if err != nil || !first.Full {
 		t.Fatalf("first compaction: %+v, %v; want a full repack", first, err)
@@ -182,7 +184,8 @@ func TestGeometricCompaction(t *testing.T) {
 	noReadOf := func(ck wal.Checkpoint) {
 		t.Helper()
 		for _, k := range rec.take() {
-			if k == wal.CheckpointKey(repo, ck) || k == wal.CheckpointIndexKey(repo, ck) {
+			op, key, _ := strings.Cut(k, " ")
+			if key == wal.CheckpointKey(repo, ck) || key == wal.CheckpointIndexKey(repo, ck) && op != faultstore.OpGetRange.String() {
 				t.Fatalf("the roll-up read the checkpoint it keeps: %s", k)
 			}
 		}
@@ -194,14 +197,31 @@ func TestGeometricCompaction(t *testing.T) {
 		t.Fatal("the roll-up dropped an unreachable object: only a full repack may")
 	}
 
-	// A push big enough that the second checkpoint rolls up with it
-	// (more than half its size) but the first stays (at least twice both).
+	// A push of enough objects that the second checkpoint rolls up with
+	// it (more than half its count) but the first stays (at least twice
+	// both).
 	second := res.Checkpoint
-	target := (first.Checkpoint.Size - second.Size) / 4
-	if target <= second.Size/2 {
-		t.Fatalf("checkpoints of %d and %d bytes leave no room for a roll-up of the second alone", first.Checkpoint.Size, second.Size)
+	objects := func(ck wal.Checkpoint) int64 {
+		t.Helper()
+		n, err := log.CheckpointObjects(ctx, repo, ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	os.WriteFile(filepath.Join(main.dir, "big2.bin"), randomish(int(target)-600, 1), 0o644)
+	f, s := objects(first.Checkpoint), objects(second)
+	if int64(res.Objects) != s {
+		t.Fatalf("the second checkpoint's index counts %d objects, the compaction %d", s, res.Objects)
+	}
+	// The push holds a commit, a tree and a new file, maybe shared.txt,
+	// and the extra files: more than s/2, at most s/2+5.
+	extra := s/2 + 1
+	if extra+4 > f/2-s {
+		t.Fatalf("checkpoints of %d and %d objects leave no room for a roll-up of the second alone", f, s)
+	}
+	for i := range extra {
+		os.WriteFile(filepath.Join(main.dir, fmt.Sprintf("extra%d.txt", i)), []byte(fmt.Sprintf("extra %d\n", i)), 0o644)
+	}
 	if err := main.push(ctx); err != nil {
 		t.Fatal(err)
 	}

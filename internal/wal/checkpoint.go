@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -258,6 +259,49 @@ func (l *Log) OpenCheckpoint(ctx context.Context, repo string, c Checkpoint) (io
 		return nil, fmt.Errorf("open checkpoint %s: %w", key, err)
 	}
 	return &verifyReader{rc: rc, key: key, want: c.SHA256, size: c.Size, sum: sha256.New()}, nil
+}
+
+// CheckpointObjects returns how many objects a checkpoint's pack holds:
+// the last entry of the fanout table of the .idx stored beside it, read
+// with one ranged GET of its first 1,032 bytes. Compaction weighs
+// checkpoints by object count, as `git repack --geometric` weighs packs
+// (docs/adr/0121-checkpoints-weighed-by-objects.md). An error matching
+// objstore.ErrNotFound when the checkpoint has no .idx; a *CorruptError
+// when what is stored is no version 2 pack index.
+func (l *Log) CheckpointObjects(ctx context.Context, repo string, c Checkpoint) (int64, error) {
+	key := CheckpointIndexKey(repo, c)
+	rc, err := l.store.GetRange(ctx, key, 0, idxHeaderLen)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint index %d: %w", c.Seq, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, idxHeaderLen))
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint index %d: %w", c.Seq, err)
+	}
+	return idxObjects(key, b)
+}
+
+// idxHeaderLen is the length of a version 2 pack index's header and
+// fanout table: the magic, the version and 256 big-endian counts.
+const idxHeaderLen = 8 + 256*4
+
+// idxObjects reads the object count from the start of a version 2 pack
+// index: the fanout's last entry, the number of objects whose first byte
+// is at most 0xff.
+func idxObjects(key string, b []byte) (int64, error) {
+	if len(b) < idxHeaderLen || !bytes.Equal(b[:8], []byte{0xff, 't', 'O', 'c', 0, 0, 0, 2}) {
+		return 0, corrupt(key, "not a version 2 pack index")
+	}
+	var prev uint32
+	for i := range 256 {
+		n := binary.BigEndian.Uint32(b[8+4*i:])
+		if n < prev {
+			return 0, corrupt(key, "pack index fanout decreases")
+		}
+		prev = n
+	}
+	return int64(prev), nil
 }
 
 // OpenCheckpointIndex opens the .idx stored beside a checkpoint; an error
