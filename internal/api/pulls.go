@@ -394,7 +394,7 @@ func (h *handler) patchPull(w http.ResponseWriter, r *http.Request, p *meta.Prin
 	if err := decode(w, r, &req); err != nil {
 		return 0, nil, err
 	}
-	e := pulls.Edit{Title: req.Title, Body: req.Body, Base: req.Base}
+	e := pulls.Edit{Title: req.Title, Body: req.Body, Base: req.Base, By: p.Tenant}
 	if req.State != nil {
 		st := pulls.State(*req.State)
 		e.State = &st

@@ -72,7 +72,7 @@ X-GitHub-Event, X-GitHub-Delivery and, with a secret, X-Hub-Signature-256
 (HMAC-SHA256 of the body), so receivers written for GitHub work. The
 secret is read from --secret-file ("-": stdin), never from the command
 line, and the API never shows it again. Events: push (the default),
-create, delete, repository, secret_scanning_alert, scan_run, or "*" for
+create, delete, repository, secret_scanning_alert, pull_request, scan_run, or "*" for
 all; a ping is sent when the hook is added. Adding needs write access to
 the repository (or to create repositories under the tenant).`,
 		Args: exactArgs(1),
@@ -81,7 +81,7 @@ the repository (or to create repositories under the tenant).`,
 	f := cmd.Flags()
 	f.StringVar(&url, "url", "", "where to deliver: an http or https URL")
 	f.StringVar(&secretFile, "secret-file", "", `read the secret that signs deliveries from this file ("-": stdin)`)
-	f.StringVar(&events, "events", "push", "events to deliver, comma-separated (push, create, delete, repository, secret_scanning_alert, scan_run, or *)")
+	f.StringVar(&events, "events", "push", "events to deliver, comma-separated (push, create, delete, repository, secret_scanning_alert, pull_request, scan_run, or *)")
 	f.BoolVar(&insecure, "insecure-ssl", false, "do not verify the receiver's TLS certificate")
 	f.BoolVar(&inactive, "inactive", false, "add the hook turned off")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -49,6 +49,9 @@ const (
 	EventAlert      = "secret_scanning_alert"
 	// EventScanRun is ghost's own: a secret-scanning run completed.
 	EventScanRun = "scan_run"
+	// EventPullRequest is GitHub's pull_request: opened, edited, closed
+	// (merged or not), reopened, synchronize.
+	EventPullRequest = "pull_request"
 	// EventPing is sent when a hook is created and on request; every hook
 	// gets it, whatever its events.
 	EventPing = "ping"
@@ -57,7 +60,7 @@ const (
 )
 
 // Events lists the events a hook may name.
-var Events = []string{EventPush, EventCreate, EventDelete, EventRepository, EventAlert, EventScanRun, EventAll}
+var Events = []string{EventPush, EventCreate, EventDelete, EventRepository, EventAlert, EventScanRun, EventPullRequest, EventAll}
 
 // logEvents are the events derived from the log's entries: a hook
 // subscribed to one of them follows the log with a watermark.

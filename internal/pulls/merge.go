@@ -186,7 +186,7 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	if o.DeleteBranch && pr.Head.RepoID != base.ID {
 		s.deleteForkBranch(ctx, base, pr, head, o.By)
 	}
-	s.event(ctx, ActionClosed, merged)
+	s.event(ctx, ActionClosed, merged, o.By)
 	return merged, nil
 }
 
@@ -299,7 +299,7 @@ func (s *Service) settle(ctx context.Context, base meta.Repo, pr PullRequest) (P
 		if err != nil {
 			return PullRequest{}, err
 		}
-		s.event(ctx, ActionClosed, merged)
+		s.event(ctx, ActionClosed, merged, merged.MergedBy)
 		return merged, nil
 	case s.now().Sub(m.At) > s.opts.MergeWindow:
 		return s.opts.Store.Update(ctx, base.ID, pr.Number, func(cur *PullRequest) (bool, error) {

@@ -167,13 +167,25 @@ const (
 	ActionSynchronize = "synchronize"
 )
 
-// Events is the hook point for pull-request events: the webhook
-// dispatcher implements it to deliver GitHub's pull_request events
-// (docs/design.md §10.8). It is called after the change is committed,
-// with the pull request as it then is; action is one of the Action
-// constants ("closed" with State Merged for a merge, as GitHub's
-// merged: true). It must not block: a slow hook would slow the request
-// that made the change. A nil Events sends nothing.
+// Event is one change of a pull request, as GitHub's pull_request
+// webhook tells it.
+type Event struct {
+	// Action is one of the Action constants ("closed" with State Merged
+	// for a merge, as GitHub's merged: true).
+	Action string
+	// PullRequest is the pull request as the change left it.
+	PullRequest PullRequest
+	// Sender is the tenant that made the change: who opened, edited,
+	// closed, reopened or merged it. For "synchronize" it is the pull
+	// request's author: the push that moved the head is not known here.
+	Sender string
+}
+
+// Events is the hook point for pull-request events: the server queues
+// GitHub's pull_request webhook event for each (docs/design.md §10.8).
+// It is called after the change is committed. It must not block: a slow
+// hook would slow the request that made the change. A nil Events sends
+// nothing.
 type Events interface {
-	PullRequest(ctx context.Context, action string, pr PullRequest)
+	PullRequest(ctx context.Context, e Event)
 }

@@ -135,9 +135,9 @@ func New(o Options) (*Service, error) {
 // Store is the record store.
 func (s *Service) Store() *Store { return s.opts.Store }
 
-func (s *Service) event(ctx context.Context, action string, pr PullRequest) {
+func (s *Service) event(ctx context.Context, action string, pr PullRequest, by string) {
 	if s.opts.Events != nil {
-		s.opts.Events.PullRequest(context.WithoutCancel(ctx), action, pr)
+		s.opts.Events.PullRequest(context.WithoutCancel(ctx), Event{Action: action, PullRequest: pr, Sender: by})
 	}
 }
 
@@ -231,7 +231,7 @@ func (s *Service) Create(ctx context.Context, base meta.Repo, np NewPull) (PullR
 	if _, err := s.sync(ctx, base, pr, false); err != nil {
 		s.log.Warn("pull request: setting its head ref failed; the next push or read sets it", "repo", base.FullName(), "number", pr.Number, "err", err)
 	}
-	s.event(ctx, ActionOpened, pr)
+	s.event(ctx, ActionOpened, pr, np.Author)
 	return pr, nil
 }
 
@@ -288,6 +288,8 @@ type Edit struct {
 	State *State
 	// Base is another branch of the base repository to merge into.
 	Base *string
+	// By is the tenant making the change (the event's sender).
+	By string
 }
 
 // Update changes pull request n of base. Closing records the tips it was
@@ -388,7 +390,7 @@ func (s *Service) Update(ctx context.Context, base meta.Repo, n uint64, e Edit) 
 				s.log.Warn("pull request: setting its head ref failed", "repo", base.FullName(), "number", n, "err", err)
 			}
 		}
-		s.event(ctx, action, pr)
+		s.event(ctx, action, pr, e.By)
 	}
 	return pr, nil
 }
@@ -451,7 +453,7 @@ func (s *Service) sync(ctx context.Context, base meta.Repo, pr PullRequest, noti
 			return "", err
 		case res.Committed:
 			if notify {
-				s.event(ctx, ActionSynchronize, pr)
+				s.event(ctx, ActionSynchronize, pr, pr.Author)
 			}
 			return tip, nil
 		case res.Blocked:

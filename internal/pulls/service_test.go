@@ -781,10 +781,10 @@ type recorder struct {
 	got []string
 }
 
-func (r *recorder) PullRequest(_ context.Context, action string, pr pulls.PullRequest) {
+func (r *recorder) PullRequest(_ context.Context, e pulls.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, fmt.Sprintf("%s #%d %s", action, pr.Number, pr.State))
+	r.got = append(r.got, fmt.Sprintf("%s #%d %s by %s", e.Action, e.PullRequest.Number, e.PullRequest.State, e.Sender))
 }
 
 func (r *recorder) take() []string {
@@ -802,28 +802,28 @@ func TestEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	e.topic()
-	if got := e.events.take(); !slices.Equal(got, []string{"opened #1 open"}) {
+	if got := e.events.take(); !slices.Equal(got, []string{"opened #1 open by alice"}) {
 		t.Fatalf("opening: %q", got)
 	}
 	e.gitc("checkout", "-q", "topic")
 	e.commit("more", "b.txt", "b2\n")
 	e.push(e.repo, "topic")
-	if got := e.events.take(); !slices.Equal(got, []string{"synchronize #1 open"}) {
+	if got := e.events.take(); !slices.Equal(got, []string{"synchronize #1 open by alice"}) {
 		t.Fatalf("a push to the head: %q", got)
 	}
 	title, closed, open := "New", pulls.Closed, pulls.Open
-	for _, ed := range []pulls.Edit{{Title: &title}, {Title: &title}, {State: &closed}, {State: &open}} {
+	for _, ed := range []pulls.Edit{{Title: &title, By: "carol"}, {Title: &title, By: "carol"}, {State: &closed, By: "carol"}, {State: &open, By: "dave"}} {
 		if _, err := e.pulls.Update(context.Background(), e.repo, 1, ed); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := e.events.take(); !slices.Equal(got, []string{"edited #1 open", "closed #1 closed", "reopened #1 open"}) {
+	if got := e.events.take(); !slices.Equal(got, []string{"edited #1 open by carol", "closed #1 closed by carol", "reopened #1 open by dave"}) {
 		t.Fatalf("edits: %q (an edit that changes nothing says nothing)", got)
 	}
 	if _, err := e.pulls.Merge(context.Background(), e.repo, 1, pulls.MergeOptions{By: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.events.take(); !slices.Equal(got, []string{"closed #1 merged"}) {
+	if got := e.events.take(); !slices.Equal(got, []string{"closed #1 merged by bob"}) {
 		t.Fatalf("merging: %q", got)
 	}
 }

@@ -35,7 +35,7 @@ func (s *Server) newPulls(git *gitsvc.Service, cache *repocache.Cache) (*pulls.S
 		Git:     cache.Git(),
 		TempDir: cache.TempDir,
 		Refs:    logRefs(s.log),
-		Events:  s.opts.PullEvents,
+		Events:  pullEvents{s},
 		Logger:  s.logger,
 	})
 }

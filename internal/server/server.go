@@ -125,8 +125,9 @@ type Options struct {
 	// docs/adr/0051-geometric-checkpoints.md). The zero value means the
 	// defaults.
 	Background gitexec.BackgroundOptions
-	// PullEvents receives pull-request events (the webhook dispatcher's
-	// hook point, pulls.Events); nil sends none.
+	// PullEvents is told of each pull-request event too (pulls.Events),
+	// beside the pull_request webhook event the server queues; nil: only
+	// the webhooks.
 	PullEvents pulls.Events
 	// Scan configures secret scanning over the coordinator, which is on
 	// when Coordination or Scan.Coord is set: a push run after every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/hooks"
+	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/pulls"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/wal"
 	"github.com/ghost-scm/ghost/internal/webhook"
@@ -264,4 +267,103 @@ func (s *Server) RunWebhooks(ctx context.Context) error {
 	wg.Wait()
 	s.boards.close()
 	return ctx.Err()
+}
+
+// pullEvents is the pull-request service's hook point (pulls.Events): it
+// queues GitHub's pull_request webhook event for each change, in the
+// background (the change has landed; its request never waits for hooks),
+// and tells Options.PullEvents too when set.
+type pullEvents struct{ s *Server }
+
+func (p pullEvents) PullRequest(ctx context.Context, e pulls.Event) {
+	s := p.s
+	if s.opts.PullEvents != nil {
+		s.opts.PullEvents.PullRequest(ctx, e)
+	}
+	if s.hooks == nil {
+		return
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		ctx, cancel := context.WithTimeout(s.bg, webhookTimeout)
+		defer cancel()
+		s.pullEvent(ctx, e)
+	}()
+}
+
+// pullEvent queues the pull_request event of e. The head's and base's tips
+// of an open pull request are read from the base's log (one GET of its
+// index): refs/pull/<n>/head and the base branch; a closed or merged one
+// carries the tips its close or merge saw. A failure is logged: the event
+// is lost, as other queued events are (docs/adr/0105-webhook-delivery.md).
+func (s *Server) pullEvent(ctx context.Context, e pulls.Event) {
+	pr := e.PullRequest
+	owner, _, _ := strings.Cut(pr.BaseRepo, "/")
+	err := func() error {
+		base, err := s.hookRepo(ctx, pr.RepoID, pr.BaseRepo)
+		if err != nil {
+			return err
+		}
+		head := base
+		if pr.Head.RepoID != pr.RepoID {
+			if head, err = s.hookRepo(ctx, pr.Head.RepoID, pr.Head.Repo); err != nil {
+				return err
+			}
+		}
+		headSHA, baseSHA := pr.HeadSHA, pr.BaseSHA
+		if pr.State == pulls.Open {
+			x, err := s.log.Head(ctx, pr.RepoID)
+			if err != nil {
+				return err
+			}
+			for _, r := range x.Refs {
+				switch r.Name {
+				case pulls.PullRef(pr.Number):
+					headSHA = r.ID
+				case "refs/heads/" + pr.Base:
+					baseSHA = r.ID
+				}
+			}
+		}
+		payload, err := webhook.PullRequestPayload(e.Action, webhook.PullRequest{
+			Number: pr.Number, Title: pr.Title, Body: pr.Body, Author: pr.Author, State: string(pr.State),
+			CreatedAt: pr.CreatedAt, UpdatedAt: pr.UpdatedAt, ClosedAt: pr.ClosedAt, MergedAt: pr.MergedAt,
+			MergedBy: pr.MergedBy, MergeCommit: pr.MergeCommit,
+			Head: webhook.PullBranch{Ref: pr.Head.Ref, SHA: headSHA, Repo: head},
+			Base: webhook.PullBranch{Ref: pr.Base, SHA: baseSHA, Repo: base},
+		})
+		if err != nil {
+			return err
+		}
+		id := fmt.Sprintf("pull/%s/%d/%d/%s", pr.RepoID, pr.Number, pr.Gen, e.Action)
+		if e.Action == pulls.ActionSynchronize {
+			id += "/" + headSHA // a head push does not write the record
+		}
+		return s.hooks.Enqueue(ctx, hooks.Event{
+			Name: hooks.EventPullRequest, Repo: hooks.RepoRef{Tenant: base.Owner, ID: pr.RepoID, Name: base.Name},
+			Payload: payload, Sender: e.Sender, ID: id, Repository: &base,
+		})
+	}()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.logger.WarnContext(ctx, "queueing a pull_request webhook event failed; it is lost", "tenant", owner, "repo", pr.RepoID, "number", pr.Number, "action", e.Action, "err", err)
+	}
+}
+
+// hookRepo describes repository id, named fullName ("owner/name") when
+// the pull request was opened, as payloads show it: its name and
+// visibility now, if that name still holds it; otherwise the old name,
+// and private (it was renamed, or deleted).
+func (s *Server) hookRepo(ctx context.Context, id, fullName string) (webhook.Repository, error) {
+	owner, name, _ := strings.Cut(fullName, "/")
+	r := webhook.Repository{ID: id, Owner: owner, Name: name, Private: true, BaseURL: s.webhookOpts.BaseURL}
+	m, err := s.meta.Repo(ctx, owner, name)
+	switch {
+	case err == nil && m.ID == id:
+		r.Owner, r.Name, r.Private, r.DefaultBranch = m.Owner, m.Name, !m.Public, m.DefaultBranch
+	case err == nil, errors.Is(err, meta.ErrNotFound):
+	default:
+		return r, err
+	}
+	return r, nil
 }

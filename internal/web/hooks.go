@@ -20,7 +20,7 @@ import (
 // is typed once and never shown.
 
 // hookEvents are the events the form offers, in GitHub's names.
-var hookEvents = []string{"push", "create", "delete", "repository", "secret_scanning_alert", "scan_run"}
+var hookEvents = []string{"push", "create", "delete", "repository", "secret_scanning_alert", "scan_run", "pull_request"}
 
 // hooksPage is the page's data.
 type hooksPage struct {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -359,4 +360,89 @@ func ScanRunPayload(r ScanRun) ([]byte, error) {
 		Action  string  `json:"action"`
 		ScanRun runJSON `json:"scan_run"`
 	}{"completed", runJSON{r.ID, r.Kind, r.Seq, "completed", r.Shards, r.Blobs, r.Bytes, r.Found, r.CreatedAt.UTC(), r.FinishedAt.UTC()}})
+}
+
+// PullRequest is a pull request as GitHub's "pull_request" event shows
+// it.
+type PullRequest struct {
+	Number      uint64
+	Title, Body string
+	Author      string
+	// State is ghost's: "open", "closed" or "merged" (GitHub's "closed"
+	// with merged true).
+	State                                    string
+	CreatedAt, UpdatedAt, ClosedAt, MergedAt time.Time
+	MergedBy, MergeCommit                    string
+	// Head and Base are the branches, their tips and repositories.
+	Head, Base PullBranch
+}
+
+// PullBranch is one side of a pull request.
+type PullBranch struct {
+	Ref, SHA string
+	Repo     Repository
+}
+
+// PullRequestPayload returns the fields of GitHub's "pull_request" event
+// beside repository and sender: action (opened, edited, closed,
+// reopened, synchronize), number and pull_request.
+func PullRequestPayload(action string, pr PullRequest) ([]byte, error) {
+	type branchJSON struct {
+		Label string   `json:"label"`
+		Ref   string   `json:"ref"`
+		SHA   string   `json:"sha"`
+		User  userJSON `json:"user"`
+		Repo  repoJSON `json:"repo"`
+	}
+	type prJSON struct {
+		ID             int64      `json:"id"`
+		NodeID         string     `json:"node_id"`
+		Number         uint64     `json:"number"`
+		URL            string     `json:"url"`
+		HTMLURL        string     `json:"html_url"`
+		State          string     `json:"state"`
+		Locked         bool       `json:"locked"`
+		Title          string     `json:"title"`
+		Body           *string    `json:"body"`
+		User           userJSON   `json:"user"`
+		CreatedAt      time.Time  `json:"created_at"`
+		UpdatedAt      time.Time  `json:"updated_at"`
+		ClosedAt       *time.Time `json:"closed_at"`
+		MergedAt       *time.Time `json:"merged_at"`
+		MergeCommitSHA *string    `json:"merge_commit_sha"`
+		Draft          bool       `json:"draft"`
+		Merged         bool       `json:"merged"`
+		MergedBy       *userJSON  `json:"merged_by"`
+		Head           branchJSON `json:"head"`
+		Base           branchJSON `json:"base"`
+	}
+	side := func(b PullBranch) branchJSON {
+		return branchJSON{Label: b.Repo.Owner + ":" + b.Ref, Ref: b.Ref, SHA: b.SHA, User: userJSON{Login: b.Repo.Owner}, Repo: b.Repo.json()}
+	}
+	nodeID := fmt.Sprintf("%s/pulls/%d", pr.Base.Repo.ID, pr.Number)
+	// The API's URL; the web UI has no pull-request page yet, so
+	// html_url is the API's too.
+	url := fmt.Sprintf("%s/api/repos/%s/%s/pulls/%d", strings.TrimRight(pr.Base.Repo.BaseURL, "/"), pr.Base.Repo.Owner, pr.Base.Repo.Name, pr.Number)
+	out := prJSON{
+		ID: NumericID(nodeID), NodeID: nodeID, Number: pr.Number, URL: url, HTMLURL: url,
+		State: pr.State, Title: pr.Title, User: userJSON{Login: pr.Author},
+		CreatedAt: pr.CreatedAt.UTC(), UpdatedAt: pr.UpdatedAt.UTC(), Head: side(pr.Head), Base: side(pr.Base),
+	}
+	if pr.Body != "" {
+		out.Body = &pr.Body
+	}
+	if pr.State != "open" {
+		out.State = "closed"
+		at := pr.ClosedAt.UTC()
+		out.ClosedAt = &at
+	}
+	if pr.State == "merged" {
+		at, by, c := pr.MergedAt.UTC(), userJSON{Login: pr.MergedBy}, pr.MergeCommit
+		out.Merged, out.MergedAt, out.MergedBy, out.MergeCommitSHA = true, &at, &by, &c
+	}
+	return json.Marshal(struct {
+		Action      string `json:"action"`
+		Number      uint64 `json:"number"`
+		PullRequest prJSON `json:"pull_request"`
+	}{action, pr.Number, out})
 }

@@ -315,3 +315,54 @@ func TestSignMatchesGitHubs(t *testing.T) {
 		t.Fatal("a signature under another key validated")
 	}
 }
+
+// TestPullRequestPayloadParsesAsGitHubs: each action's payload is a
+// go-github PullRequestEvent with GitHub's fields; a merge is "closed"
+// with merged true, a close without merging is not merged.
+func TestPullRequestPayloadParsesAsGitHubs(t *testing.T) {
+	fork := Repository{ID: "01FORK", Owner: "bob", Name: "web", BaseURL: testRepo.BaseURL}
+	at := time.Unix(1700000000, 0).UTC()
+	pr := PullRequest{
+		Number: 7, Title: "Add a thing", Body: "Because.", Author: "bob", State: "open", CreatedAt: at, UpdatedAt: at,
+		Head: PullBranch{Ref: "topic", SHA: strings.Repeat("a", 40), Repo: fork},
+		Base: PullBranch{Ref: "main", SHA: strings.Repeat("b", 40), Repo: testRepo},
+	}
+	parse := func(action string, pr PullRequest) *github.PullRequestEvent {
+		t.Helper()
+		body, err := PullRequestPayload(action, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := github.ParseWebHook("pull_request", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pe, ok := ev.(*github.PullRequestEvent)
+		if !ok {
+			t.Fatalf("%T", ev)
+		}
+		return pe
+	}
+	pe := parse("opened", pr)
+	p := pe.GetPullRequest()
+	if pe.GetAction() != "opened" || pe.GetNumber() != 7 || p.GetNumber() != 7 || p.GetState() != "open" || p.GetMerged() || p.GetTitle() != "Add a thing" || p.GetBody() != "Because." || p.GetUser().GetLogin() != "bob" {
+		t.Errorf("opened: %+v", p)
+	}
+	if p.GetHead().GetRef() != "topic" || p.GetHead().GetLabel() != "bob:topic" || p.GetHead().GetRepo().GetFullName() != "bob/web" || p.GetBase().GetSHA() != strings.Repeat("b", 40) || p.GetBase().GetRepo().GetFullName() != "ann/web" {
+		t.Errorf("branches: head %+v base %+v", p.GetHead(), p.GetBase())
+	}
+	if p.GetURL() != "https://git.example.com/api/repos/ann/web/pulls/7" || p.ClosedAt != nil || p.MergedAt != nil {
+		t.Errorf("url %q closed %v merged %v", p.GetURL(), p.ClosedAt, p.MergedAt)
+	}
+
+	closed := pr
+	closed.State, closed.ClosedAt = "closed", at.Add(time.Hour)
+	if p := parse("closed", closed).GetPullRequest(); p.GetState() != "closed" || p.GetMerged() || p.GetClosedAt().Time != closed.ClosedAt || p.MergedAt != nil {
+		t.Errorf("closed: state %q merged %v closed %v", p.GetState(), p.GetMerged(), p.GetClosedAt())
+	}
+	merged := closed
+	merged.State, merged.MergedAt, merged.MergedBy, merged.MergeCommit = "merged", closed.ClosedAt, "ann", strings.Repeat("c", 40)
+	if p := parse("closed", merged).GetPullRequest(); p.GetState() != "closed" || !p.GetMerged() || p.GetMergedBy().GetLogin() != "ann" || p.GetMergeCommitSHA() != strings.Repeat("c", 40) {
+		t.Errorf("merged: state %q merged %v by %v commit %q", p.GetState(), p.GetMerged(), p.GetMergedBy(), p.GetMergeCommitSHA())
+	}
+}
