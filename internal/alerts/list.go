@@ -90,6 +90,20 @@ func (s *Store) list(ctx context.Context, f Filter, token string, limit int, ful
 	case limit > MaxPageSize:
 		limit = MaxPageSize
 	}
+	// A list of one state reads that state's hints (states.go) once the
+	// index is complete; before, every alert of the prefix.
+	byState := false
+	if f.State != "" {
+		if byState, err = s.stateIndexReady(ctx); err != nil {
+			return Page{}, err
+		}
+	}
+	if byState {
+		prefix = statePrefix(t, f.State)
+		if f.RepoID != "" {
+			prefix += f.RepoID + "/"
+		}
+	}
 	after := ""
 	if token != "" {
 		rel, err := decodeToken(token)
@@ -116,18 +130,30 @@ func (s *Store) list(ctx context.Context, f Filter, token string, limit int, ful
 			listed++
 			more := i < len(infos)-1 || len(infos) == objstore.ListPageSize
 			rel := strings.TrimPrefix(o.Key, prefix)
-			repo, fp := f.RepoID, rel
-			if repo == "" {
-				repo, fp, _ = strings.Cut(rel, "/")
+			if f.RepoID != "" {
+				rel = f.RepoID + "/" + rel
 			}
-			if validFingerprint(fp) && (f.Repos == nil || f.Repos[repo]) {
+			repo, fp, _ := strings.Cut(rel, "/")
+			var gen uint64
+			valid := validFingerprint(fp)
+			if byState {
+				repo, fp, gen, valid = parseHint(rel)
+			}
+			if valid && (f.Repos == nil || f.Repos[repo]) {
 				examined++
-				rec, n, err := s.readSized(ctx, o.Key)
+				rec, n, err := s.readSized(ctx, alertKey(t, repo, fp))
 				readBytes += n
 				switch {
 				case errors.Is(err, objstore.ErrNotFound):
 				case err != nil:
 					return Page{}, err
+				case byState && (rec.State != f.State || rec.StateGen != gen):
+					if rec.Gen >= gen {
+						// Stale: the record took that generation without
+						// this change, or changed since. A write in flight
+						// (the record short of gen) keeps its hint.
+						_ = s.objects.Delete(ctx, o.Key)
+					}
 				case f.matches(rec):
 					a := rec.alert()
 					if !full {

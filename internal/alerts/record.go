@@ -35,6 +35,12 @@ type record struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 
+	// Gen counts the record's writes; StateGen is the Gen of the write
+	// that set State. The per-state index names both (states.go). Records
+	// written before the index have neither (0).
+	Gen      uint64 `json:"gen,omitempty"`
+	StateGen uint64 `json:"state_gen,omitempty"`
+
 	Locations []locationRecord `json:"locations"`
 	Truncated bool             `json:"locations_truncated,omitempty"`
 	Bypasses  []bypassRecord   `json:"bypasses,omitempty"`

@@ -47,6 +47,8 @@ type Store struct {
 	mu   sync.Mutex
 	keys map[string][]byte // tenant -> fingerprint key
 
+	states stateIndex
+
 	// notify, when set, hears of every alert created, resolved or
 	// reopened, and of every push-protection bypass (SetNotify).
 	notify func(ctx context.Context, n Notice)
@@ -267,9 +269,54 @@ type mutation func(rec *record) (*record, error)
 // read settles it if it can; otherwise the error matches
 // objstore.ErrOutcomeUnknown. Only when every write certainly failed is
 // the answer ErrContention, "nothing applied".
+//
+// Every write raises the record's Gen; a write that creates the record
+// or changes its state puts the state's hint first (states.go), and
+// fails without writing the record if it cannot. Once the change is in,
+// the hint of the state it left is deleted (best effort: a lister deletes
+// a stale hint it meets).
 func (s *Store) update(ctx context.Context, key string, mut mutation) (*record, error) {
 	opts := pkgrecord.Options{Attempts: maxAttempts, Backoff: backoffDelay}
-	r, err := pkgrecord.Update(ctx, s.objects, recordCodec, key, opts, pkgrecord.Mutate[record](mut))
+	type hint struct {
+		state State
+		gen   uint64
+	}
+	var left []hint // the hints of states an attempt left
+	indexed := func(cur *record) (*record, error) {
+		var gen, stateGen uint64
+		var state State
+		if cur != nil { // read before mut, which may change cur in place
+			gen, stateGen, state = cur.Gen, cur.StateGen, cur.State
+		}
+		next, err := mut(cur)
+		if err != nil || next == nil {
+			return next, err
+		}
+		next.Gen, next.StateGen = gen+1, stateGen
+		if cur == nil || next.State != state {
+			next.StateGen = next.Gen
+			if err := s.putHint(ctx, key, next.State, next.StateGen); err != nil {
+				return nil, err
+			}
+			if cur != nil {
+				left = append(left, hint{state, stateGen})
+			}
+		}
+		return next, nil
+	}
+	r, err := pkgrecord.Update(ctx, s.objects, recordCodec, key, opts, indexed)
+	if err == nil && r != nil {
+		for _, h := range left {
+			// Stale once the record reached its generation in another
+			// state or since another change: it can never name the
+			// record's state again (StateGen only grows).
+			if r.Gen >= h.gen && (r.State != h.state || r.StateGen != h.gen) {
+				if k, err := hintKey(key, h.state, h.gen); err == nil {
+					_ = s.objects.Delete(ctx, k)
+				}
+			}
+		}
+	}
 	if errors.Is(err, pkgrecord.ErrContention) {
 		return nil, fmt.Errorf("%w: %w", ErrContention, err)
 	}

@@ -520,7 +520,8 @@ func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
 }
 
 // ensureListings builds the listing keys of an installation whose
-// records predate them (docs/adr/0027-listing-keys.md); until then lists
+// records predate them (docs/adr/0027-listing-keys.md), and the alerts'
+// state index (docs/adr/0122-alert-state-index.md); until then lists
 // read the records. Every node may run it at once: it is idempotent.
 func (s *Server) ensureListings() {
 	built, tenants, repos, err := s.meta.EnsureListings(s.bg)
@@ -529,6 +530,13 @@ func (s *Server) ensureListings() {
 		s.logger.Warn("building the listings of tenants and repositories failed; lists read every record until a restart builds them", "err", err)
 	case built && err == nil:
 		s.logger.Info("built the listings of tenants and repositories", "tenants", tenants, "repositories", repos)
+	}
+	built, alerts, err := s.alerts.EnsureStateIndex(s.bg)
+	switch {
+	case err != nil && s.bg.Err() == nil:
+		s.logger.Warn("building the alerts' state index failed; lists by state read every alert until a restart builds it", "err", err)
+	case built && err == nil:
+		s.logger.Info("built the alerts' state index", "alerts", alerts)
 	}
 }
 
