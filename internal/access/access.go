@@ -5,7 +5,10 @@
 // docs/design.md §7.4 is written once.
 package access
 
-import "errors"
+import (
+	"errors"
+	"path"
+)
 
 // Level is a caller's right on a repository. Levels are ordered: each
 // includes the ones below it, as Soft Serve's access levels do.
@@ -43,6 +46,9 @@ type Grant struct {
 	// Principal names the caller for the log's pushed-by field and for
 	// push-protection bypasses ("" when anonymous).
 	Principal string
+	// Actor is the caller's tenant name, bare ("" when anonymous): whom
+	// a branch rule's pushers name.
+	Actor string
 	// Tenant owns the repository (for push protection's alerts).
 	Tenant string
 	// Name is the repository's name as displayed (for webhook payloads).
@@ -56,6 +62,9 @@ type Grant struct {
 	// DefaultBranch is the repository's setting: the branch HEAD names,
 	// without refs/heads/ ("" when unset; docs/adr/0110-default-branch.md).
 	DefaultBranch string
+	// BranchRules are the repository's protected branches
+	// (docs/adr/0123-protected-branches.md).
+	BranchRules []BranchRule
 }
 
 // The errors of an authorization. An authorizer returns ErrNotFound for
@@ -102,4 +111,34 @@ func Decide(level Level, anonymous, write bool) error {
 		return ErrUnauthenticated
 	}
 	return ErrNotFound
+}
+
+// BranchRule protects the branches whose names match Pattern
+// (docs/adr/0123-protected-branches.md). A rule with only a pattern
+// refuses force-pushes and deletions, as GitHub's protection does by
+// default; other pushes by writers pass.
+type BranchRule struct {
+	// Pattern matches branch names without refs/heads/, as path.Match
+	// does: "main", "release/*" ('*' does not cross a '/').
+	Pattern string `json:"pattern"`
+	// RequirePullRequest lets only the merge of a pull request change a
+	// matching branch: every direct push (create, update, delete) is
+	// refused.
+	RequirePullRequest bool `json:"require_pull_request,omitempty"`
+	// AllowForcePushes lets a push move the branch to a commit that does
+	// not descend from where it was.
+	AllowForcePushes bool `json:"allow_force_pushes,omitempty"`
+	// AllowDeletions lets a push delete the branch.
+	AllowDeletions bool `json:"allow_deletions,omitempty"`
+	// Pushers, when set, are the only tenants whose pushes may change a
+	// matching branch (the merge of a pull request, by a writer, still
+	// may).
+	Pushers []string `json:"pushers,omitempty"`
+}
+
+// Matches reports whether branch (without refs/heads/) is one r
+// protects.
+func (r BranchRule) Matches(branch string) bool {
+	ok, err := path.Match(r.Pattern, branch)
+	return ok && err == nil
 }

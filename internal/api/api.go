@@ -89,6 +89,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.routeScans()
 	h.routeHooks()
 	h.routePulls()
+	h.routeBranchRules()
 	return h
 }
 

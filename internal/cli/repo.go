@@ -15,7 +15,7 @@ import (
 
 // newRepoCmd returns "ghost repo" and its subcommands.
 func newRepoCmd(env *Env) *cobra.Command {
-	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings, alerts, scans, compact",
+	return newGroupCmd("repo", "manage repositories: create, list, delete, fork, visibility, settings, protected branches, alerts, scans, compact",
 		newRepoCreateCmd(env),
 		newRepoListCmd(env),
 		newRepoDeleteCmd(env),
@@ -26,6 +26,7 @@ func newRepoCmd(env *Env) *cobra.Command {
 		newRepoScanCmd(env),
 		newRepoScansCmd(env),
 		newRepoSetCmd(env),
+		newRepoProtectCmd(env),
 		newRepoReindexCmd(env),
 	)
 }

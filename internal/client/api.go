@@ -502,3 +502,35 @@ func (c *Client) UserOrgs(ctx context.Context) ([]Tenant, error) {
 	_, err := c.do(ctx, http.MethodGet, "/api/user/orgs", nil, nil, &ts)
 	return ts, err
 }
+
+// BranchRule protects the branches whose names match Pattern
+// (docs/adr/0123-protected-branches.md): see the server's meta.BranchRule.
+type BranchRule struct {
+	Pattern            string   `json:"pattern"`
+	RequirePullRequest bool     `json:"require_pull_request,omitempty"`
+	AllowForcePushes   bool     `json:"allow_force_pushes,omitempty"`
+	AllowDeletions     bool     `json:"allow_deletions,omitempty"`
+	Pushers            []string `json:"pushers,omitempty"`
+}
+
+// BranchRules returns owner/name's branch rules.
+func (c *Client) BranchRules(ctx context.Context, owner, name string) ([]BranchRule, error) {
+	var out struct {
+		Rules []BranchRule `json:"rules"`
+	}
+	_, err := c.do(ctx, http.MethodGet, repoPath(owner, name)+"/branch-protections", nil, nil, &out)
+	return out.Rules, err
+}
+
+// SetBranchRules replaces owner/name's branch rules (none: no protected
+// branch) and returns them as stored.
+func (c *Client) SetBranchRules(ctx context.Context, owner, name string, rules []BranchRule) ([]BranchRule, error) {
+	if rules == nil {
+		rules = []BranchRule{}
+	}
+	var out struct {
+		Rules []BranchRule `json:"rules"`
+	}
+	_, err := c.do(ctx, http.MethodPut, repoPath(owner, name)+"/branch-protections", nil, map[string]any{"rules": rules}, &out)
+	return out.Rules, err
+}

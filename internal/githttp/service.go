@@ -75,10 +75,9 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, acc access
 	}
 	defer body.Close()
 	out := &response{w: w, start: func(*response) { resultHeaders(w, svcReceive) }}
-	err = h.svc.ReceivePack(r.Context(), gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, Name: acc.Name, PushProtection: acc.PushProtection,
-		AllowReplaceRefs: acc.AllowReplaceRefs, DefaultBranch: acc.DefaultBranch, Body: body, Out: out, Drain: r.Body,
-	})
+	req := gitsvc.GrantRequest(acc)
+	req.Body, req.Out, req.Drain = body, out, r.Body
+	err = h.svc.ReceivePack(r.Context(), req)
 	h.finish(w, r, svcReceive, out, err)
 }
 

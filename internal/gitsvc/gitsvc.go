@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -215,6 +216,12 @@ type Request struct {
 	// which clones check out and a push may not delete, without
 	// refs/heads/ ("" lets the cache choose; docs/adr/0110-default-branch.md).
 	DefaultBranch string
+	// BranchRules are the repository's protected branches: a push that
+	// a rule forbids is refused (docs/adr/0123-protected-branches.md).
+	BranchRules []access.BranchRule
+	// Actor is the pusher's tenant name, bare, for the rules' pushers
+	// ("" when anonymous or the server).
+	Actor string
 	// Body is the client's request: with Stream unset, one whole
 	// stateless-rpc request, ending at EOF (HTTP); with Stream set, the
 	// client's side of a full-duplex session (SSH).
@@ -287,3 +294,14 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// GrantRequest is the request of a caller granted g on a repository: the
+// repository's settings and who the caller is. The transports add the
+// body, the output and the protocol.
+func GrantRequest(g access.Grant) Request {
+	return Request{
+		Repo: g.RepoID, Principal: g.Principal, Actor: g.Actor, Tenant: g.Tenant, Name: g.Name,
+		PushProtection: g.PushProtection, AllowReplaceRefs: g.AllowReplaceRefs, DefaultBranch: g.DefaultBranch,
+		BranchRules: g.BranchRules,
+	}
+}

@@ -198,6 +198,7 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	}
 	checkDF(snap.Refs, req.cmds, rep)
 	denyDeleteCurrent(snap.Head, req.cmds, rep)
+	checkBranchRules(r, req.server, req.cmds, rep)
 
 	// The pack goes to the store while it is validated: a staged entry
 	// that nothing references until the commit point, deleted if the
@@ -250,6 +251,9 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	if needPack && !rep.failed() {
 		t := time.Now()
 		err := s.checkObjects(ctx, snap.Dir, env, req.cmds, req.shallow, rep)
+		if err == nil && !rep.failed() {
+			err = s.checkForcePushes(ctx, r, snap.Dir, env, req.cmds, rep)
+		}
 		steps.checks = time.Since(t)
 		if err != nil {
 			return nil, res, err

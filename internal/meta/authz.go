@@ -40,6 +40,18 @@ func (s *Store) CanWrite(ctx context.Context, p *Principal, r Repo) (bool, error
 	return s.CanWriteOwner(ctx, p, r.Owner)
 }
 
+// CanAdminRepo reports whether p may change what guards r against its
+// writers, its branch rules (docs/adr/0123-protected-branches.md): an
+// admin-scope token, or a write token of the user that owns r. An org's
+// members are all writers (there are no org roles yet), so an org's rules
+// are an admin's to change.
+func (s *Store) CanAdminRepo(p *Principal, r Repo) bool {
+	if p == nil || !p.Scope.Valid() {
+		return false
+	}
+	return p.IsAdmin() || p.Scope >= ScopeWrite && sameName(p.Tenant, r.Owner)
+}
+
 // CanWriteOwner reports whether p may create repositories under owner (or
 // fork into it): the same rule as CanWrite, for a repository that does not
 // exist yet. A storage error is returned with false.

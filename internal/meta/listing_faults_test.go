@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -256,7 +257,7 @@ func agrees(ctx context.Context, s *Store, tenants map[string]tenantRecord, repo
 		for _, r := range repos[o] {
 			want = append(want, r.repo())
 		}
-		if !slices.Equal(got, want) {
+		if !reflect.DeepEqual(got, want) {
 			return fmt.Errorf("repositories of %s listed %v, records %v", o, got, want)
 		}
 	}
@@ -283,7 +284,7 @@ func agrees(ctx context.Context, s *Store, tenants map[string]tenantRecord, repo
 			wantAll = append(wantAll, r.repo())
 		}
 	}
-	if !slices.Equal(all, wantAll) {
+	if !reflect.DeepEqual(all, wantAll) {
 		return fmt.Errorf("every repository listed %v, records %v", all, wantAll)
 	}
 	return nil

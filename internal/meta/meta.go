@@ -127,6 +127,10 @@ type Repo struct {
 	DenyMergeCommit bool
 	DenySquashMerge bool
 	DenyRebaseMerge bool
+	// BranchRules protect the branches they match: the push path refuses
+	// what a rule forbids (docs/adr/0123-protected-branches.md). Lists do
+	// not carry them either. A fork starts with none.
+	BranchRules []BranchRule
 }
 
 // AllowsMerge reports whether method ("merge", "squash" or "rebase") may

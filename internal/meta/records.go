@@ -121,6 +121,9 @@ type repoRecord struct {
 	DenyMergeCommit bool `json:"deny_merge_commit,omitempty"`
 	DenySquashMerge bool `json:"deny_squash_merge,omitempty"`
 	DenyRebaseMerge bool `json:"deny_rebase_merge,omitempty"`
+	// BranchRules protect branches (docs/adr/0123-protected-branches.md);
+	// absent in older records, so none.
+	BranchRules []BranchRule `json:"branch_rules,omitempty"`
 	// Deleted marks a name whose repository was deleted. The record stays
 	// so that deletes and re-creates are compare-and-swaps on one object:
 	// object storage has no conditional delete, and an unconditional one
@@ -130,7 +133,8 @@ type repoRecord struct {
 
 func (r *repoRecord) repo() Repo {
 	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch,
-		DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge}
+		DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge,
+		BranchRules: cloneRules(r.BranchRules)}
 }
 
 func (t *tenantRecord) tenant() Tenant {

@@ -664,7 +664,7 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	if err != nil {
 		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch, BranchRules: r.BranchRules}
 	switch {
 	case write:
 		g.Level = access.Write
@@ -675,5 +675,8 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	// recorded with it (the token's id, or the SSH key's fingerprint and
 	// title), and so is the log's pushed-by.
 	g.Principal = p.String()
+	if p != nil {
+		g.Actor = p.Tenant
+	}
 	return g, nil
 }

@@ -77,11 +77,9 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 	case err != nil:
 		return meta.ErrNotFound
 	}
-	err = serve(ctx, gitsvc.Request{
-		Repo: acc.RepoID, Principal: acc.Principal, Tenant: acc.Tenant, Name: acc.Name, PushProtection: acc.PushProtection,
-		AllowReplaceRefs: acc.AllowReplaceRefs, DefaultBranch: acc.DefaultBranch, Body: req.Stdin, Out: req.Stdout,
-		GitProtocol: req.GitProtocol, Stream: true,
-	})
+	gr := gitsvc.GrantRequest(acc)
+	gr.Body, gr.Out, gr.GitProtocol, gr.Stream = req.Stdin, req.Stdout, req.GitProtocol, true
+	err = serve(ctx, gr)
 	var e *gitsvc.Error
 	switch {
 	case errors.As(err, &e) && e.Kind == gitsvc.NotFound:
