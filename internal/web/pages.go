@@ -32,36 +32,21 @@ func safeNext(next string) string {
 	return next
 }
 
-func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	h.show(w, r, v, http.StatusOK, "login", page{Title: "Sign in", Data: safeNext(r.URL.Query().Get("next"))})
+	return nil
 }
 
-func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	if !h.keys.checkCSRF(r) {
-		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
-		return
-	}
+func (h *Handler) login(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	next := safeNext(r.PostFormValue("next"))
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	p, err := h.opts.Auth.Authenticate(r.Context(), token)
 	if errors.Is(err, meta.ErrUnauthenticated) {
 		h.show(w, r, v, http.StatusUnauthorized, "login", page{Title: "Sign in", Notice: "That token is not valid.", Data: next})
-		return
+		return nil
 	}
 	if err != nil {
-		h.fail(w, r, v, classify("authenticate", err))
-		return
+		return classify("authenticate", err)
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: h.keys.seal(token, h.opts.Now().Add(sessionLifetime)), Path: "/",
@@ -72,21 +57,13 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		next = "/" // the dashboard: the visitor's repositories and their orgs'
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
 }
 
-func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	if !h.keys.checkCSRF(r) {
-		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
-		return
-	}
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	h.clearSession(w, r)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+	return nil
 }
 
 // ownerPageSize is how many repositories the owner page shows at a time.
@@ -95,24 +72,17 @@ const ownerPageSize = 50
 // owner lists a page of the repositories of a tenant that the visitor may
 // read, ?after=<name> the last of the previous page: one LIST, whatever
 // the tenant owns (docs/adr/0027-listing-keys.md).
-func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) owner(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	owner := r.PathValue("owner")
 	// Whether v sees the owner's private repositories is one decision.
 	private, err := h.opts.Authz.CanRead(r.Context(), v.p, meta.Repo{Owner: owner})
 	if err != nil {
-		h.fail(w, r, v, classify("authorize", err))
-		return
+		return classify("authorize", err)
 	}
 	after := strings.ToLower(r.URL.Query().Get("after"))
 	repos, next, err := h.opts.Repos.ListRepoPage(r.Context(), owner, after, ownerPageSize, !private)
 	if err != nil {
-		h.fail(w, r, v, classify("list repositories", err))
-		return
+		return classify("list repositories", err)
 	}
 	nextURL := ""
 	if next != "" {
@@ -121,8 +91,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
 	canWrite := false
 	if v.p != nil {
 		if canWrite, err = h.opts.Authz.CanWrite(r.Context(), v.p, meta.Repo{Owner: owner}); err != nil {
-			h.fail(w, r, v, classify("authorize", err))
-			return
+			return classify("authorize", err)
 		}
 	}
 	h.show(w, r, v, http.StatusOK, "owner", page{Title: owner, Data: struct {
@@ -131,6 +100,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
 		CanWrite bool
 		Next     string
 	}{owner, repos, canWrite, nextURL}})
+	return nil
 }
 
 type cloneURLs struct{ HTTP, SSH string }
@@ -148,21 +118,14 @@ func (h *Handler) cloneURLs(r *http.Request, repo meta.Repo) cloneURLs {
 	return c
 }
 
-func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	rv, err := h.readable(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	g, err := h.open(r, rv)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	ctx := r.Context()
 	data := struct {
@@ -180,12 +143,10 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 	// A page of each, never the whole list: the first branches by name,
 	// the newest tags (docs/adr/0090-bounded-serving.md).
 	if data.Branches, data.MoreBranches, err = g.refPage(ctx, "refs/heads", "", refsPage, false); err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	if data.Tags, data.MoreTags, err = g.refPage(ctx, "refs/tags", "", refsPage, true); err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	// The repository's default branch when it has one and the branch
 	// exists, else what HEAD names (docs/adr/0110-default-branch.md).
@@ -201,15 +162,13 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 		}
 		ids, err := g.batchCheck(ctx, specs)
 		if err != nil {
-			h.fail(w, r, v, err)
-			return
+			return err
 		}
 		if i := slices.IndexFunc(ids, func(id string) bool { return id != "" }); i >= 0 {
 			data.Default = candidates[i]
 			cs, err := g.log(ctx, ids[i], "", 0, 1)
 			if err != nil {
-				h.fail(w, r, v, err)
-				return
+				return err
 			}
 			data.Head = &ref{Name: data.Default, Full: "refs/heads/" + data.Default, Commit: ids[i]}
 			if len(cs) == 1 {
@@ -223,22 +182,19 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 		rv.Switch = &switcher{Current: data.Head.Name, Kind: "tree", Branches: data.Branches, Tags: data.Tags, MoreBranches: data.MoreBranches, MoreTags: data.MoreTags}
 		entries, more, err := g.lsTree(ctx, data.Head.Commit, h.opts.MaxTreeEntries)
 		if err != nil {
-			h.fail(w, r, v, err)
-			return
+			return err
 		}
 		data.Entries, data.MoreEntries = sortEntries(entries), more
 		if readme := findReadme(entries); readme != nil && readme.Size <= h.opts.MaxBlobBytes {
 			data.ReadmeName = readme.Name
 			cf, err := g.catFile(ctx)
 			if err != nil {
-				h.fail(w, r, v, err)
-				return
+				return err
 			}
 			_, b, err := cf.contents(readme.ID, h.opts.MaxBlobBytes)
 			cf.Close()
 			if err != nil {
-				h.fail(w, r, v, err)
-				return
+				return err
 			}
 			switch {
 			case isBinary(b):
@@ -251,25 +207,19 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.show(w, r, v, http.StatusOK, "repo", page{Title: rv.FullName(), Repo: rv, Tab: "code", Data: data})
+	return nil
 }
 
 // refs lists a page of the repository's branches or tags in name order,
 // after the name in ?after=.
-func (h *Handler) refs(w http.ResponseWriter, r *http.Request, tags bool) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) refs(w http.ResponseWriter, r *http.Request, v *visitor, tags bool) error {
 	rv, err := h.readable(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	g, err := h.open(r, rv)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	prefix, title := "refs/heads", "Branches"
 	if tags {
@@ -281,8 +231,7 @@ func (h *Handler) refs(w http.ResponseWriter, r *http.Request, tags bool) {
 	}
 	refs, more, err := g.refPage(r.Context(), prefix, after, refsPage, false)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	next := ""
 	if more && len(refs) > 0 {
@@ -294,11 +243,16 @@ func (h *Handler) refs(w http.ResponseWriter, r *http.Request, tags bool) {
 		After string
 		Next  string
 	}{title, refs, after, next}})
+	return nil
 }
 
-func (h *Handler) branches(w http.ResponseWriter, r *http.Request) { h.refs(w, r, false) }
+func (h *Handler) branches(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.refs(w, r, v, false)
+}
 
-func (h *Handler) tags(w http.ResponseWriter, r *http.Request) { h.refs(w, r, true) }
+func (h *Handler) tags(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.refs(w, r, v, true)
+}
 
 func isMarkdown(name string) bool {
 	switch strings.ToLower(path.Ext(name)) {
@@ -381,34 +335,25 @@ type at struct {
 // with an empty, "." or ".." segment names nothing (git would read
 // "./x" and "../x" relative to a working tree a bare repository does not
 // have): 404.
-func (h *Handler) locate(w http.ResponseWriter, r *http.Request) (*visitor, *repoView, gitRepo, at, bool) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return nil, nil, gitRepo{}, at{}, false
-	}
+func (h *Handler) locate(r *http.Request, v *visitor) (*repoView, gitRepo, at, error) {
 	rv, err := h.readable(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return nil, nil, gitRepo{}, at{}, false
+		return nil, gitRepo{}, at{}, err
 	}
 	g, err := h.open(r, rv)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return nil, nil, gitRepo{}, at{}, false
+		return nil, gitRepo{}, at{}, err
 	}
 	name, commit, p, err := g.locate(r.Context(), strings.Trim(r.PathValue("rest"), "/"))
 	if err != nil {
-		h.fail(w, r, v, err)
-		return nil, nil, gitRepo{}, at{}, false
+		return nil, gitRepo{}, at{}, err
 	}
 	p = strings.Trim(p, "/")
 	if !cleanPath(p) {
-		h.fail(w, r, v, errNotFound)
-		return nil, nil, gitRepo{}, at{}, false
+		return nil, gitRepo{}, at{}, errNotFound
 	}
 	rv.Ref = name
-	return v, rv, g, at{Ref: name, Commit: commit, Path: p, Crumbs: crumbs(p)}, true
+	return rv, g, at{Ref: name, Commit: commit, Path: p, Crumbs: crumbs(p)}, nil
 }
 
 // switchRefs fills the page's branch and tag switcher: two for-each-ref,
@@ -449,10 +394,10 @@ func repoURL(repo meta.Repo) string {
 	return "/" + urlSegment(repo.Owner) + "/" + urlSegment(repo.Name)
 }
 
-func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
-	v, rv, g, loc, ok := h.locate(w, r)
-	if !ok {
-		return
+func (h *Handler) tree(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
 	}
 	entries, more, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path, h.opts.MaxTreeEntries)
 	if err == nil {
@@ -465,11 +410,10 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 			cf.Close()
 			if ierr == nil && o.Type == "blob" {
 				http.Redirect(w, r, repoURL(rv.Repo)+"/-/blob/"+pathURL(loc.Ref)+"/"+pathURL(loc.Path), http.StatusSeeOther)
-				return
+				return nil
 			}
 		}
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	h.show(w, r, v, http.StatusOK, "tree", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: struct {
 		At          at
@@ -477,40 +421,37 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 		MoreEntries bool
 		MaxEntries  int
 	}{loc, sortEntries(entries), more, h.opts.MaxTreeEntries}})
+	return nil
 }
 
-func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
-	v, rv, g, loc, ok := h.locate(w, r)
-	if !ok {
-		return
+func (h *Handler) blob(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
 	}
 	if loc.Path == "" {
 		http.Redirect(w, r, repoURL(rv.Repo)+"/-/tree/"+pathURL(loc.Ref), http.StatusSeeOther)
-		return
+		return nil
 	}
 	cf, err := g.catFile(r.Context())
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	defer cf.Close()
 	obj := loc.Commit + ":" + loc.Path
 	o, err := cf.info(obj)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	if o.Type == "tree" {
 		http.Redirect(w, r, repoURL(rv.Repo)+"/-/tree/"+pathURL(loc.Ref)+"/"+pathURL(loc.Path), http.StatusSeeOther)
-		return
+		return nil
 	}
 	if o.Type != "blob" {
-		h.fail(w, r, v, errNotFound)
-		return
+		return errNotFound
 	}
 	if err := h.switchRefs(r.Context(), g, rv, "blob", loc); err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	data := struct {
 		At       at
@@ -524,8 +465,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	} else {
 		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
 		if err != nil {
-			h.fail(w, r, v, err)
-			return
+			return err
 		}
 		switch {
 		case isBinary(b):
@@ -537,20 +477,20 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.show(w, r, v, http.StatusOK, "blob", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: data})
+	return nil
 }
 
 // raw serves a file's bytes. Text is text/plain, anything else a
 // download; the sandbox CSP keeps a served file from running as a page
 // of this origin.
-func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
-	v, _, g, loc, ok := h.locate(w, r)
-	if !ok {
-		return
+func (h *Handler) raw(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	_, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
 	}
 	cf, err := g.catFile(r.Context())
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	defer cf.Close()
 	obj := loc.Commit + ":" + loc.Path
@@ -559,8 +499,7 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
 		err = errNotFound
 	}
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
@@ -570,13 +509,12 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
 	if o.Size <= h.opts.MaxBlobBytes {
 		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
 		if err != nil {
-			h.fail(w, r, v, err)
-			return
+			return err
 		}
 		if !isBinary(b) {
 			hd.Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = w.Write(b)
-			return
+			return nil
 		}
 		if ct, ok := imageTypes()[strings.ToLower(path.Ext(name))]; ok {
 			hd.Set("Content-Type", ct) // shown inline, for READMEs' images
@@ -585,13 +523,14 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
 			hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
 		}
 		_, _ = w.Write(b)
-		return
+		return nil
 	}
 	hd.Set("Content-Type", "application/octet-stream")
 	hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
 	if _, err := cf.stream(obj, w); err != nil {
 		h.opts.Logger.WarnContext(r.Context(), "web: raw download cut", "path", r.URL.Path, "err", err)
 	}
+	return nil
 }
 
 // imageTypes are the raster images raw serves inline. Not SVG: it is a
@@ -603,10 +542,10 @@ func imageTypes() map[string]string {
 // logPage is the number of commits on a log page.
 const logPage = 50
 
-func (h *Handler) commits(w http.ResponseWriter, r *http.Request) {
-	v, rv, g, loc, ok := h.locate(w, r)
-	if !ok {
-		return
+func (h *Handler) commits(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
 	}
 	n, err := strconv.Atoi(r.URL.Query().Get("page"))
 	if err != nil || n < 1 {
@@ -614,16 +553,14 @@ func (h *Handler) commits(w http.ResponseWriter, r *http.Request) {
 	}
 	cs, err := g.log(r.Context(), loc.Commit, loc.Path, (n-1)*logPage, logPage+1)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	more := len(cs) > logPage
 	if more {
 		cs = cs[:logPage]
 	}
 	if err := h.switchRefs(r.Context(), g, rv, "commits", loc); err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	h.show(w, r, v, http.StatusOK, "commits", page{Title: "Commits · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
 		At      at
@@ -631,6 +568,7 @@ func (h *Handler) commits(w http.ResponseWriter, r *http.Request) {
 		Page    int
 		More    bool
 	}{loc, cs, n, more}})
+	return nil
 }
 
 // diffLine is one line of a patch with its class.
@@ -660,31 +598,22 @@ func diffLines(patch string) []diffLine {
 	return out
 }
 
-func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) commit(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	rv, err := h.readable(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	g, err := h.open(r, rv)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	id, err := g.commitID(r.Context(), r.PathValue("id"))
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	d, err := g.show(r.Context(), id, h.opts.MaxDiffBytes)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	rv.Ref = d.Commit.ID
 	var parents []string
@@ -699,25 +628,19 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		Truncated bool
 		Limit     int64
 	}{d.Commit, parents, d.Stat, diffLines(d.Patch), d.Truncated, h.opts.MaxDiffBytes}})
+	return nil
 }
 
 // alertStates are the filters of the alerts page.
 func alertStates() []string { return []string{"open", "resolved", "all"} }
 
-func (h *Handler) alerts(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) alerts(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	rv, err := h.security(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	if !rv.Alerts {
-		h.fail(w, r, v, errNotFound)
-		return
+		return errNotFound
 	}
 	state := r.URL.Query().Get("state")
 	if !slices.Contains(alertStates(), state) {
@@ -729,8 +652,7 @@ func (h *Handler) alerts(w http.ResponseWriter, r *http.Request) {
 	}
 	pg, err := h.opts.Alerts.List(r.Context(), f, r.URL.Query().Get("after"), alerts.DefaultPageSize)
 	if err != nil {
-		h.fail(w, r, v, alertError(err))
-		return
+		return alertError(err)
 	}
 	h.show(w, r, v, http.StatusOK, "alerts", page{Title: "Alerts · " + rv.FullName(), Repo: rv, Tab: "alerts", Data: struct {
 		State       string
@@ -739,6 +661,7 @@ func (h *Handler) alerts(w http.ResponseWriter, r *http.Request) {
 		Next        string
 		Resolutions []alerts.Resolution
 	}{state, alertStates(), pg.Alerts, pg.Next, []alerts.Resolution{alerts.ResolutionRevoked, alerts.ResolutionFalsePositive, alerts.ResolutionUsedInTests, alerts.ResolutionWontFix}}})
+	return nil
 }
 
 // alertError maps the alert store's errors: absent is 404, bad input
@@ -755,25 +678,13 @@ func alertError(err error) error {
 	return &httpError{status: http.StatusServiceUnavailable, msg: "The service is unavailable; try again shortly.", err: err}
 }
 
-func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	if !h.keys.checkCSRF(r) {
-		h.fail(w, r, v, &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."})
-		return
-	}
+func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	rv, err := h.security(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	if !rv.Alerts {
-		h.fail(w, r, v, errNotFound)
-		return
+		return errNotFound
 	}
 	c := alerts.Change{
 		State:      alerts.StateResolved,
@@ -783,43 +694,35 @@ func (h *Handler) resolveAlert(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := h.opts.Alerts.SetState(r.Context(), rv.Owner, rv.ID, r.PathValue("id"), c)
 	if err != nil {
-		h.fail(w, r, v, alertError(err))
-		return
+		return alertError(err)
 	}
 	h.opts.Logger.InfoContext(r.Context(), "alert state changed", "repo", rv.FullName(), "alert", a.Fingerprint, "state", a.State, "resolution", a.Resolution, "by", v.p.Tenant, "token_id", v.p.TokenID, "via", "web")
 	http.Redirect(w, r, repoURL(rv.Repo)+"/-/alerts?state=all", http.StatusSeeOther)
+	return nil
 }
 
 // scanRunsShown bounds the runs on the scan-runs page.
 const scanRunsShown = 50
 
 // scans lists the repository's secret-scanning runs with their progress.
-func (h *Handler) scans(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
+func (h *Handler) scans(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	rv, err := h.security(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	if !rv.Scans {
-		h.fail(w, r, v, errNotFound)
-		return
+		return errNotFound
 	}
 	runs, err := h.opts.Scans.Runs(r.Context(), rv.ID, scanRunsShown)
 	if err != nil {
-		h.fail(w, r, v, &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err})
-		return
+		return &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err}
 	}
 	lag, err := h.opts.Scans.Lag(r.Context(), rv.ID)
 	if err != nil {
-		h.fail(w, r, v, &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err})
-		return
+		return &httpError{status: http.StatusServiceUnavailable, msg: "The scan runs are unavailable; try again shortly.", err: err}
 	}
 	h.show(w, r, v, http.StatusOK, "scans", page{Title: "Scan runs · " + rv.FullName(), Repo: rv, Tab: "scans", Notice: noticeOf(r), Data: scansPage{Runs: runs, Lag: lag}})
+	return nil
 }
 
 // scansPage is what the scan-runs page shows: how far scans trail the

@@ -29,7 +29,7 @@ type routeCase struct {
 }
 
 // routeCases covers every pattern the UI registers (TestEveryRoute
-// checks that against the mux's own list).
+// checks that against web.Patterns).
 func routeCases(f *fixture) map[string]routeCase {
 	priv := "/alice/priv"
 	login := func(p string) string { return "/login?next=" + url.QueryEscape(p) }
@@ -95,6 +95,15 @@ func methodOf(pattern string) string {
 func TestEveryRoute(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	cases := routeCases(f)
+	patterns := web.Patterns(f.handler)
+	for _, p := range patterns {
+		if _, ok := cases[p]; !ok {
+			t.Errorf("route %q has no case here", p)
+		}
+	}
+	if len(patterns) != len(cases) {
+		t.Errorf("%d routes, %d cases", len(patterns), len(cases))
+	}
 	// A second node on the same store whose authentication is down: the
 	// session alice opened on the first is refused with 503 on each page.
 	down, err := web.New(context.Background(), web.Options{Store: f.store, Auth: failAuth{}, Repos: f.meta, Authz: f.meta, Cache: f.cache, Alerts: f.alerts, API: api.NewHandler(f.meta, nil)})
@@ -157,6 +166,21 @@ func TestEveryRoute(t *testing.T) {
 		res.Body.Close()
 		if want := http.StatusServiceUnavailable; !rc.plain && res.StatusCode != want {
 			t.Errorf("%s %s with authentication down: %d, want %d", method, rc.path, res.StatusCode, want)
+		}
+	}
+}
+
+// TestFormBodyPastItsBound: a form's body past its bound is refused and
+// closes the connection, as http.MaxBytesReader does on the server's own
+// writer, under the page adapter's.
+func TestFormBodyPastItsBound(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	c := f.client()
+	csrf := c.csrfFor("/login")
+	for _, path := range []string{"/login", "/-/new"} {
+		res := c.post(path, url.Values{"csrf": {csrf}, "token": {f.alice}, "pad": {strings.Repeat("x", 64<<10)}})
+		if res.StatusCode != http.StatusForbidden || !res.Close {
+			t.Errorf("POST %s past the bound: %d, connection closed %v; want 403, closed", path, res.StatusCode, res.Close)
 		}
 	}
 }

@@ -272,49 +272,81 @@ func (h *Handler) parseTemplates() error {
 	return nil
 }
 
+// route is one pattern of the UI and what serves it: a page, which serve
+// runs after identifying the visitor, or, for the few answers that need
+// no visitor (static assets, a trailing slash's redirect), a plain
+// handler.
+type route struct {
+	pattern string
+	page    pageFunc
+	plain   http.HandlerFunc
+}
+
+// Form bodies are bounded: a form's at formBytes, sign-in and sign-out's
+// at signInBytes.
+const (
+	formBytes   = 64 << 10
+	signInBytes = 16 << 10
+)
+
+// routeTable is every route of the UI.
+func (h *Handler) routeTable() []route {
+	return []route{
+		{pattern: "GET /{$}", page: h.home},
+		{pattern: "GET /favicon.ico", plain: h.favicon},
+		{pattern: "GET /static/{hash}/{file}", plain: h.static},
+		{pattern: "GET /-/explore", page: h.explore},
+		{pattern: "GET /-/new", page: signedIn(h.newRepoForm)},
+		{pattern: "POST /-/new", page: h.form(formBytes, true, h.newRepo)},
+		{pattern: "GET /-/settings/tokens", page: signedIn(h.tokens)},
+		{pattern: "POST /-/settings/tokens", page: h.form(formBytes, true, h.createToken)},
+		{pattern: "POST /-/settings/tokens/{id}/revoke", page: h.form(formBytes, true, h.revokeToken)},
+		{pattern: "GET /-/settings/keys", page: signedIn(h.sshKeys)},
+		{pattern: "POST /-/settings/keys", page: h.form(formBytes, true, h.addKey)},
+		{pattern: "POST /-/settings/keys/{id}/remove", page: h.form(formBytes, true, h.removeKey)},
+		{pattern: "GET /-/alerts/{owner}", page: h.tenantAlerts},
+		{pattern: "GET /login", page: h.loginPage},
+		{pattern: "POST /login", page: h.form(signInBytes, false, h.login)},
+		{pattern: "POST /logout", page: h.form(signInBytes, false, h.logout)},
+		{pattern: "GET /{owner}", page: h.owner},
+		{pattern: "GET /{owner}/{repo}", page: h.repoHome},
+		{pattern: "GET /{owner}/{repo}/-/tree/{rest...}", page: h.tree},
+		{pattern: "GET /{owner}/{repo}/-/blob/{rest...}", page: h.blob},
+		{pattern: "GET /{owner}/{repo}/-/raw/{rest...}", page: h.raw},
+		{pattern: "GET /{owner}/{repo}/-/commits/{rest...}", page: h.commits},
+		{pattern: "GET /{owner}/{repo}/-/commit/{id}", page: h.commit},
+		{pattern: "GET /{owner}/{repo}/-/branches", page: h.branches},
+		{pattern: "GET /{owner}/{repo}/-/tags", page: h.tags},
+		{pattern: "GET /{owner}/{repo}/-/alerts", page: h.alerts},
+		// Not signed-in only: anyone who may not write gets the page of a
+		// missing repository.
+		{pattern: "POST /{owner}/{repo}/-/alerts/{id}/resolve", page: h.form(formBytes, false, h.resolveAlert)},
+		{pattern: "GET /{owner}/{repo}/-/scans", page: h.scans},
+		{pattern: "POST /{owner}/{repo}/-/scans", page: h.form(formBytes, true, h.startScan)},
+		{pattern: "GET /{owner}/{repo}/-/settings", page: h.repoSettings},
+		{pattern: "POST /{owner}/{repo}/-/settings", page: h.form(formBytes, true, h.saveSettings)},
+		{pattern: "POST /{owner}/{repo}/-/delete", page: h.form(formBytes, true, h.deleteRepo)},
+		{pattern: "GET /{owner}/{repo}/-/hooks", page: h.hooks},
+		{pattern: "POST /{owner}/{repo}/-/hooks", page: h.form(formBytes, true, h.addHook)},
+		{pattern: "POST /{owner}/{repo}/-/hooks/{id}/remove", page: h.form(formBytes, true, h.removeHook)},
+		{pattern: "POST /{owner}/{repo}/-/hooks/{id}/ping", page: h.form(formBytes, true, h.pingHook)},
+		{pattern: "POST /{owner}/{repo}/-/hooks/{id}/active", page: h.form(formBytes, true, h.toggleHook)},
+		{pattern: "POST /{owner}/{repo}/-/hooks/{id}/deliveries/{delivery}/redeliver", page: h.form(formBytes, true, h.redeliverHook)},
+		{pattern: "GET /{owner}/{$}", plain: h.trimSlash},
+		{pattern: "GET /{owner}/{repo}/{$}", plain: h.trimSlash},
+		{pattern: "/", page: h.notFound},
+	}
+}
+
 func (h *Handler) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /{$}", h.home)
-	m.HandleFunc("GET /favicon.ico", h.favicon)
-	m.HandleFunc("GET /static/{hash}/{file}", h.static)
-	m.HandleFunc("GET /-/explore", h.explore)
-	m.HandleFunc("GET /-/new", h.newRepoForm)
-	m.HandleFunc("POST /-/new", h.newRepo)
-	m.HandleFunc("GET /-/settings/tokens", h.tokens)
-	m.HandleFunc("POST /-/settings/tokens", h.createToken)
-	m.HandleFunc("POST /-/settings/tokens/{id}/revoke", h.revokeToken)
-	m.HandleFunc("GET /-/settings/keys", h.sshKeys)
-	m.HandleFunc("POST /-/settings/keys", h.addKey)
-	m.HandleFunc("POST /-/settings/keys/{id}/remove", h.removeKey)
-	m.HandleFunc("GET /-/alerts/{owner}", h.tenantAlerts)
-	m.HandleFunc("GET /login", h.loginPage)
-	m.HandleFunc("POST /login", h.login)
-	m.HandleFunc("POST /logout", h.logout)
-	m.HandleFunc("GET /{owner}", h.owner)
-	m.HandleFunc("GET /{owner}/{repo}", h.repoHome)
-	m.HandleFunc("GET /{owner}/{repo}/-/tree/{rest...}", h.tree)
-	m.HandleFunc("GET /{owner}/{repo}/-/blob/{rest...}", h.blob)
-	m.HandleFunc("GET /{owner}/{repo}/-/raw/{rest...}", h.raw)
-	m.HandleFunc("GET /{owner}/{repo}/-/commits/{rest...}", h.commits)
-	m.HandleFunc("GET /{owner}/{repo}/-/commit/{id}", h.commit)
-	m.HandleFunc("GET /{owner}/{repo}/-/branches", h.branches)
-	m.HandleFunc("GET /{owner}/{repo}/-/tags", h.tags)
-	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
-	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
-	m.HandleFunc("GET /{owner}/{repo}/-/scans", h.scans)
-	m.HandleFunc("POST /{owner}/{repo}/-/scans", h.startScan)
-	m.HandleFunc("GET /{owner}/{repo}/-/settings", h.repoSettings)
-	m.HandleFunc("POST /{owner}/{repo}/-/settings", h.saveSettings)
-	m.HandleFunc("POST /{owner}/{repo}/-/delete", h.deleteRepo)
-	m.HandleFunc("GET /{owner}/{repo}/-/hooks", h.hooks)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks", h.addHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/remove", h.removeHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/ping", h.pingHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/active", h.toggleHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/deliveries/{delivery}/redeliver", h.redeliverHook)
-	m.HandleFunc("GET /{owner}/{$}", h.trimSlash)
-	m.HandleFunc("GET /{owner}/{repo}/{$}", h.trimSlash)
-	m.HandleFunc("/", h.notFound)
+	for _, rt := range h.routeTable() {
+		if rt.page != nil {
+			m.HandleFunc(rt.pattern, h.serve(rt.page))
+		} else {
+			m.HandleFunc(rt.pattern, rt.plain)
+		}
+	}
 	h.mux = m
 }
 
@@ -352,13 +384,8 @@ func (h *Handler) trimSlash(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, strings.TrimSuffix(r.URL.EscapedPath(), "/"), http.StatusMovedPermanently)
 }
 
-func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	h.fail(w, r, v, errNotFound)
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return errNotFound
 }
 
 // favicon serves the icon where browsers look for it unasked.
@@ -379,6 +406,68 @@ func (h *Handler) static(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(a.body)
 }
 
+// pageFunc is a page of the UI: it answers r for the visitor v, whom
+// serve has identified, or returns the error whose page is shown instead.
+// A page that has begun its answer (a redirect, a download) keeps it: an
+// error it returns after that is logged, never written over.
+type pageFunc func(w http.ResponseWriter, r *http.Request, v *visitor) error
+
+// serve adapts a page to the mux: it identifies the visitor (who) before
+// the page runs, so that no page can skip that check, then renders the
+// error page from the page's error (fail, with classify's statuses).
+func (h *Handler) serve(p pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := h.who(w, r)
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		aw := &answerWriter{ResponseWriter: w}
+		err = p(aw, r, v)
+		switch {
+		case err == nil:
+		case aw.answered:
+			h.opts.Logger.WarnContext(r.Context(), "web: page failed after answering", "path", r.URL.Path, "err", err)
+		default:
+			h.fail(w, r, v, err)
+		}
+	}
+}
+
+// answerWriter records whether a page has begun its answer.
+type answerWriter struct {
+	http.ResponseWriter
+	answered bool
+}
+
+func (a *answerWriter) WriteHeader(status int) {
+	a.answered = true
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *answerWriter) Write(b []byte) (int, error) {
+	a.answered = true
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap is the server's writer, for http.ResponseController and
+// limitBody.
+func (a *answerWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// limitBody bounds r's body at n bytes as http.MaxBytesReader does, on
+// the server's own writer under any wrapper, so that a body past the
+// bound also closes the connection.
+func limitBody(w http.ResponseWriter, r *http.Request, n int64) {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, n)
+}
+
 // visitor is who is asking.
 type visitor struct {
 	p       *meta.Principal // nil: anonymous
@@ -397,7 +486,10 @@ type httpError struct {
 func (e *httpError) Error() string { return e.msg }
 func (e *httpError) Unwrap() error { return e.err }
 
-var errNotFound = &httpError{status: http.StatusNotFound, msg: "Not found."}
+var (
+	errNotFound = &httpError{status: http.StatusNotFound, msg: "Not found."}
+	errCSRF     = &httpError{status: http.StatusForbidden, msg: "The form expired or came from another site; reload the page and try again."}
+)
 
 // classify turns a lookup or authorization failure into a page status:
 // absent is 404, a storage outage 503, anything else 500.
