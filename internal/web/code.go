@@ -41,11 +41,7 @@ type at struct {
 // "./x" and "../x" relative to a working tree a bare repository does not
 // have): 404.
 func (h *Handler) locate(r *http.Request, v *visitor) (*repoView, gitRepo, at, error) {
-	rv, err := h.readable(r, v)
-	if err != nil {
-		return nil, gitRepo{}, at{}, err
-	}
-	g, err := h.open(r, rv)
+	rv, g, err := h.openReadable(r, v)
 	if err != nil {
 		return nil, gitRepo{}, at{}, err
 	}
@@ -300,11 +296,7 @@ func diffLines(patch string) []diffLine {
 }
 
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request, v *visitor) error {
-	rv, err := h.readable(r, v)
-	if err != nil {
-		return err
-	}
-	g, err := h.open(r, rv)
+	rv, g, err := h.openReadable(r, v)
 	if err != nil {
 		return err
 	}

@@ -85,6 +85,20 @@ func (h *Handler) security(r *http.Request, v *visitor) (*repoView, error) {
 	return rv, nil
 }
 
+// openReadable resolves {owner}/{repo} for v (readable) and materializes
+// it (open).
+func (h *Handler) openReadable(r *http.Request, v *visitor) (*repoView, gitRepo, error) {
+	rv, err := h.readable(r, v)
+	if err != nil {
+		return nil, gitRepo{}, err
+	}
+	g, err := h.open(r, rv)
+	if err != nil {
+		return nil, gitRepo{}, err
+	}
+	return rv, g, nil
+}
+
 // open materializes a readable repository.
 func (h *Handler) open(r *http.Request, rv *repoView) (gitRepo, error) {
 	dir, err := h.opts.Cache.Materialize(r.Context(), rv.ID)
@@ -110,11 +124,7 @@ func (h *Handler) cloneURLs(r *http.Request, repo meta.Repo) cloneURLs {
 }
 
 func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request, v *visitor) error {
-	rv, err := h.readable(r, v)
-	if err != nil {
-		return err
-	}
-	g, err := h.open(r, rv)
+	rv, g, err := h.openReadable(r, v)
 	if err != nil {
 		return err
 	}
@@ -204,11 +214,7 @@ func (h *Handler) repoHome(w http.ResponseWriter, r *http.Request, v *visitor) e
 // refs lists a page of the repository's branches or tags in name order,
 // after the name in ?after=.
 func (h *Handler) refs(w http.ResponseWriter, r *http.Request, v *visitor, tags bool) error {
-	rv, err := h.readable(r, v)
-	if err != nil {
-		return err
-	}
-	g, err := h.open(r, rv)
+	rv, g, err := h.openReadable(r, v)
 	if err != nil {
 		return err
 	}
