@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/compact"
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
@@ -121,10 +121,10 @@ func (r *readRecorder) take() []string {
 }
 
 // hasObject reports whether the repository in dir has object id.
-func hasObject(dir, id string) bool {
-	cmd := exec.Command("git", "cat-file", "-e", id)
-	cmd.Dir = dir
-	return cmd.Run() == nil
+func hasObject(t *testing.T, dir, id string) bool {
+	t.Helper()
+	_, err := gittest.Run(gittest.Env(t.TempDir()), dir, nil, "cat-file", "-e", id)
+	return err == nil
 }
 
 // TestGeometricCompaction follows one log through roll-ups and a full
@@ -193,7 +193,7 @@ func TestGeometricCompaction(t *testing.T) {
 	noReadOf(first.Checkpoint)
 	snap := materialize(t, newCache(t, log, repocache.Options{}))
 	checkSnapshot(t, log, snap)
-	if !hasObject(snap.Dir, junk.tip) {
+	if !hasObject(t, snap.Dir, junk.tip) {
 		t.Fatal("the roll-up dropped an unreachable object: only a full repack may")
 	}
 
@@ -236,7 +236,7 @@ func TestGeometricCompaction(t *testing.T) {
 	noReadOf(first.Checkpoint)
 	snap = materialize(t, newCache(t, log, repocache.Options{}))
 	checkSnapshot(t, log, snap)
-	if !hasObject(snap.Dir, junk.tip) {
+	if !hasObject(t, snap.Dir, junk.tip) {
 		t.Fatal("a roll-up of a roll-up dropped an unreachable object")
 	}
 
@@ -254,7 +254,7 @@ func TestGeometricCompaction(t *testing.T) {
 	}
 	snap = materialize(t, newCache(t, log, repocache.Options{}))
 	checkSnapshot(t, log, snap)
-	if hasObject(snap.Dir, junk.tip) {
+	if hasObject(t, snap.Dir, junk.tip) {
 		t.Fatal("the full repack kept an unreachable object past KeepRecent")
 	}
 }
@@ -283,13 +283,8 @@ func objectsOfLayer(t *testing.T, log *wal.Log, l wal.Layer) int {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	cmd := exec.Command("git", "show-index")
-	cmd.Stdin = rc
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(out), "\n")
+	out := gittest.Input(t, gittest.Env(t.TempDir()), "", rc, "show-index")
+	return strings.Count(out, "\n")
 }
 
 // TestWarmCacheCatchesUpByCheckpoints: a warm node behind the last

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
 )
@@ -66,10 +66,8 @@ func TestPushLimitIsPassedOn(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "f"), noise, 0o644)
 	git(t, src, "add", ".")
 	git(t, src, "commit", "-q", "-m", "one")
-	cmd := exec.Command("git", "push", "http://x:"+tok+"@"+strings.TrimPrefix(ts.URL, "http://")+"/alice/demo.git", "main")
-	cmd.Dir, cmd.Env = src, gitEnv(t)
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "push exceeds the maximum allowed size of 1.0 KiB") {
+	out, err := gittest.Combined(gitEnv(t), src, nil, "push", "http://x:"+tok+"@"+strings.TrimPrefix(ts.URL, "http://")+"/alice/demo.git", "main")
+	if err == nil || !strings.Contains(out, "push exceeds the maximum allowed size of 1.0 KiB") {
 		t.Fatalf("push over the limit: %v\n%s", err, out)
 	}
 }

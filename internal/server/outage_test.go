@@ -4,11 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -128,9 +128,7 @@ func TestPushFailureWording(t *testing.T) {
 			git(t, dir, "commit", "-q", "--allow-empty", "-m", "one")
 			n := 0
 			fs.SetPlan(c.plan(&n))
-			cmd := exec.Command("git", "push", "http://x:"+tok+"@"+strings.TrimPrefix(ts.URL, "http://")+"/alice/demo.git", "main")
-			cmd.Dir, cmd.Env = dir, gitEnv(t)
-			out, err := cmd.CombinedOutput()
+			out, err := gittest.Combined(gitEnv(t), dir, nil, "push", "http://x:"+tok+"@"+strings.TrimPrefix(ts.URL, "http://")+"/alice/demo.git", "main")
 			if err == nil {
 				t.Fatalf("push succeeded:\n%s", out)
 			}

@@ -121,11 +121,8 @@ func (c *attack) push(opts []string, args ...string) (string, bool) {
 	c.t.Helper()
 	a := append([]string{"push", "--porcelain"}, opts...)
 	a = append(append(a, c.tr.url(c.repo.Name)), args...)
-	cmd := exec.Command("git", a...)
-	cmd.Dir = c.dir
-	cmd.Env = c.tr.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err == nil
+	out, err := gittest.Combined(c.tr.env, c.dir, nil, a...)
+	return out, err == nil
 }
 
 func (c *attack) mustPush(args ...string) {

@@ -53,27 +53,20 @@ func hooksURL(owner, name string) string {
 	return "/" + urlSegment(owner) + "/" + urlSegment(name) + "/-/hooks"
 }
 
-func (h *Handler) hooks(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	h.showHooks(w, r, v, http.StatusOK, hooksPage{}, hookNotices[r.URL.Query().Get("done")])
+func (h *Handler) hooks(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.showHooks(w, r, v, http.StatusOK, hooksPage{}, hookNotices[r.URL.Query().Get("done")])
 }
 
-func (h *Handler) showHooks(w http.ResponseWriter, r *http.Request, v *visitor, status int, d hooksPage, notice string) {
+func (h *Handler) showHooks(w http.ResponseWriter, r *http.Request, v *visitor, status int, d hooksPage, notice string) error {
 	rv, err := h.security(r, v)
 	if err != nil {
-		h.fail(w, r, v, err)
-		return
+		return err
 	}
 	target := rv.Owner + "/" + rv.Name
 	c := h.api(v)
 	ctx := r.Context()
 	if d.Hooks, err = c.ListHooks(ctx, target); err != nil {
-		h.fail(w, r, v, apiError(err))
-		return
+		return apiError(err)
 	}
 	d.Events = hookEvents
 	d.Form.Checked = map[string]bool{}
@@ -93,18 +86,15 @@ func (h *Handler) showHooks(w http.ResponseWriter, r *http.Request, v *visitor, 
 			}
 		}
 		if d.Shown == nil {
-			h.fail(w, r, v, errNotFound)
-			return
+			return errNotFound
 		}
 		if d.Deliveries, err = c.HookDeliveries(ctx, target, id, 0); err != nil {
-			h.fail(w, r, v, apiError(err))
-			return
+			return apiError(err)
 		}
 		if did := r.URL.Query().Get("delivery"); did != "" {
 			dl, err := c.HookDelivery(ctx, target, id, did)
 			if err != nil {
-				h.fail(w, r, v, apiError(err))
-				return
+				return apiError(err)
 			}
 			d.Delivery = &dl
 			if dl.Request != nil {
@@ -116,13 +106,10 @@ func (h *Handler) showHooks(w http.ResponseWriter, r *http.Request, v *visitor, 
 		}
 	}
 	h.show(w, r, v, status, "hooks", page{Title: "Webhooks · " + rv.FullName(), Repo: rv, Tab: "hooks", Notice: notice, Data: d})
+	return nil
 }
 
-func (h *Handler) addHook(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.form(w, r, true)
-	if !ok {
-		return
-	}
+func (h *Handler) addHook(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	owner, name := r.PathValue("owner"), r.PathValue("repo")
 	u := strings.TrimSpace(r.PostFormValue("url"))
 	secret := r.PostFormValue("secret")
@@ -149,57 +136,51 @@ func (h *Handler) addHook(w http.ResponseWriter, r *http.Request) {
 			// The form again, with what was typed (never the secret).
 			d := hooksPage{}
 			d.Form.URL, d.Form.Events = u, evs
-			h.showHooks(w, r, v, ce.Status, d, ce.Message)
-			return
+			return h.showHooks(w, r, v, ce.Status, d, ce.Message)
 		}
-		h.fail(w, r, v, apiError(err))
-		return
+		return apiError(err)
 	}
 	http.Redirect(w, r, hooksURL(owner, name)+"?done=added", http.StatusSeeOther)
+	return nil
 }
 
 // hookAction runs one change of one hook and goes back to the page.
-func (h *Handler) hookAction(w http.ResponseWriter, r *http.Request, do func(c *client.Client, target string, id int64) error, done string, show bool) {
-	v, ok := h.form(w, r, true)
-	if !ok {
-		return
-	}
+func (h *Handler) hookAction(w http.ResponseWriter, r *http.Request, v *visitor, do func(c *client.Client, target string, id int64) error, done string, show bool) error {
 	owner, name := r.PathValue("owner"), r.PathValue("repo")
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
-		h.fail(w, r, v, errNotFound)
-		return
+		return errNotFound
 	}
 	if err := do(h.api(v), owner+"/"+name, id); err != nil {
-		h.fail(w, r, v, apiError(err))
-		return
+		return apiError(err)
 	}
 	to := hooksURL(owner, name) + "?done=" + done
 	if show {
 		to += "&hook=" + strconv.FormatInt(id, 10)
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+	return nil
 }
 
-func (h *Handler) removeHook(w http.ResponseWriter, r *http.Request) {
-	h.hookAction(w, r, func(c *client.Client, t string, id int64) error { return c.DeleteHook(r.Context(), t, id) }, "removed", false)
+func (h *Handler) removeHook(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.hookAction(w, r, v, func(c *client.Client, t string, id int64) error { return c.DeleteHook(r.Context(), t, id) }, "removed", false)
 }
 
-func (h *Handler) pingHook(w http.ResponseWriter, r *http.Request) {
-	h.hookAction(w, r, func(c *client.Client, t string, id int64) error { return c.PingHook(r.Context(), t, id) }, "pinged", true)
+func (h *Handler) pingHook(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.hookAction(w, r, v, func(c *client.Client, t string, id int64) error { return c.PingHook(r.Context(), t, id) }, "pinged", true)
 }
 
 // toggleHook turns a hook on or off (a hook the dispatcher turned off is
 // turned on here again, its failure count cleared).
-func (h *Handler) toggleHook(w http.ResponseWriter, r *http.Request) {
-	h.hookAction(w, r, func(c *client.Client, t string, id int64) error {
+func (h *Handler) toggleHook(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.hookAction(w, r, v, func(c *client.Client, t string, id int64) error {
 		on := r.PostFormValue("active") == "on" // the form is read and checked by now
 		_, err := c.UpdateHook(r.Context(), t, id, client.HookChange{Active: &on})
 		return err
 	}, "saved", false)
 }
 
-func (h *Handler) redeliverHook(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) redeliverHook(w http.ResponseWriter, r *http.Request, v *visitor) error {
 	did := r.PathValue("delivery")
-	h.hookAction(w, r, func(c *client.Client, t string, id int64) error { return c.Redeliver(r.Context(), t, id, did) }, "redelivered", true)
+	return h.hookAction(w, r, v, func(c *client.Client, t string, id int64) error { return c.Redeliver(r.Context(), t, id, did) }, "redelivered", true)
 }

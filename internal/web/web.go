@@ -10,7 +10,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
@@ -21,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -31,7 +31,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/scanner"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // Authenticator turns a token into a principal (meta.Store does).
@@ -272,52 +271,6 @@ func (h *Handler) parseTemplates() error {
 	return nil
 }
 
-func (h *Handler) routes() {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /{$}", h.home)
-	m.HandleFunc("GET /favicon.ico", h.favicon)
-	m.HandleFunc("GET /static/{hash}/{file}", h.static)
-	m.HandleFunc("GET /-/explore", h.explore)
-	m.HandleFunc("GET /-/new", h.newRepoForm)
-	m.HandleFunc("POST /-/new", h.newRepo)
-	m.HandleFunc("GET /-/settings/tokens", h.tokens)
-	m.HandleFunc("POST /-/settings/tokens", h.createToken)
-	m.HandleFunc("POST /-/settings/tokens/{id}/revoke", h.revokeToken)
-	m.HandleFunc("GET /-/settings/keys", h.sshKeys)
-	m.HandleFunc("POST /-/settings/keys", h.addKey)
-	m.HandleFunc("POST /-/settings/keys/{id}/remove", h.removeKey)
-	m.HandleFunc("GET /-/alerts/{owner}", h.tenantAlerts)
-	m.HandleFunc("GET /login", h.loginPage)
-	m.HandleFunc("POST /login", h.login)
-	m.HandleFunc("POST /logout", h.logout)
-	m.HandleFunc("GET /{owner}", h.owner)
-	m.HandleFunc("GET /{owner}/{repo}", h.repoHome)
-	m.HandleFunc("GET /{owner}/{repo}/-/tree/{rest...}", h.tree)
-	m.HandleFunc("GET /{owner}/{repo}/-/blob/{rest...}", h.blob)
-	m.HandleFunc("GET /{owner}/{repo}/-/raw/{rest...}", h.raw)
-	m.HandleFunc("GET /{owner}/{repo}/-/commits/{rest...}", h.commits)
-	m.HandleFunc("GET /{owner}/{repo}/-/commit/{id}", h.commit)
-	m.HandleFunc("GET /{owner}/{repo}/-/branches", h.branches)
-	m.HandleFunc("GET /{owner}/{repo}/-/tags", h.tags)
-	m.HandleFunc("GET /{owner}/{repo}/-/alerts", h.alerts)
-	m.HandleFunc("POST /{owner}/{repo}/-/alerts/{id}/resolve", h.resolveAlert)
-	m.HandleFunc("GET /{owner}/{repo}/-/scans", h.scans)
-	m.HandleFunc("POST /{owner}/{repo}/-/scans", h.startScan)
-	m.HandleFunc("GET /{owner}/{repo}/-/settings", h.repoSettings)
-	m.HandleFunc("POST /{owner}/{repo}/-/settings", h.saveSettings)
-	m.HandleFunc("POST /{owner}/{repo}/-/delete", h.deleteRepo)
-	m.HandleFunc("GET /{owner}/{repo}/-/hooks", h.hooks)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks", h.addHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/remove", h.removeHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/ping", h.pingHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/active", h.toggleHook)
-	m.HandleFunc("POST /{owner}/{repo}/-/hooks/{id}/deliveries/{delivery}/redeliver", h.redeliverHook)
-	m.HandleFunc("GET /{owner}/{$}", h.trimSlash)
-	m.HandleFunc("GET /{owner}/{repo}/{$}", h.trimSlash)
-	m.HandleFunc("/", h.notFound)
-	h.mux = m
-}
-
 // Owns reports whether path is the UI's rather than git's: the root,
 // static assets, sign-in and sign-out, "/owner", "/owner/repo", anything
 // under "/-/" (explore, new, settings, a tenant's alerts) and under
@@ -352,13 +305,8 @@ func (h *Handler) trimSlash(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, strings.TrimSuffix(r.URL.EscapedPath(), "/"), http.StatusMovedPermanently)
 }
 
-func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
-	v, err := h.who(w, r)
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	h.fail(w, r, v, errNotFound)
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return errNotFound
 }
 
 // favicon serves the icon where browsers look for it unasked.
@@ -377,210 +325,6 @@ func (h *Handler) static(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", a.ctype)
 	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	_, _ = w.Write(a.body)
-}
-
-// visitor is who is asking.
-type visitor struct {
-	p       *meta.Principal // nil: anonymous
-	token   string          // the session's token, for the API calls of forms
-	session string          // the session cookie's value
-	csrf    string          // the form token
-}
-
-// httpError is an error page's status and message.
-type httpError struct {
-	status int
-	msg    string
-	err    error
-}
-
-func (e *httpError) Error() string { return e.msg }
-func (e *httpError) Unwrap() error { return e.err }
-
-var errNotFound = &httpError{status: http.StatusNotFound, msg: "Not found."}
-
-// classify turns a lookup or authorization failure into a page status:
-// absent is 404, a storage outage 503, anything else 500.
-func classify(what string, err error) error {
-	var he *httpError
-	switch {
-	case errors.As(err, &he):
-		return err
-	case errors.Is(err, meta.ErrNotFound), errors.Is(err, meta.ErrInvalidName), errors.Is(err, wal.ErrRepoDeleted), errors.Is(err, errNoObject), errors.Is(err, alerts.ErrNotFound):
-		return &httpError{status: http.StatusNotFound, msg: "Not found.", err: err}
-	case errors.Is(err, meta.ErrInvalidArgument):
-		return &httpError{status: http.StatusBadRequest, msg: "Bad request.", err: err}
-	case errors.Is(err, errGitTimeout):
-		return &httpError{status: http.StatusServiceUnavailable, msg: "This page took too long to build; try again shortly.", err: fmt.Errorf("%s: %w", what, err)}
-	case errors.Is(err, meta.ErrUnavailable):
-		return &httpError{status: http.StatusServiceUnavailable, msg: "The service is unavailable; try again shortly.", err: fmt.Errorf("%s: %w", what, err)}
-	}
-	return &httpError{status: http.StatusInternalServerError, msg: "Internal error.", err: fmt.Errorf("%s: %w", what, err)}
-}
-
-// who authenticates the session cookie. A cookie that does not open or
-// whose token no longer authenticates is dropped: the visitor is
-// anonymous. A storage failure is an error (503), never anonymous.
-func (h *Handler) who(w http.ResponseWriter, r *http.Request) (*visitor, error) {
-	v := &visitor{}
-	csrf := ""
-	if c, err := r.Cookie(csrfCookie); err == nil && c.Value != "" {
-		csrf = c.Value
-	} else {
-		csrf = randomValue()
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: csrf, Path: "/", HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode})
-	}
-	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
-		tok, ok := h.keys.open(c.Value, h.opts.Now())
-		if ok {
-			p, err := h.opts.Auth.Authenticate(r.Context(), tok)
-			switch {
-			case err == nil:
-				v.p, v.session, v.token = &p, c.Value, tok
-			case errors.Is(err, meta.ErrUnauthenticated):
-			default:
-				return nil, classify("authenticate", err)
-			}
-		}
-		if v.p == nil {
-			h.clearSession(w, r)
-		}
-	}
-	v.csrf = h.keys.csrfToken(csrf, v.session)
-	return v, nil
-}
-
-func (h *Handler) clearSession(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode})
-}
-
-// page is what every template gets.
-type page struct {
-	Title  string
-	CSS    string
-	Icon   string
-	User   string // signed-in tenant, or ""
-	CSRF   string
-	Path   string // the request path, for sign-in's return
-	Repo   *repoView
-	Tab    string
-	Notice string
-	Data   any
-}
-
-// repoView is the repository header.
-type repoView struct {
-	meta.Repo
-	Ref      string // the ref shown, for tabs
-	CanWrite bool
-	// Alerts and Scans: the visitor may see the repository's alerts and
-	// scan runs (write access, and the server keeps them).
-	Alerts bool
-	Scans  bool
-	// Switch, when set, is the branch and tag switcher of a code or log
-	// page.
-	Switch *switcher
-}
-
-// Base is the repository's URL path.
-func (rv *repoView) Base() string { return repoURL(rv.Repo) }
-
-// switcher lists the refs a code or log page may be switched to: the
-// same view (Kind: tree, blob or commits) of Path at another branch or
-// tag, the first page of each (docs/adr/0090-bounded-serving.md).
-type switcher struct {
-	Current                string
-	Tag                    bool
-	Kind, Path             string
-	Branches, Tags         []ref
-	MoreBranches, MoreTags bool
-}
-
-func (h *Handler) show(w http.ResponseWriter, r *http.Request, v *visitor, status int, name string, p page) {
-	p.CSS, p.Icon, p.CSRF, p.Path = h.css, h.iconURL, v.csrf, r.URL.Path
-	if v.p != nil {
-		p.User = v.p.Tenant
-	}
-	var buf bytes.Buffer
-	if err := h.pages[name].ExecuteTemplate(&buf, "base.html", p); err != nil {
-		h.opts.Logger.ErrorContext(r.Context(), "web: render", "page", name, "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
-}
-
-// fail renders an error page.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *visitor, err error) {
-	var he *httpError
-	if !errors.As(err, &he) {
-		he = classify("web", err).(*httpError)
-	}
-	if he.status >= 500 {
-		h.opts.Logger.ErrorContext(r.Context(), "web: request failed", "path", r.URL.Path, "status", he.status, "err", err)
-	}
-	if v == nil {
-		v = &visitor{}
-	}
-	h.show(w, r, v, he.status, "error", page{Title: http.StatusText(he.status), Data: he.msg})
-}
-
-// readable resolves {owner}/{repo} for v: 404 when it does not exist or
-// v may not read it, the same answer for both.
-func (h *Handler) readable(r *http.Request, v *visitor) (*repoView, error) {
-	ctx := r.Context()
-	repo, err := h.opts.Repos.Repo(ctx, r.PathValue("owner"), r.PathValue("repo"))
-	if err != nil {
-		return nil, classify("resolve repository", err)
-	}
-	ok, err := h.opts.Authz.CanRead(ctx, v.p, repo)
-	if err != nil {
-		return nil, classify("authorize read", err)
-	}
-	if !ok {
-		return nil, errNotFound
-	}
-	rv := &repoView{Repo: repo}
-	if v.p != nil {
-		if rv.CanWrite, err = h.opts.Authz.CanWrite(ctx, v.p, repo); err != nil {
-			return nil, classify("authorize write", err)
-		}
-	}
-	// Secret-scanning alerts and scan runs are for those who can act on
-	// them: the tabs show, and the pages open, with write access only
-	// (security).
-	rv.Alerts = h.opts.Alerts != nil && rv.CanWrite
-	rv.Scans = h.opts.Scans != nil && rv.CanWrite
-	return rv, nil
-}
-
-// security resolves {owner}/{repo} for a page of its secret scanning:
-// alerts and scan runs are shown to those who may write the repository,
-// and anyone else gets the page of a missing one, the same 404 as for a
-// repository they may not read. The caller checks repoView.Alerts or
-// Scans, which are set only with write access.
-func (h *Handler) security(r *http.Request, v *visitor) (*repoView, error) {
-	rv, err := h.readable(r, v)
-	if err != nil {
-		return nil, err
-	}
-	if !rv.CanWrite {
-		return nil, errNotFound
-	}
-	return rv, nil
-}
-
-// open materializes a readable repository.
-func (h *Handler) open(r *http.Request, rv *repoView) (gitRepo, error) {
-	dir, err := h.opts.Cache.Materialize(r.Context(), rv.ID)
-	if err != nil {
-		return gitRepo{}, classify("materialize", err)
-	}
-	return gitRepo{run: h.git, dir: dir, timeout: h.opts.GitTimeout}, nil
 }
 
 func shortID(id string) string {
@@ -644,3 +388,5 @@ func pathURL(p string) string {
 	}
 	return strings.Join(segs, "/")
 }
+
+func urlSegment(s string) string { return url.PathEscape(s) }

@@ -1,0 +1,325 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// The code pages of a repository: directories, files, raw downloads,
+// history and single commits, each at a ref or commit.
+
+// crumb is one step of a path.
+type crumb struct{ Name, Path string }
+
+func crumbs(p string) []crumb {
+	if p == "" {
+		return nil
+	}
+	var cs []crumb
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		cs = append(cs, crumb{Name: s, Path: strings.Join(segs[:i+1], "/")})
+	}
+	return cs
+}
+
+// at is a resolved "{ref}/{path}".
+type at struct {
+	Ref    string
+	Commit string
+	Path   string
+	Crumbs []crumb
+}
+
+// locate opens a readable repository and resolves the rest of the path
+// to a ref (or a commit id that a ref reaches) and a path in it. A path
+// with an empty, "." or ".." segment names nothing (git would read
+// "./x" and "../x" relative to a working tree a bare repository does not
+// have): 404.
+func (h *Handler) locate(r *http.Request, v *visitor) (*repoView, gitRepo, at, error) {
+	rv, g, err := h.openReadable(r, v)
+	if err != nil {
+		return nil, gitRepo{}, at{}, err
+	}
+	name, commit, p, err := g.locate(r.Context(), strings.Trim(r.PathValue("rest"), "/"))
+	if err != nil {
+		return nil, gitRepo{}, at{}, err
+	}
+	p = strings.Trim(p, "/")
+	if !cleanPath(p) {
+		return nil, gitRepo{}, at{}, errNotFound
+	}
+	rv.Ref = name
+	return rv, g, at{Ref: name, Commit: commit, Path: p, Crumbs: crumbs(p)}, nil
+}
+
+// switchRefs fills the page's branch and tag switcher: two for-each-ref,
+// a page of each.
+func (h *Handler) switchRefs(ctx context.Context, g gitRepo, rv *repoView, kind string, loc at) error {
+	sw := &switcher{Current: loc.Ref, Kind: kind, Path: loc.Path}
+	var err error
+	if sw.Branches, sw.MoreBranches, err = g.refPage(ctx, "refs/heads", "", refsPage, false); err != nil {
+		return err
+	}
+	if sw.Tags, sw.MoreTags, err = g.refPage(ctx, "refs/tags", "", refsPage, true); err != nil {
+		return err
+	}
+	for _, t := range sw.Tags {
+		if t.Name == loc.Ref {
+			sw.Tag = true
+		}
+	}
+	rv.Switch = sw
+	return nil
+}
+
+// cleanPath reports whether p ("" for the root) is a path in a tree as
+// git stores it: no empty, "." or ".." segment.
+func cleanPath(p string) bool {
+	if p == "" {
+		return true
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Handler) tree(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
+	}
+	entries, more, err := g.lsTree(r.Context(), loc.Commit+":"+loc.Path, h.opts.MaxTreeEntries)
+	if err == nil {
+		err = h.switchRefs(r.Context(), g, rv, "tree", loc)
+	}
+	if err != nil {
+		// A file's path under /tree/ goes to its page.
+		if cf, cerr := g.catFile(r.Context()); cerr == nil {
+			o, ierr := cf.info(loc.Commit + ":" + loc.Path)
+			cf.Close()
+			if ierr == nil && o.Type == "blob" {
+				http.Redirect(w, r, repoURL(rv.Repo)+"/-/blob/"+pathURL(loc.Ref)+"/"+pathURL(loc.Path), http.StatusSeeOther)
+				return nil
+			}
+		}
+		return err
+	}
+	h.show(w, r, v, http.StatusOK, "tree", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: struct {
+		At          at
+		Entries     []entry
+		MoreEntries bool
+		MaxEntries  int
+	}{loc, sortEntries(entries), more, h.opts.MaxTreeEntries}})
+	return nil
+}
+
+func (h *Handler) blob(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
+	}
+	if loc.Path == "" {
+		http.Redirect(w, r, repoURL(rv.Repo)+"/-/tree/"+pathURL(loc.Ref), http.StatusSeeOther)
+		return nil
+	}
+	cf, err := g.catFile(r.Context())
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
+	obj := loc.Commit + ":" + loc.Path
+	o, err := cf.info(obj)
+	if err != nil {
+		return err
+	}
+	if o.Type == "tree" {
+		http.Redirect(w, r, repoURL(rv.Repo)+"/-/tree/"+pathURL(loc.Ref)+"/"+pathURL(loc.Path), http.StatusSeeOther)
+		return nil
+	}
+	if o.Type != "blob" {
+		return errNotFound
+	}
+	if err := h.switchRefs(r.Context(), g, rv, "blob", loc); err != nil {
+		return err
+	}
+	data := struct {
+		At       at
+		Size     int64
+		TooLarge bool
+		Binary   bool
+		Code     any
+	}{At: loc, Size: o.Size}
+	if o.Size > h.opts.MaxBlobBytes {
+		data.TooLarge = true
+	} else {
+		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
+		if err != nil {
+			return err
+		}
+		switch {
+		case isBinary(b):
+			data.Binary = true
+		case o.Size > h.opts.MaxHighlightBytes:
+			data.Code = plain(b)
+		default:
+			data.Code = h.render.highlight(path.Base(loc.Path), b)
+		}
+	}
+	h.show(w, r, v, http.StatusOK, "blob", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: data})
+	return nil
+}
+
+// raw serves a file's bytes. Text is text/plain, anything else a
+// download; the sandbox CSP keeps a served file from running as a page
+// of this origin.
+func (h *Handler) raw(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	_, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
+	}
+	cf, err := g.catFile(r.Context())
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
+	obj := loc.Commit + ":" + loc.Path
+	o, err := cf.info(obj)
+	if err == nil && o.Type != "blob" {
+		err = errNotFound
+	}
+	if err != nil {
+		return err
+	}
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	hd.Set("Cache-Control", "private, no-cache")
+	hd.Set("Content-Length", strconv.FormatInt(o.Size, 10))
+	name := path.Base(loc.Path)
+	if o.Size <= h.opts.MaxBlobBytes {
+		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
+		if err != nil {
+			return err
+		}
+		if !isBinary(b) {
+			hd.Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write(b)
+			return nil
+		}
+		if ct, ok := imageTypes()[strings.ToLower(path.Ext(name))]; ok {
+			hd.Set("Content-Type", ct) // shown inline, for READMEs' images
+		} else {
+			hd.Set("Content-Type", "application/octet-stream")
+			hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+		}
+		_, _ = w.Write(b)
+		return nil
+	}
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+	if _, err := cf.stream(obj, w); err != nil {
+		h.opts.Logger.WarnContext(r.Context(), "web: raw download cut", "path", r.URL.Path, "err", err)
+	}
+	return nil
+}
+
+// imageTypes are the raster images raw serves inline. Not SVG: it is a
+// document that can hold script.
+func imageTypes() map[string]string {
+	return map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
+}
+
+// logPage is the number of commits on a log page.
+const logPage = 50
+
+func (h *Handler) commits(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, loc, err := h.locate(r, v)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if err != nil || n < 1 {
+		n = 1
+	}
+	cs, err := g.log(r.Context(), loc.Commit, loc.Path, (n-1)*logPage, logPage+1)
+	if err != nil {
+		return err
+	}
+	more := len(cs) > logPage
+	if more {
+		cs = cs[:logPage]
+	}
+	if err := h.switchRefs(r.Context(), g, rv, "commits", loc); err != nil {
+		return err
+	}
+	h.show(w, r, v, http.StatusOK, "commits", page{Title: "Commits · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
+		At      at
+		Commits []commit
+		Page    int
+		More    bool
+	}{loc, cs, n, more}})
+	return nil
+}
+
+// diffLine is one line of a patch with its class.
+type diffLine struct{ Class, Text string }
+
+func diffLines(patch string) []diffLine {
+	lines := strings.Split(strings.TrimSuffix(patch, "\n"), "\n")
+	out := make([]diffLine, 0, len(lines))
+	for _, l := range lines {
+		c := ""
+		switch {
+		case strings.HasPrefix(l, "diff --"):
+			c = "file"
+		case strings.HasPrefix(l, "@@"):
+			c = "hunk"
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "index "),
+			strings.HasPrefix(l, "new file"), strings.HasPrefix(l, "deleted file"), strings.HasPrefix(l, "similarity"),
+			strings.HasPrefix(l, "rename "), strings.HasPrefix(l, "Binary files"):
+			c = "meta"
+		case strings.HasPrefix(l, "+"):
+			c = "add"
+		case strings.HasPrefix(l, "-"):
+			c = "del"
+		}
+		out = append(out, diffLine{c, l})
+	}
+	return out
+}
+
+func (h *Handler) commit(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, err := h.openReadable(r, v)
+	if err != nil {
+		return err
+	}
+	id, err := g.commitID(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	d, err := g.show(r.Context(), id, h.opts.MaxDiffBytes)
+	if err != nil {
+		return err
+	}
+	rv.Ref = d.Commit.ID
+	var parents []string
+	if d.Commit.Parents != "" {
+		parents = strings.Fields(d.Commit.Parents)
+	}
+	h.show(w, r, v, http.StatusOK, "commit", page{Title: d.Commit.Subject + " · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
+		Commit    commit
+		Parents   []string
+		Stat      string
+		Lines     []diffLine
+		Truncated bool
+		Limit     int64
+	}{d.Commit, parents, d.Stat, diffLines(d.Patch), d.Truncated, h.opts.MaxDiffBytes}})
+	return nil
+}
