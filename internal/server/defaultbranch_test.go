@@ -7,13 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -142,10 +142,8 @@ func TestDefaultBranch(t *testing.T) {
 	}
 
 	// A push may not delete the default branch; another branch it may.
-	cmd := exec.Command("git", "push", remote(first), ":dev")
-	cmd.Dir, cmd.Env = src, gitEnv(t)
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "deletion of the current branch prohibited") || !strings.Contains(string(out), "--default-branch") {
+	out, err := gittest.Combined(gitEnv(t), src, nil, "push", remote(first), ":dev")
+	if err == nil || !strings.Contains(out, "deletion of the current branch prohibited") || !strings.Contains(out, "--default-branch") {
 		t.Fatalf("deleting the default branch by push: %v\n%s", err, out)
 	}
 	git(t, src, "push", "-q", remote(second), ":main")

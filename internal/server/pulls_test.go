@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -363,13 +362,15 @@ func TestPullMergesAndPushesRace(t *testing.T) {
 	}
 }
 
+// gitErr runs git through gittest in a home that holds no configuration
+// (the test's git ignores the machine's, as every other test's does) and
+// reports a failure rather than failing: it runs on other goroutines.
 func gitErr(dir string, args ...string) (string, error) {
-	cmd := execGit(dir, args...)
-	out, err := cmd.CombinedOutput()
+	out, err := gittest.Combined(gittest.Env(filepath.Join(os.TempDir(), "ghost-pulls-test-home-absent")), dir, nil, args...)
 	if err != nil {
 		return "", fmt.Errorf("git %v: %v\n%s", args, err, out)
 	}
-	return strings.TrimSpace(string(out)), nil
+	return strings.TrimSpace(out), nil
 }
 
 // TestPullAccess checks every pull-request route of the API for an
@@ -485,15 +486,6 @@ func TestPullAccess(t *testing.T) {
 	if code, _ := e.api("POST", "/api/repos/alice/app/pulls", e.tok, map[string]any{"title": "x", "head": "topic", "base": "main", "extra": 1}); code != 400 {
 		t.Errorf("unknown field: %d, want 400", code)
 	}
-}
-
-func execGit(dir string, args ...string) *exec.Cmd {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	// A home that holds no configuration: the test's git ignores the
-	// machine's (gittest.Env), as every other test's does.
-	cmd.Env = gittest.Env(filepath.Join(os.TempDir(), "ghost-pulls-test-home-absent"))
-	return cmd
 }
 
 // A pull request from a fork, through the API: the head's commits reach
