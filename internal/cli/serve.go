@@ -96,7 +96,14 @@ func newServeCmd(env *Env) *cobra.Command {
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
 		}
-		hookOpts, err := hookFlags.options(listen, tlsCert != "")
+		// Bound first, so that what payloads link to is the address
+		// actually served (--listen 127.0.0.1:0 names no port).
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		hookOpts, err := hookFlags.options(ln.Addr().String(), tlsCert != "")
 		if err != nil {
 			return err
 		}
@@ -179,11 +186,6 @@ func newServeCmd(env *Env) *cobra.Command {
 			}
 			scheme = "https"
 		}
-		ln, err := net.Listen("tcp", listen)
-		if err != nil {
-			return err
-		}
-		defer ln.Close()
 		if certs != nil {
 			ln = tls.NewListener(ln, certs.Config())
 		}

@@ -12,7 +12,8 @@
 //	                                (host:port) and $NAME_SSH_PORT
 //	expand FILE...                  replace $VAR and ${VAR} in each file by the
 //	                                script's variables (for ssh_config, known_hosts)
-//	stop NAME                       SIGTERM the server and expect a clean exit
+//	stopserve NAME                  SIGTERM the server and expect a clean exit (not
+//	                                "stop", testscript's own, which ends the script)
 //	stdout2env VAR                  set $VAR to the first line of the last stdout
 //	waitfile FILE                   wait (up to a minute) until FILE exists
 //	grep2env VAR REGEXP FILE        set $VAR to REGEXP's first group in FILE's first match
@@ -26,6 +27,9 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -96,13 +100,14 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"serve":      cmdServe,
-			"stop":       cmdStop,
+			"stopserve":  cmdStop,
 			"stdout2env": cmdStdout2Env,
 			"grep2env":   cmdGrep2Env,
 			"waitfile":   cmdWaitFile,
 			"http":       cmdHTTP,
 			"expand":     cmdExpand,
 			"waitref":    cmdWaitRef,
+			"receiver":   cmdReceiver,
 		},
 	})
 }
@@ -205,7 +210,7 @@ func slicesContainsPrefix(args []string, prefix string) bool {
 
 func cmdStop(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
-		ts.Fatalf("usage: stop NAME")
+		ts.Fatalf("usage: stopserve NAME")
 	}
 	srv := ts.Value(serversKey{}).(*servers)
 	srv.mu.Lock()
@@ -319,4 +324,48 @@ func cmdExpand(ts *testscript.TestScript, neg bool, args []string) {
 		path := ts.MkAbs(f)
 		ts.Check(os.WriteFile(path, []byte(os.Expand(ts.ReadFile(f), ts.Getenv)), 0o644))
 	}
+}
+
+// cmdReceiver starts a webhook receiver on 127.0.0.1 for the rest of the
+// script: "receiver NAME SECRETFILE" sets $NAME to its URL; each delivery
+// is checked as GitHub's receivers check it (X-Hub-Signature-256, the
+// HMAC-SHA256 of the body under the secret), its body written to
+// NAME.d/<event> and a line "<event> <delivery id> signature ok|BAD"
+// appended to NAME.log.
+func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: receiver NAME SECRETFILE")
+	}
+	name := args[0]
+	secret := []byte(strings.TrimSpace(ts.ReadFile(args[1])))
+	dir, logFile := ts.MkAbs(name+".d"), ts.MkAbs(name+".log") // where the script is now
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	var mu sync.Mutex
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body)
+		verdict := "signature BAD"
+		if hmac.Equal([]byte(r.Header.Get("X-Hub-Signature-256")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
+			verdict = "signature ok"
+		}
+		event := r.Header.Get("X-GitHub-Event")
+		if !regexp.MustCompile(`^[a-z_]{1,40}$`).MatchString(event) {
+			event = "unknown"
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "%s %s %s\n", event, r.Header.Get("X-GitHub-Delivery"), verdict)
+			f.Close()
+		}
+		os.WriteFile(filepath.Join(dir, event), body, 0o644)
+		fmt.Fprintln(w, "received")
+	})}
+	go srv.Serve(ln)
+	ts.Defer(func() { srv.Close() })
+	ts.Setenv(name, "http://"+ln.Addr().String()+"/hook")
 }

@@ -68,10 +68,15 @@ type logEvent struct {
 	Hdr   *header
 }
 
-// eventsOf lists the events of the seq whose header is h.
+// eventsOf lists the events of the seq whose header is h. A pull
+// request's refs/pull/<n>/head is the server's to keep, and GitHub sends
+// no event for it: its moves are the pull_request event's synchronize.
 func eventsOf(seq uint64, h *header) []logEvent {
 	var out []logEvent
 	for _, t := range h.Transitions {
+		if strings.HasPrefix(t.Ref, "refs/pull/") {
+			continue
+		}
 		p := webhook.Push{Ref: t.Ref, Before: t.Old, After: t.New}
 		if ev, _, ok, _ := webhook.RefEvent(p); ok {
 			out = append(out, logEvent{Seq: seq, Part: len(out), Event: ev, T: t, Hdr: h})
