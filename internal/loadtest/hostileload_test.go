@@ -368,11 +368,37 @@ func channelFlood(ctx context.Context, d *net.Dialer, addr string, cfg *ssh.Clie
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	gone := make(chan struct{})
+	go func() { c.Wait(); close(gone) }()
+	// openChannel is c.OpenChannel that gives up when the connection is
+	// gone: x/crypto/ssh waits for the answer to an open it sent after
+	// the connection's reader stopped (the server closed it) forever, and
+	// this attacker must end with the test.
+	type opened struct {
+		ch   ssh.Channel
+		reqs <-chan *ssh.Request
+		err  error
+	}
+	openChannel := func() (ssh.Channel, <-chan *ssh.Request, error) {
+		res := make(chan opened, 1)
+		go func() {
+			ch, reqs, err := c.OpenChannel("session", nil)
+			res <- opened{ch, reqs, err}
+		}()
+		select {
+		case o := <-res:
+			return o.ch, o.reqs, o.err
+		case <-gone:
+			return nil, nil, io.EOF
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
 	window := make([]byte, 2<<20)
 	for ctx.Err() == nil {
 		var open []ssh.Channel
 		for range chans {
-			ch, reqs, err := c.OpenChannel("session", nil)
+			ch, reqs, err := openChannel()
 			if _, refused := err.(*ssh.OpenChannelError); refused {
 				count("flood channel refused")
 				continue
