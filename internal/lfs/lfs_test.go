@@ -35,7 +35,8 @@ func (a tableAuth) Authorize(_ context.Context, token, owner, name string) (acce
 	}
 	g := access.Grant{RepoID: id, Tenant: owner, Level: a.levels[token][owner+"/"+name]}
 	if token != "" {
-		g.Principal = strings.TrimSuffix(token, "-token") + " (token " + token + ")"
+		g.Actor = strings.TrimSuffix(token, "-token")
+		g.Principal = g.Actor + " (token " + token + ")"
 	}
 	return g, nil
 }

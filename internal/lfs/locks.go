@@ -62,14 +62,9 @@ var (
 	errTooMany    = fmt.Errorf("a repository holds at most %d locks", MaxLocks)
 )
 
-// ownerName is the caller's tenant: Grant.Principal reads
-// "<tenant> (<credential>)" (meta.Principal.String,
-// docs/adr/0031-push-protection.md), and a lock belongs to
-// the tenant, whichever of its tokens took it.
-func ownerName(g access.Grant) string {
-	name, _, _ := strings.Cut(g.Principal, " (")
-	return name
-}
+// ownerName is the caller's tenant (Grant.Actor): a lock belongs to the
+// tenant, whichever of its tokens took it.
+func ownerName(g access.Grant) string { return g.Actor }
 
 // locks serves /locks, /locks/verify and /locks/<id>/unlock (rest is
 // what follows "locks").
