@@ -32,7 +32,9 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	"url", "secret-file", "events", "insecure-ssl", "inactive", "push",
 	// ghost pr, and the merge settings of ghost repo set
 	"head", "base", "body", "body-file", "method", "sha", "message", "delete-branch", "commits", "files",
-	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge"}
+	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge",
+	// ghost repo protect
+	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it
