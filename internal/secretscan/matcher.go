@@ -63,7 +63,9 @@ type KeywordMatcher struct {
 	// the rule's window around it is matched (nil: every hit opens one).
 	anchors []*anchorCheck
 	kws     []string // keyword index -> keyword
-	pool    sync.Pool
+	// reach bounds, per rule, a whole match: its length and newlines.
+	reach []bounds
+	pool  sync.Pool
 }
 
 type matchScratch struct {
@@ -77,7 +79,7 @@ type span struct{ start, end int }
 // NewKeywordMatcher builds the two-stage matcher for rules.
 func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
 	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules)), whole: make([]bool, len(rules)),
-		anchors: make([]*anchorCheck, len(rules))}
+		anchors: make([]*anchorCheck, len(rules)), reach: make([]bounds, len(rules))}
 	kwIndex := make(map[string]int)
 	var kws []string
 	for i, r := range rules {
@@ -85,6 +87,7 @@ func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
 			continue
 		}
 		m.bounds[i] = ruleBounds(r.Regex.String(), r.Keywords)
+		m.reach[i] = matchReach(r.Regex.String())
 		m.whole[i] = len(r.Keywords) > 0 && !matchHoldsKeyword(r.Regex.String(), r.Keywords)
 		if len(r.Keywords) == 0 {
 			m.noKeyword = append(m.noKeyword, i)
@@ -147,8 +150,31 @@ func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) 
 
 // matchSubset is Match without the rules omit reports (nil: none).
 func (m *KeywordMatcher) matchSubset(content []byte, omit func(rule int) bool, emit func(rule, start, end int)) {
+	m.matchRegions(content, omit, nil, emit)
+}
+
+// matchRegions is matchSubset that, when zone is not nil, runs each
+// rule's regexp only where a match can touch the rule's zone (sorted
+// spans; nil: the whole content) (docs/adr/0120-scanner-speed.md): a
+// keyword window that meets none is dropped, and a rule that runs
+// without windows (no keyword, or a match that need not hold it) runs
+// around the spans instead of over the whole blob. A match that touches
+// no span may or may not be reported.
+func (m *KeywordMatcher) matchRegions(content []byte, omit func(rule int) bool, zone func(rule int) []span, emit func(rule, start, end int)) {
+	var around []span // scratch for the rules run around the spans
+	only := func(r int) []span {
+		if zone == nil {
+			return nil
+		}
+		return zone(r)
+	}
 	for _, r := range m.noKeyword {
 		if omit != nil && omit(r) {
+			continue
+		}
+		if z := only(r); z != nil {
+			around = m.aroundSpans(content, r, z, around[:0])
+			m.findIn(content, r, around, emit)
 			continue
 		}
 		for _, loc := range m.rules[r].Regex.FindAllIndex(content, -1) {
@@ -167,21 +193,57 @@ func (m *KeywordMatcher) matchSubset(content []byte, omit func(rule int) bool, e
 			s.wins[r] = wins[:0]
 			continue
 		}
-		re := m.rules[r].Regex
-		last := -1
-		for _, w := range snapMerge(content, wins) {
-			for _, loc := range re.FindAllIndex(content[w.start:w.end], -1) {
-				st, en := w.start+loc[0], w.start+loc[1]
-				if st < last { // overlaps a match of the previous window
-					continue
+		z := only(r)
+		switch {
+		case z == nil:
+		case m.whole[r]:
+			around = m.aroundSpans(content, r, z, around[:0])
+			wins = append(wins[:0], around...)
+		default:
+			kept := wins[:0]
+			for _, w := range wins {
+				if touches(z, w.start, w.end) {
+					kept = append(kept, w)
 				}
-				last = en
-				emit(r, st, en)
 			}
+			wins = kept
 		}
+		m.findIn(content, r, wins, emit)
 		s.wins[r] = wins[:0]
 	}
 	s.hit = s.hit[:0]
+}
+
+// findIn runs rule r's regexp in the windows wins (sorted), widened to
+// whole lines, dropping a match that overlaps one of the previous window.
+func (m *KeywordMatcher) findIn(content []byte, r int, wins []span, emit func(rule, start, end int)) {
+	re := m.rules[r].Regex
+	last := -1
+	for _, w := range snapMerge(content, wins) {
+		for _, loc := range re.FindAllIndex(content[w.start:w.end], -1) {
+			st, en := w.start+loc[0], w.start+loc[1]
+			if st < last { // overlaps a match of the previous window
+				continue
+			}
+			last = en
+			emit(r, st, en)
+		}
+	}
+}
+
+// aroundSpans appends to dst the windows that hold every match of rule
+// r touching one of the spans: each widened by the rule's whole match
+// length and newlines (m.reach).
+func (m *KeywordMatcher) aroundSpans(content []byte, r int, spans []span, dst []span) []span {
+	for _, sp := range spans {
+		w := m.reach[r].window(content, sp.start, sp.end)
+		if n := len(dst); n > 0 && w.start <= dst[n-1].end {
+			dst[n-1].end = max(dst[n-1].end, w.end)
+			continue
+		}
+		dst = append(dst, w)
+	}
+	return dst
 }
 
 // keywordPass records, per rule, the merged windows around its keyword
@@ -916,4 +978,16 @@ func (a *anchorCheck) window(content []byte, kw string, p int) (span, bool) {
 		w.start, w.end = min(w.start, ws.start), max(w.end, ws.end)
 	}
 	return w, w.start >= 0
+}
+
+// matchReach bounds every match of expr: its length (capped at
+// windowBefore before a point and windowAfter after it) and newlines.
+func matchReach(expr string) bounds {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return bounds{windowBefore, windowAfter, unbounded, unbounded}
+	}
+	re = re.Simplify()
+	l, nl := maxLen(re), maxNewlines(re)
+	return bounds{min(l, windowBefore), min(l, windowAfter), nl, nl}
 }

@@ -29,19 +29,20 @@ func main() {
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile here")
 		out        = flag.String("report-path", "", "write the JSON report here")
 		rev        = flag.String("rev", "", "scan only what this revision reaches (default: every ref)")
+		whole      = flag.Bool("whole-blobs", false, "scan every blob whole, not only where it differs from its base")
 	)
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: scanbench [flags] REPO")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *rev, *workers, *decode, *cpuprofile, *out); err != nil {
+	if err := run(flag.Arg(0), *rev, *whole, *workers, *decode, *cpuprofile, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "scanbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, rev string, workers, decode int, cpuprofile, out string) error {
+func run(dir, rev string, whole bool, workers, decode int, cpuprofile, out string) error {
 	debug.SetGCPercent(50) // as ghost scan
 	if cpuprofile != "" {
 		f, err := os.Create(cpuprofile)
@@ -58,7 +59,7 @@ func run(dir, rev string, workers, decode int, cpuprofile, out string) error {
 	if err != nil {
 		return err
 	}
-	e, err := secretscan.New(cfg, secretscan.Options{Workers: workers, MaxDecodeDepth: decode, MaxBlobSize: -1})
+	e, err := secretscan.New(cfg, secretscan.Options{Workers: workers, MaxDecodeDepth: decode, MaxBlobSize: -1, WholeBlobs: whole})
 	if err != nil {
 		return err
 	}
