@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -204,4 +205,99 @@ func TestRegionScanHistory(t *testing.T) {
 	if rst.BytesChanged*10 > rst.BytesScanned {
 		t.Errorf("changed lines are %d of %d bytes: the scan did not narrow", rst.BytesChanged, rst.BytesScanned)
 	}
+}
+
+// TestRegionScanMergedWindows: where windows around many keyword hits
+// merge into one region (a block of settings, each line a secret), the
+// scan of a blob finds candidates far from its changed line too; only
+// those near it are kept, the others are inherited from the base, and
+// none is reported twice.
+func TestRegionScanMergedWindows(t *testing.T) {
+	h := newHistory(t)
+	var block []string
+	for i := range 40 {
+		block = append(block, fmt.Sprintf("service_%02d_token = %q", i, fmt.Sprintf("Tk%02dq7Vw2Xr9Lm4Np8Zs3Bd6Hj", i)))
+	}
+	h.write("settings.env", strings.Join(block, "\n")+"\n")
+	h.commit("settings")
+	block[0] = "# settings of the services"
+	h.write("settings.env", strings.Join(block, "\n")+"\n")
+	h.commit("a comment on the first line")
+	for _, whole := range []bool{true, false} {
+		cfg, err := DefaultConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(cfg, Options{Workers: 2, WholeBlobs: whole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, a, _ := h.scanAll(e)
+		if len(a.Findings) != 40 {
+			t.Errorf("whole blobs %v: %d findings, want the 40 secrets once each", whole, len(a.Findings))
+		}
+	}
+}
+
+// TestRegionEquivalentOnRepo compares, blob by blob, the candidates of a
+// whole-history scan that matches only changed lines with those of one
+// that matches every blob whole, on a local repository:
+//
+//	GHOST_REGION_REPO=/work/bench/gitleaks.git go test -run TestRegionEquivalentOnRepo ./internal/secretscan/
+//
+// (GHOST_REGION_REV=main scans one branch). It is skipped otherwise:
+// a real history takes minutes.
+func TestRegionEquivalentOnRepo(t *testing.T) {
+	dir := os.Getenv("GHOST_REGION_REPO")
+	if dir == "" {
+		t.Skip("set GHOST_REGION_REPO to a local repository")
+	}
+	var revs []string
+	if r := os.Getenv("GHOST_REGION_REV"); r != "" {
+		revs = []string{r}
+	}
+	cfg, err := DefaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan := func(whole bool) *BlobScan {
+		e, err := New(cfg, Options{MaxDecodeDepth: 5, WholeBlobs: whole, MaxBlobSize: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := e.ScanRevs(context.Background(), Repo{Dir: dir}, revs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs.Close()
+		return bs
+	}
+	w, r := scan(true), scan(false)
+	keys := func(cs []candidate) map[string]int {
+		m := make(map[string]int)
+		for _, c := range cs {
+			if !c.pathOnly {
+				m[fmt.Sprintf("%s %d-%d %q %v", cfg.Rules[c.rule].ID, c.startLine, c.endLine, c.secret, c.tags)]++
+			}
+		}
+		return m
+	}
+	diffs := 0
+	for id := range w.blobs {
+		r.blobs[id] = r.blobs[id]
+	}
+	for id := range r.blobs {
+		kw, kr := keys(w.blobs[id]), keys(r.blobs[id])
+		for k := range kr {
+			kw[k] -= kr[k]
+		}
+		for k, n := range kw {
+			if n != 0 {
+				if diffs++; diffs <= 20 {
+					t.Errorf("blob %s: %+d (whole minus changed lines) %s", id, n, k)
+				}
+			}
+		}
+	}
+	t.Logf("%d blobs with candidates; %d of %d bytes were changed lines", len(r.blobs), r.Stats.BytesChanged, r.Stats.BytesScanned)
 }
