@@ -186,7 +186,7 @@ func (m *KeywordMatcher) matchRegions(content []byte, omit func(rule int) bool, 
 	}
 	s := m.pool.Get().(*matchScratch)
 	defer m.pool.Put(s)
-	m.keywordPass(content, s)
+	m.keywordPass(content, s, zone)
 	for _, r := range s.hit {
 		wins := s.wins[r]
 		if omit != nil && omit(r) {
@@ -250,8 +250,9 @@ func (m *KeywordMatcher) aroundSpans(content []byte, r int, spans []span, dst []
 // hits. The blob is lower-cased chunk by chunk (ASCII only: keywords are
 // compared as gitleaks does after strings.ToLower, and its keywords are
 // ASCII); consecutive chunks overlap by maxKW-1 bytes so a keyword across
-// a chunk border is seen once.
-func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
+// a chunk border is seen once. With zone set, a hit whose rule's window
+// cannot reach the rule's zone is dropped before its anchor is checked.
+func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch, zone func(rule int) []span) {
 	overlap := m.maxKW - 1
 	for off := 0; off < len(content); {
 		end := min(off+acChunk, len(content))
@@ -270,6 +271,13 @@ func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
 						s.wins[r] = append(ws, span{0, len(content)})
 					}
 					continue
+				}
+				if zone != nil {
+					if z := zone(r); z != nil {
+						if w := m.bounds[r].window(content, p, q); !touches(z, w.start, w.end) {
+							continue
+						}
+					}
 				}
 				var w span
 				if a := m.anchors[r]; a != nil {

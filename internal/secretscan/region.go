@@ -397,7 +397,7 @@ func (e *Engine) scanChanged(content []byte, skip uint64, changed []span) []cand
 		// Decoding only near the changed lines: a decoded match is
 		// placed on its encoded text, which must touch them, and it
 		// reaches at most decodeContext lines from it (matchNear).
-		for _, r := range widenLines(content, changed, decodeContext+1+maxZoneLines) {
+		for _, r := range widenLines(content, changed, decodeContext+1+e.maxReach) {
 			text := content[r.start:r.end]
 			if !codec.MayHoldEncoded(text) {
 				continue

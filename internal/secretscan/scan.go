@@ -85,6 +85,8 @@ type Engine struct {
 	// when it cannot be bounded): how far from a changed line a match
 	// may be changed too (docs/adr/0120-scanner-speed.md).
 	lineReach []int
+	// maxReach is the largest lineReach of at most maxZoneLines.
+	maxReach int
 }
 
 // New builds an Engine for cfg.
@@ -119,6 +121,9 @@ func New(cfg *Config, opts Options) (*Engine, error) {
 		e.lineReach[i] = unbounded
 		if r.Regex != nil {
 			e.lineReach[i] = matchReach(r.Regex.String()).nlAfter
+		}
+		if e.lineReach[i] <= maxZoneLines {
+			e.maxReach = max(e.maxReach, e.lineReach[i])
 		}
 	}
 	return e, nil
