@@ -57,9 +57,14 @@ func (r Repo) command(ctx context.Context, args ...string) *gitexec.Cmd {
 // enough that deep delta chains are not inflated again and again, and
 // pack windows mapped a few at a time, so that the pages a process has
 // read of a large pack do not all stay resident
-// (docs/adr/0036-scanner-on-real-histories.md, "Feeding git").
+// (docs/adr/0036-scanner-on-real-histories.md, "Feeding git"). Since
+// blobs are read a file's versions in a row (chainOrder), a 24 MiB
+// cache costs no more CPU than 96 MiB and halves the reader's RSS; a
+// packedGitLimit below a pack's size makes git map and unmap windows
+// over and over (etcd's 160 MiB pack: 60% more CPU at 48 MiB), so it
+// stays at 128 MiB (measured in docs/adr/0120-scanner-speed.md).
 const (
-	deltaBaseCacheLimit = "96m"
+	deltaBaseCacheLimit = "24m"
 	packedGitWindowSize = "32m"
 	packedGitLimit      = "128m"
 )
