@@ -283,10 +283,14 @@ func TestRegionEquivalentOnRepo(t *testing.T) {
 		return m
 	}
 	diffs := 0
+	ids := make(map[string]bool)
 	for id := range w.blobs {
-		r.blobs[id] = r.blobs[id]
+		ids[id] = true
 	}
 	for id := range r.blobs {
+		ids[id] = true
+	}
+	for id := range ids {
 		kw, kr := keys(w.blobs[id]), keys(r.blobs[id])
 		for k := range kr {
 			kw[k] -= kr[k]
