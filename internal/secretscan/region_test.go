@@ -1,6 +1,7 @@
 package secretscan
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -304,4 +305,33 @@ func TestRegionEquivalentOnRepo(t *testing.T) {
 		}
 	}
 	t.Logf("%d blobs with candidates; %d of %d bytes were changed lines", len(r.blobs), r.Stats.BytesChanged, r.Stats.BytesScanned)
+}
+
+// TestParseDiffTree: the hunks of the wanted pairs, by their index
+// line, out of a diff-tree stream of several commits and files.
+func TestParseDiffTree(t *testing.T) {
+	a, b, c, d := strings.Repeat("a", 40), strings.Repeat("b", 40), strings.Repeat("c", 40), strings.Repeat("d", 40)
+	stream := "1111111111111111111111111111111111111111\n" +
+		"diff --git a/x b/x\nindex " + a + ".." + b + " 100644\n--- a/x\n+++ b/x\n@@ -1,0 +2,2 @@\n+one\n+two\n" +
+		"diff --git a/y b/y\nindex " + c + ".." + d + " 100644\n--- a/y\n+++ b/y\n@@ -3 +3 @@\n-old\n+new\n" +
+		"2222222222222222222222222222222222222222\n" +
+		"diff --git a/z b/z\nindex " + b + ".." + c + " 100644\n--- a/z\n+++ b/z\n@@ -5,0 +9 @@\n+last\n\\ No newline at end of file\n"
+	want := map[[2]string]bool{{a, b}: true, {b, c}: true}
+	out := make(map[[2]string][]hunk)
+	if err := parseDiffTree(bufio.NewReader(strings.NewReader(stream)), want, out); err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(out[[2]string{a, b}], out[[2]string{b, c}])
+	if exp := fmt.Sprint([]hunk{{2, []byte("one\ntwo\n")}}, []hunk{{9, []byte("last")}}); got != exp || len(out) != 2 {
+		t.Errorf("got %d pairs, %s; want 2, %s", len(out), got, exp)
+	}
+}
+
+func FuzzParseDiffTree(f *testing.F) {
+	f.Add("diff --git a/x b/x\nindex aa..bb 100644\n@@ -1 +1,2 @@\n+x\n+y\n")
+	f.Add("@@ bad\nindex ..\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := make(map[[2]string][]hunk)
+		parseDiffTree(bufio.NewReader(strings.NewReader(s)), map[[2]string]bool{{"aa", "bb"}: true}, out)
+	})
 }
