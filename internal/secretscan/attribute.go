@@ -95,6 +95,12 @@ func (s *BlobScan) AttributeAll(ctx context.Context, repo Repo, revArgs []string
 		revArgs = []string{"--all"}
 	}
 	st := &attribution{ctx: ctx, repo: repo, seen: make(map[string]bool), replaced: make(map[string]bool)}
+	if s.log != nil && slices.Equal(revArgs, s.logRevs) {
+		var err error
+		if st.hunks, err = s.prefetchHunks(ctx, repo); err != nil {
+			return nil, err
+		}
+	}
 	fs, err := s.logPass(ctx, repo, revArgs, []string{"--diff-filter=tuxdb"}, st)
 	if err != nil {
 		return nil, err
@@ -133,6 +139,10 @@ type attribution struct {
 	seen     map[string]bool // blobs with candidates some entry added
 	replaced map[string]bool // source blobs of those entries
 	only     map[string]bool // pass 2: the blobs it looks for
+	// hunks holds the added lines of the diffs hunkRules needs, read
+	// ahead in one git diff-tree (prefetchHunks); a pair missing here
+	// is diffed on its own.
+	hunks map[[2]string][]hunk
 }
 
 // logPass runs one git log --raw over revArgs with the diff options opts
@@ -312,9 +322,12 @@ func (s *BlobScan) hunkRules(st *attribution, src, dst string, added []*candidat
 	if len(rules) == 0 {
 		return added, nil
 	}
-	hunks, err := diffHunks(st.ctx, st.repo, src, dst)
-	if err != nil {
-		return nil, err
+	hunks, ok := st.hunks[[2]string{src, dst}]
+	if !ok {
+		var err error
+		if hunks, err = diffHunks(st.ctx, st.repo, src, dst); err != nil {
+			return nil, err
+		}
 	}
 	e := s.e
 	var out []*candidate
@@ -556,4 +569,168 @@ func locationAllowed(a *Allowlist, commit, path string) bool {
 		return (len(a.Commits) == 0 || a.commitAllowed(commit)) && (a.Paths == nil || a.pathAllowed(path))
 	}
 	return a.commitAllowed(commit) || a.pathAllowed(path)
+}
+
+// multiLine reports whether blob id has a candidate over several lines:
+// then hunkRules needs the diffs that replace or add it.
+func (s *BlobScan) multiLine(id string) bool {
+	for _, c := range s.blobs[id] {
+		if !c.pathOnly && c.endLine > c.startLine {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPrefetchPaths bounds the pathspecs given to git diff-tree; beyond
+// it the diffs of whole commits are read.
+const maxPrefetchPaths = 512
+
+// prefetchHunks reads ahead, in one git diff-tree --stdin over the
+// commits of ScanRevs' log, the hunks hunkRules will need: those of the
+// entries of non-merge commits that add a blob with candidates where it
+// or the blob it replaces has a candidate over several lines. One git
+// diff per pair cost about 10 ms of CPU each, most of a scan of
+// gitleaks' own history (docs/adr/0120-scanner-speed.md). Pairs git
+// diff-tree does not show as the log did are diffed on their own later.
+func (s *BlobScan) prefetchHunks(ctx context.Context, repo Repo) (map[[2]string][]hunk, error) {
+	if _, err := s.log.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("secretscan: %w", err)
+	}
+	want := make(map[[2]string]bool)
+	paths := make(map[string]bool)
+	var commits []string
+	br := bufio.NewReaderSize(s.log, 256<<10)
+	var (
+		commit string
+		merge  bool
+		meta   []string
+		want1  int
+		added  bool // commit already listed
+	)
+	for {
+		tok, err := br.ReadString(0)
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("secretscan: read git log: %w", err)
+		}
+		tok = strings.TrimSuffix(tok, "\x00")
+		switch {
+		case want1 > 0:
+			want1--
+			if want1 == 0 && !merge && meta[0] != "160000" && meta[1] != "160000" && meta[2] != zeroOID {
+				src, dst := meta[2], meta[3]
+				if _, ok := s.blobs[dst]; ok && (s.multiLine(src) || s.multiLine(dst)) {
+					want[[2]string{src, dst}] = true
+					paths[tok] = true
+					if !added {
+						commits = append(commits, commit)
+						added = true
+					}
+				}
+			}
+		default:
+			t := strings.TrimLeft(tok, "\n")
+			switch {
+			case strings.HasPrefix(t, "\x01"):
+				h, rest, _ := strings.Cut(strings.TrimPrefix(t, "\x01"), "\x02")
+				parents, _, _ := strings.Cut(rest, "\x02")
+				commit, merge, added = h, strings.Contains(parents, " "), false
+			case strings.HasPrefix(t, ":"):
+				meta = strings.Fields(t[1:])
+				if len(meta) != 5 {
+					return nil, fmt.Errorf("secretscan: git log: unexpected raw entry %q", t)
+				}
+				want1 = 1
+				if c := meta[4][0]; c == 'R' || c == 'C' {
+					want1 = 2
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+	}
+	out := make(map[[2]string][]hunk)
+	if len(commits) == 0 {
+		return out, nil
+	}
+	args := []string{"diff-tree", "--stdin", "-r", "-p", "-U0", "-M", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv"}
+	if len(paths) <= maxPrefetchPaths {
+		args = append(args, "--")
+		for p := range paths {
+			args = append(args, ":(literal)"+p)
+		}
+	}
+	cmd := repo.packBackground(ctx, args...)
+	cmd.Stdin = strings.NewReader(strings.Join(commits, "\n") + "\n")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("secretscan: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("secretscan: start git diff-tree: %w", err)
+	}
+	perr := parseDiffTree(bufio.NewReaderSize(stdout, 256<<10), want, out)
+	if perr != nil {
+		cmd.Process.Kill()
+	}
+	io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	if perr != nil {
+		return nil, perr
+	}
+	if werr != nil {
+		return nil, gitError(cmd, args, werr)
+	}
+	return out, nil
+}
+
+// parseDiffTree splits git diff-tree -p --full-index output into its
+// files and keeps the hunks of the pairs in want ("index src..dst").
+func parseDiffTree(br *bufio.Reader, want map[[2]string]bool, out map[[2]string][]hunk) error {
+	var (
+		sec  bytes.Buffer
+		pair [2]string
+		keep bool
+	)
+	flush := func() error {
+		if keep {
+			hs, err := parseHunks(bufio.NewReader(bytes.NewReader(sec.Bytes())))
+			if err != nil {
+				return err
+			}
+			out[pair] = hs
+		}
+		sec.Reset()
+		keep = false
+		return nil
+	}
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			switch {
+			case bytes.HasPrefix(line, []byte("diff --git ")):
+				if err := flush(); err != nil {
+					return err
+				}
+			case !keep && sec.Len() < 4<<10 && bytes.HasPrefix(line, []byte("index ")):
+				f := strings.Fields(string(line[len("index "):]))
+				if len(f) > 0 {
+					if a, b, ok := strings.Cut(f[0], ".."); ok {
+						pair = [2]string{a, b}
+						keep = want[pair]
+					}
+				}
+			}
+			if keep || sec.Len() < 4<<10 {
+				sec.Write(line)
+			}
+		}
+		if err == io.EOF {
+			return flush()
+		}
+		if err != nil {
+			return fmt.Errorf("secretscan: read git diff-tree: %w", err)
+		}
+	}
 }

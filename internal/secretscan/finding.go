@@ -75,6 +75,11 @@ type Stats struct {
 	// PathSkipped counts the blobs ScanRevs never read: every path the
 	// history adds them at is excluded by the global allowlist.
 	PathSkipped int64
+	// BlobsChanged counts the blobs of BlobsScanned that ScanRevs
+	// matched only around the lines their base lacks, and BytesChanged
+	// the bytes of those lines (docs/adr/0120-scanner-speed.md).
+	BlobsChanged int64
+	BytesChanged int64
 	// Commit and tag objects enumerated and scanned (Options.Messages).
 	Messages        int64
 	MessageBytes    int64

@@ -57,9 +57,14 @@ func (r Repo) command(ctx context.Context, args ...string) *gitexec.Cmd {
 // enough that deep delta chains are not inflated again and again, and
 // pack windows mapped a few at a time, so that the pages a process has
 // read of a large pack do not all stay resident
-// (docs/adr/0036-scanner-on-real-histories.md, "Feeding git").
+// (docs/adr/0036-scanner-on-real-histories.md, "Feeding git"). Since
+// blobs are read a file's versions in a row (chainOrder), a 24 MiB
+// cache costs no more CPU than 96 MiB and halves the reader's RSS; a
+// packedGitLimit below a pack's size makes git map and unmap windows
+// over and over (etcd's 160 MiB pack: 60% more CPU at 48 MiB), so it
+// stays at 128 MiB (measured in docs/adr/0120-scanner-speed.md).
 const (
-	deltaBaseCacheLimit = "96m"
+	deltaBaseCacheLimit = "24m"
 	packedGitWindowSize = "32m"
 	packedGitLimit      = "128m"
 )
@@ -190,11 +195,17 @@ func (e *Engine) ScanRevs(ctx context.Context, repo Repo, revs []string, progres
 		}
 	}
 	var ids strings.Builder
+	bases := make(map[oidKey]oidKey)
 	for _, k := range sortedKeys(h.blobs) {
 		b := h.blobs[k]
 		if b.flags == 0 {
 			s.Stats.PathSkipped++
 			continue
+		}
+		if !e.opts.WholeBlobs && b.baseState == baseOne && b.flags&blobMustScan == 0 {
+			if base := h.blobs[b.base]; base != nil && base.flags != 0 {
+				bases[k] = b.base
+			}
 		}
 		id := hexOID(k)
 		for i, r := range e.pathOut {
@@ -231,6 +242,7 @@ func (e *Engine) ScanRevs(ctx context.Context, repo Repo, revs []string, progres
 	if err := packOrder(ctx, repo, objs); err != nil {
 		return fail(err)
 	}
+	objs, plan := chainOrder(objs, bases)
 	w := bufio.NewWriter(list)
 	for _, o := range objs {
 		w.WriteString(hexOID(o.key))
@@ -242,9 +254,10 @@ func (e *Engine) ScanRevs(ctx context.Context, repo Repo, revs []string, progres
 	if _, err := list.Seek(0, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("secretscan: %w", err))
 	}
-	if err := e.scanList(ctx, repo, list, s, progress, true); err != nil {
+	if err := e.scanList(ctx, repo, list, s, progress, plan); err != nil {
 		return fail(err)
 	}
+	s.inherit(objs, plan)
 	return s, nil
 }
 
@@ -339,7 +352,7 @@ func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progres
 	if _, err := list.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
 	}
-	if err := e.scanList(ctx, repo, list, s, progress, false); err != nil {
+	if err := e.scanList(ctx, repo, list, s, progress, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -568,14 +581,22 @@ type job struct {
 	oid  string
 	typ  string
 	data *[]byte
+	// changed, when region is set, are the spans of data's lines that
+	// its base lacks: only matches touching them are kept.
+	changed []span
+	region  bool
 }
 
 // scanList streams the objects listed in list through one long-lived
 // git cat-file --batch and scans them on e.opts.Workers goroutines. At
-// most 2×Workers+1 objects are in memory at once. wholeHistory selects
-// the pack settings of a whole-history scan (packCommand); otherwise
-// (push protection, scan runs) the reader keeps the small ones below.
-func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc, wholeHistory bool) error {
+// most 2×Workers+1 objects are in memory at once. A plan (ScanRevs',
+// in list order) marks a whole-history scan, with its pack settings
+// (packCommand), and says which blobs are scanned only where they
+// differ from their base; without one (push protection, scan runs)
+// every blob is scanned whole and the reader keeps the small pack
+// settings below.
+func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *BlobScan, progress ProgressFunc, plan *regionPlan) error {
+	wholeHistory := plan != nil
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// git's defaults map up to 8 GiB of pack and cache 96 MiB of delta
@@ -613,6 +634,8 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		binary   atomic.Int64
 		binScan  atomic.Int64
 		messages atomic.Int64
+		changed  atomic.Int64
+		chBytes  atomic.Int64
 	)
 	for range e.opts.Workers {
 		wg.Add(1)
@@ -646,7 +669,17 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 					if isBinary(data) {
 						binScan.Add(1)
 					}
-					if cs := e.scanSkipping(data, s.skipRules[j.oid]); len(cs) > 0 {
+					var cs []candidate
+					if j.region {
+						changed.Add(1)
+						for _, sp := range j.changed {
+							chBytes.Add(int64(sp.end - sp.start))
+						}
+						cs = e.scanChanged(data, s.skipRules[j.oid], j.changed)
+					} else {
+						cs = e.scanSkipping(data, s.skipRules[j.oid])
+					}
+					if len(cs) > 0 {
 						mu.Lock()
 						s.blobs[j.oid] = append(s.blobs[j.oid], cs...)
 						mu.Unlock()
@@ -669,6 +702,7 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 		st := total
 		st.BlobsScanned, st.BytesScanned, st.BinarySkipped = scanned.Load(), sbytes.Load(), binary.Load()
 		st.BinaryScanned, st.MessagesScanned = binScan.Load(), messages.Load()
+		st.BlobsChanged, st.BytesChanged = changed.Load(), chBytes.Load()
 		return st
 	}
 	var lastReport time.Time
@@ -686,7 +720,8 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 
 	readErr := func() error {
 		br := bufio.NewReaderSize(out, 256<<10)
-		for {
+		lines := newLineSets(plan)
+		for pos := 0; ; pos++ {
 			hdr, err := br.ReadString('\n')
 			if err == io.EOF && hdr == "" {
 				return nil
@@ -712,8 +747,12 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 				return fmt.Errorf("secretscan: read object %s: %w", oid, err)
 			}
 			*bp = (*bp)[:size]
+			jb := job{oid: oid, typ: typ, data: bp}
+			if typ == "blob" {
+				jb.changed, jb.region = lines.next(pos, *bp)
+			}
 			select {
-			case jobs <- job{oid: oid, typ: typ, data: bp}:
+			case jobs <- jb:
 			case <-ctx.Done():
 				return ctx.Err()
 			}

@@ -54,6 +54,33 @@ type blobInfo struct {
 	// of the blob; pathOnly likewise for e.pathOut.
 	pathRules, pathOnly uint64
 	path                string // one path, for the object list
+	// base is the blob that every diff entry adding this one replaces,
+	// when baseState is baseOne: the blob is then scanned only where it
+	// differs from base (docs/adr/0120-scanner-speed.md).
+	base      oidKey
+	baseState uint8
+}
+
+// Base states of a blob (blobInfo.baseState).
+const (
+	baseUnset = iota // no entry seen yet
+	baseOne          // every entry replaces the same blob
+	baseNone         // some entry adds it from nothing, from another blob, or as a type change
+)
+
+// noteBase records that an entry adds blob id replacing src (ok false:
+// from nothing — a new file, a type change, a submodule).
+func (h *logState) noteBase(id, src oidKey, ok bool) {
+	b := h.blobs[id]
+	switch {
+	case b == nil:
+	case !ok:
+		b.baseState = baseNone
+	case b.baseState == baseUnset:
+		b.base, b.baseState = src, baseOne
+	case b.baseState == baseOne && b.base != src:
+		b.baseState = baseNone
+	}
 }
 
 // pathVerdict is what a path means for the rules.
@@ -129,9 +156,10 @@ func (e *Engine) readHistory(ctx context.Context, repo Repo, revs []string) (*lo
 func (e *Engine) readEntries(br *bufio.Reader, h *logState) error {
 	cache := make(map[string]pathVerdict)
 	var (
-		dst  oidKey
-		want int // paths still to read for the current entry
-		skip bool
+		dst, src oidKey
+		hasSrc   bool // the entry replaces a blob of the same type
+		want     int  // paths still to read for the current entry
+		skip     bool
 	)
 	for {
 		tok, err := br.ReadString(0)
@@ -147,6 +175,7 @@ func (e *Engine) readEntries(br *bufio.Reader, h *logState) error {
 			want--
 			if want == 0 && !skip {
 				e.addPath(h, dst, tok, cache)
+				h.noteBase(dst, src, hasSrc)
 			}
 		default:
 			tok = strings.TrimLeft(tok, "\n")
@@ -164,6 +193,10 @@ func (e *Engine) readEntries(br *bufio.Reader, h *logState) error {
 			var ok bool
 			dst, ok = keyOf(meta[3])
 			skip = !ok || meta[1] == "160000" || meta[3] == zeroOID
+			// A blob replacing a file's (not a symlink's or a
+			// submodule's) blob, not as a type change.
+			src, hasSrc = keyOf(meta[2])
+			hasSrc = hasSrc && meta[2] != zeroOID && meta[0] != "160000" && meta[0] != "120000" && meta[4][0] != 'T'
 		}
 		if err == io.EOF {
 			return nil

@@ -3,6 +3,7 @@ package secretscan
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -58,6 +59,12 @@ type KeywordMatcher struct {
 	// once a keyword appears anywhere in a blob they run over all of it,
 	// as gitleaks runs every triggered rule over its whole fragment.
 	whole []bool
+	// anchors holds, per rule, the check a keyword hit must pass before
+	// the rule's window around it is matched (nil: every hit opens one).
+	anchors []*anchorCheck
+	kws     []string // keyword index -> keyword
+	// reach bounds, per rule, a whole match: its length and newlines.
+	reach []bounds
 	pool  sync.Pool
 }
 
@@ -71,7 +78,8 @@ type span struct{ start, end int }
 
 // NewKeywordMatcher builds the two-stage matcher for rules.
 func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
-	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules)), whole: make([]bool, len(rules))}
+	m := &KeywordMatcher{rules: rules, bounds: make([]bounds, len(rules)), whole: make([]bool, len(rules)),
+		anchors: make([]*anchorCheck, len(rules)), reach: make([]bounds, len(rules))}
 	kwIndex := make(map[string]int)
 	var kws []string
 	for i, r := range rules {
@@ -79,10 +87,14 @@ func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
 			continue
 		}
 		m.bounds[i] = ruleBounds(r.Regex.String(), r.Keywords)
+		m.reach[i] = matchReach(r.Regex.String())
 		m.whole[i] = len(r.Keywords) > 0 && !matchHoldsKeyword(r.Regex.String(), r.Keywords)
 		if len(r.Keywords) == 0 {
 			m.noKeyword = append(m.noKeyword, i)
 			continue
+		}
+		if !m.whole[i] {
+			m.anchors[i] = newAnchorCheck(r.Regex.String(), r.Keywords)
 		}
 		for _, k := range r.Keywords {
 			if k == "" {
@@ -101,6 +113,7 @@ func NewKeywordMatcher(rules []*Rule) (*KeywordMatcher, error) {
 			}
 		}
 	}
+	m.kws = kws
 	if len(kws) > 0 {
 		ac, err := ahocorasick.NewBuilder().AddStrings(kws).Build()
 		if err != nil {
@@ -137,8 +150,31 @@ func (m *KeywordMatcher) Match(content []byte, emit func(rule, start, end int)) 
 
 // matchSubset is Match without the rules omit reports (nil: none).
 func (m *KeywordMatcher) matchSubset(content []byte, omit func(rule int) bool, emit func(rule, start, end int)) {
+	m.matchRegions(content, omit, nil, emit)
+}
+
+// matchRegions is matchSubset that, when zone is not nil, runs each
+// rule's regexp only where a match can touch the rule's zone (sorted
+// spans; nil: the whole content) (docs/adr/0120-scanner-speed.md): a
+// keyword window that meets none is dropped, and a rule that runs
+// without windows (no keyword, or a match that need not hold it) runs
+// around the spans instead of over the whole blob. A match that touches
+// no span may or may not be reported.
+func (m *KeywordMatcher) matchRegions(content []byte, omit func(rule int) bool, zone func(rule int) []span, emit func(rule, start, end int)) {
+	var around []span // scratch for the rules run around the spans
+	only := func(r int) []span {
+		if zone == nil {
+			return nil
+		}
+		return zone(r)
+	}
 	for _, r := range m.noKeyword {
 		if omit != nil && omit(r) {
+			continue
+		}
+		if z := only(r); z != nil {
+			around = m.aroundSpans(content, r, z, around[:0])
+			m.findIn(content, r, around, emit)
 			continue
 		}
 		for _, loc := range m.rules[r].Regex.FindAllIndex(content, -1) {
@@ -150,36 +186,73 @@ func (m *KeywordMatcher) matchSubset(content []byte, omit func(rule int) bool, e
 	}
 	s := m.pool.Get().(*matchScratch)
 	defer m.pool.Put(s)
-	m.keywordPass(content, s)
+	m.keywordPass(content, s, zone)
 	for _, r := range s.hit {
 		wins := s.wins[r]
 		if omit != nil && omit(r) {
 			s.wins[r] = wins[:0]
 			continue
 		}
-		re := m.rules[r].Regex
-		last := -1
-		for _, w := range snapMerge(content, wins) {
-			for _, loc := range re.FindAllIndex(content[w.start:w.end], -1) {
-				st, en := w.start+loc[0], w.start+loc[1]
-				if st < last { // overlaps a match of the previous window
-					continue
+		z := only(r)
+		switch {
+		case z == nil:
+		case m.whole[r]:
+			around = m.aroundSpans(content, r, z, around[:0])
+			wins = append(wins[:0], around...)
+		default:
+			kept := wins[:0]
+			for _, w := range wins {
+				if touches(z, w.start, w.end) {
+					kept = append(kept, w)
 				}
-				last = en
-				emit(r, st, en)
 			}
+			wins = kept
 		}
+		m.findIn(content, r, wins, emit)
 		s.wins[r] = wins[:0]
 	}
 	s.hit = s.hit[:0]
+}
+
+// findIn runs rule r's regexp in the windows wins (sorted), widened to
+// whole lines, dropping a match that overlaps one of the previous window.
+func (m *KeywordMatcher) findIn(content []byte, r int, wins []span, emit func(rule, start, end int)) {
+	re := m.rules[r].Regex
+	last := -1
+	for _, w := range snapMerge(content, wins) {
+		for _, loc := range re.FindAllIndex(content[w.start:w.end], -1) {
+			st, en := w.start+loc[0], w.start+loc[1]
+			if st < last { // overlaps a match of the previous window
+				continue
+			}
+			last = en
+			emit(r, st, en)
+		}
+	}
+}
+
+// aroundSpans appends to dst the windows that hold every match of rule
+// r touching one of the spans: each widened by the rule's whole match
+// length and newlines (m.reach).
+func (m *KeywordMatcher) aroundSpans(content []byte, r int, spans []span, dst []span) []span {
+	for _, sp := range spans {
+		w := m.reach[r].window(content, sp.start, sp.end)
+		if n := len(dst); n > 0 && w.start <= dst[n-1].end {
+			dst[n-1].end = max(dst[n-1].end, w.end)
+			continue
+		}
+		dst = append(dst, w)
+	}
+	return dst
 }
 
 // keywordPass records, per rule, the merged windows around its keyword
 // hits. The blob is lower-cased chunk by chunk (ASCII only: keywords are
 // compared as gitleaks does after strings.ToLower, and its keywords are
 // ASCII); consecutive chunks overlap by maxKW-1 bytes so a keyword across
-// a chunk border is seen once.
-func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
+// a chunk border is seen once. With zone set, a hit whose rule's window
+// cannot reach the rule's zone is dropped before its anchor is checked.
+func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch, zone func(rule int) []span) {
 	overlap := m.maxKW - 1
 	for off := 0; off < len(content); {
 		end := min(off+acChunk, len(content))
@@ -199,7 +272,22 @@ func (m *KeywordMatcher) keywordPass(content []byte, s *matchScratch) {
 					}
 					continue
 				}
-				w := m.bounds[r].window(content, p, q)
+				if zone != nil {
+					if z := zone(r); z != nil {
+						if w := m.bounds[r].window(content, p, q); !touches(z, w.start, w.end) {
+							continue
+						}
+					}
+				}
+				var w span
+				if a := m.anchors[r]; a != nil {
+					var ok bool
+					if w, ok = a.window(content, m.kws[h.PatternID], p); !ok {
+						continue
+					}
+				} else {
+					w = m.bounds[r].window(content, p, q)
+				}
 				if len(ws) == 0 {
 					s.hit = append(s.hit, r)
 				}
@@ -681,4 +769,233 @@ func maxLen(re *syntax.Regexp) int {
 	default: // empty match, anchors, word boundaries
 		return 0
 	}
+}
+
+// anchorCheck is the test that a keyword hit of a rule must pass before
+// the rule's regexp runs in a window around it
+// (docs/adr/0120-scanner-speed.md). It applies to a rule whose regexp is
+// a concatenation with an anchor: a part every match of which starts
+// with one of a finite set of strings, each holding one of the rule's
+// keywords (generic-api-key's access|auth|api|…|token, vault's hvs.|s.).
+// A match containing the hit then passes through the anchor, starting a
+// known distance before the hit, and from there the anchor and what
+// follows it (the tail) match. A prefix of the tail (the gate: the
+// parts that fit in maxGate bytes, the next one cut short) is cheap to
+// try on the few dozen bytes after the hit, where Go's backtracker is
+// fast, and most hits of "key" or "token" in code are not followed by
+// an assignment of a long value; the whole regexp over the lines around
+// the hit is what costs (generic-api-key's lazy [\w.-]{0,50}? keeps
+// fifty NFA threads alive at every byte). The gate's longest match also
+// bounds the window's end: what follows it is at most restLen bytes and
+// restNL newlines long.
+type anchorCheck struct {
+	// offsets maps a keyword to the distances, in bytes, from where the
+	// anchor may start to where the keyword is found in it.
+	offsets map[string][]int
+	// before bounds the bytes (and newlines) of a match before its anchor.
+	before, nlBefore int
+	// gate and gateCtx match a prefix of every match of the tail,
+	// \A-anchored and leftmost-longest, at most gateLen bytes long;
+	// gateCtx runs after one byte of context, (?s:.), so that \b and ^
+	// at the anchor see the byte before it.
+	gate, gateCtx *regexp.Regexp
+	gateLen       int
+	// restLen and restNL bound what a match holds after the gate's match:
+	// bytes (capped at windowAfter) and newlines.
+	restLen, restNL int
+}
+
+// maxGate bounds the length of what an anchor's gate matches.
+const maxGate = 512
+
+// newAnchorCheck builds the check of a rule, or returns nil when its
+// regexp has no anchor.
+func newAnchorCheck(expr string, keywords []string) *anchorCheck {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	if re.Op != syntax.OpConcat {
+		return nil
+	}
+	for k, sub := range re.Sub {
+		prefixes := analyze(sub, keywords).prefix
+		if !allHoldKeyword(prefixes, keywords) {
+			continue
+		}
+		a := &anchorCheck{offsets: anchorOffsets(prefixes, keywords)}
+		for _, s := range re.Sub[:k] {
+			a.before = min(unbounded, a.before+maxLen(s))
+			a.nlBefore = min(unbounded, a.nlBefore+maxNewlines(s))
+		}
+		a.before = min(a.before, windowBefore)
+		// The gate: whole parts while they fit, then a cut of the next.
+		gate := &syntax.Regexp{Op: syntax.OpConcat}
+		j, n := k, 0
+		for ; j < len(re.Sub) && n+maxLen(re.Sub[j]) <= maxGate; j++ {
+			gate.Sub = append(gate.Sub, re.Sub[j])
+			n += maxLen(re.Sub[j])
+		}
+		if j == k {
+			return nil // the anchor alone is too long to try cheaply
+		}
+		if j < len(re.Sub) {
+			if c := cutPrefix(re.Sub[j], maxGate-n); c != nil {
+				gate.Sub = append(gate.Sub, c)
+			}
+		}
+		for _, s := range re.Sub[j:] {
+			a.restLen = min(unbounded, a.restLen+maxLen(s))
+			a.restNL = min(unbounded, a.restNL+maxNewlines(s))
+		}
+		a.restLen = min(a.restLen, windowAfter)
+		a.gateLen = maxLen(gate)
+		if a.gate, err = regexp.Compile(`\A(?:` + gate.String() + `)`); err != nil {
+			return nil
+		}
+		if a.gateCtx, err = regexp.Compile(`\A(?s:.)(?:` + gate.String() + `)`); err != nil {
+			return nil
+		}
+		a.gate.Longest()
+		a.gateCtx.Longest()
+		return a
+	}
+	return nil
+}
+
+// anchorOffsets maps each keyword to the byte distances from the start
+// of an anchor string (prefixes, lower-cased) to the keyword in it.
+func anchorOffsets(prefixes, keywords []string) map[string][]int {
+	out := make(map[string][]int)
+	for _, kw := range keywords {
+		var offs []int
+		for _, l := range prefixes {
+			for i := 0; ; {
+				j := strings.Index(l[i:], kw)
+				if j < 0 {
+					break
+				}
+				o := i + j
+				// A case-folded k or s before the keyword may be the
+				// Kelvin sign (3 bytes) or the long s (2 bytes).
+				extra := 2*strings.Count(l[:o], "k") + strings.Count(l[:o], "s")
+				for d := o; d <= o+extra; d++ {
+					if !slices.Contains(offs, d) {
+						offs = append(offs, d)
+					}
+				}
+				i = o + 1
+			}
+		}
+		if len(offs) > 0 {
+			out[kw] = offs
+		}
+	}
+	return out
+}
+
+// cutPrefix returns a regexp of at most limit bytes (maxLen) that
+// matches a prefix of every match of re: re itself when it fits; else
+// x{n,m} and x+ cut to x{n} and x, an alternation cut branch by branch,
+// a concatenation kept whole while it fits and cut at the first part
+// that does not. nil when nothing fits.
+func cutPrefix(re *syntax.Regexp, limit int) *syntax.Regexp {
+	if maxLen(re) <= limit {
+		return re
+	}
+	switch re.Op {
+	case syntax.OpCapture:
+		return cutPrefix(re.Sub[0], limit)
+	case syntax.OpPlus:
+		if maxLen(re.Sub[0]) <= limit {
+			return re.Sub[0]
+		}
+	case syntax.OpRepeat:
+		if l := maxLen(re.Sub[0]); re.Min > 0 && l < unbounded && re.Min*l <= limit {
+			return &syntax.Regexp{Op: syntax.OpRepeat, Flags: re.Flags, Min: re.Min, Max: re.Min, Sub: re.Sub[:1]}
+		}
+	case syntax.OpAlternate:
+		out := &syntax.Regexp{Op: syntax.OpAlternate, Flags: re.Flags}
+		for _, sub := range re.Sub {
+			c := cutPrefix(sub, limit)
+			if c == nil {
+				return nil
+			}
+			out.Sub = append(out.Sub, c)
+		}
+		return out
+	case syntax.OpConcat:
+		out := &syntax.Regexp{Op: syntax.OpConcat, Flags: re.Flags}
+		n := 0
+		for _, sub := range re.Sub {
+			if l := maxLen(sub); n+l <= limit {
+				out.Sub = append(out.Sub, sub)
+				n += l
+				continue
+			}
+			if c := cutPrefix(sub, limit-n); c != nil {
+				out.Sub = append(out.Sub, c)
+			}
+			break
+		}
+		if len(out.Sub) == 0 {
+			return nil
+		}
+		return out
+	}
+	return nil
+}
+
+// window returns the span that holds every match containing the hit of
+// keyword kw at p, and false when no match can contain it.
+func (a *anchorCheck) window(content []byte, kw string, p int) (span, bool) {
+	w := span{start: -1}
+	for _, o := range a.offsets[kw] {
+		s := p - o
+		if s < 0 {
+			continue
+		}
+		// A few bytes past the gate's longest match let \b and $ see
+		// the next character.
+		end := min(len(content), s+a.gateLen+utf8.UTFMax)
+		var n int
+		if s == 0 {
+			loc := a.gate.FindIndex(content[:end])
+			if loc == nil {
+				continue
+			}
+			n = loc[1]
+		} else {
+			loc := a.gateCtx.FindIndex(content[s-1 : end])
+			if loc == nil {
+				continue
+			}
+			n = loc[1] - 1
+		}
+		// The match ends at most restLen bytes and restNL newlines past
+		// the gate's longest match.
+		b := bounds{before: a.before, after: a.restLen, nlBefore: a.nlBefore, nlAfter: a.restNL}
+		ws := b.window(content, s, s+n)
+		if w.start < 0 {
+			w = ws
+			continue
+		}
+		w.start, w.end = min(w.start, ws.start), max(w.end, ws.end)
+	}
+	return w, w.start >= 0
+}
+
+// matchReach bounds every match of expr: its length (capped at
+// windowBefore before a point and windowAfter after it) and newlines.
+func matchReach(expr string) bounds {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return bounds{windowBefore, windowAfter, unbounded, unbounded}
+	}
+	re = re.Simplify()
+	l, nl := maxLen(re), maxNewlines(re)
+	return bounds{min(l, windowBefore), min(l, windowAfter), nl, nl}
 }

@@ -54,6 +54,12 @@ type Options struct {
 	// scanned like any other blob, so that a NUL byte cannot hide a
 	// secret (docs/adr/0035-binary-blobs.md).
 	SkipBinary bool
+	// WholeBlobs scans every blob of a whole-history scan in full. By
+	// default a blob that every commit adding it derives from the same
+	// already-scanned blob (its base) is scanned only around the lines
+	// its base lacks (docs/adr/0120-scanner-speed.md); this is the
+	// reference that scan is measured and tested against.
+	WholeBlobs bool
 	// Messages also scans the commit and tag objects given to
 	// ScanObjects or reached by ScanRepo: their headers and messages
 	// (BlobScan.MessageFindings). The server's scans set it; ghost scan,
@@ -75,6 +81,12 @@ type Engine struct {
 	pathRules    []int
 	pathBit      []uint64
 	allPathRules uint64
+	// lineReach bounds, per rule, the newlines a match holds (unbounded
+	// when it cannot be bounded): how far from a changed line a match
+	// may be changed too (docs/adr/0120-scanner-speed.md).
+	lineReach []int
+	// maxReach is the largest lineReach of at most maxZoneLines.
+	maxReach int
 }
 
 // New builds an Engine for cfg.
@@ -94,6 +106,7 @@ func New(cfg *Config, opts Options) (*Engine, error) {
 		e.m = km
 	}
 	e.generic = make([]bool, len(cfg.Rules))
+	e.lineReach = make([]int, len(cfg.Rules))
 	e.pathBit = make([]uint64, len(cfg.Rules))
 	for i, r := range cfg.Rules {
 		if r.Regex == nil && r.Path != nil && !r.SkipReport {
@@ -105,6 +118,13 @@ func New(cfg *Config, opts Options) (*Engine, error) {
 			e.pathRules = append(e.pathRules, i)
 		}
 		e.generic[i] = strings.Contains(strings.ToLower(r.ID), "generic")
+		e.lineReach[i] = unbounded
+		if r.Regex != nil {
+			e.lineReach[i] = matchReach(r.Regex.String()).nlAfter
+		}
+		if e.lineReach[i] <= maxZoneLines {
+			e.maxReach = max(e.maxReach, e.lineReach[i])
+		}
 	}
 	return e, nil
 }
@@ -228,13 +248,20 @@ func markNoEOL(cs []candidate, content []byte) {
 // match the decoded text, keep the matches that overlap a decoded
 // segment, and place them at the encoded text's position in the blob.
 func (e *Engine) scanDecoded(m matchFunc, content []byte, li *lineIndex) []candidate {
+	return e.scanDecodedAt(m, content, li, span{0, len(content)}, nil)
+}
+
+// scanDecodedAt is scanDecoded over the lines r of content; with keep
+// set, it keeps only the candidates whose encoded text it keeps.
+func (e *Engine) scanDecodedAt(m matchFunc, content []byte, li *lineIndex, r span, keep func(rule, start, end int) bool) []candidate {
 	var out []candidate
 	dec := codec.NewDecoder()
 	// Read-only views, not copies: blobs run to megabytes and each depth
 	// makes a new text. content is not modified while this runs (the
 	// worker owns it), the codec only reads its input, and Match only
 	// reads its content.
-	raw := unsafe.String(unsafe.SliceData(content), len(content))
+	region := content[r.start:r.end]
+	raw := unsafe.String(unsafe.SliceData(region), len(region))
 	var segs []*codec.EncodedSegment
 	for depth := 1; depth <= e.opts.MaxDecodeDepth; depth++ {
 		if raw, segs = dec.Decode(raw, segs); len(segs) == 0 {
@@ -248,7 +275,11 @@ func (e *Engine) scanDecoded(m matchFunc, content []byte, li *lineIndex) []candi
 			}
 			secret := strings.Trim(raw[start:end], "\n")
 			loc := codec.AdjustMatchIndex(over, []int{start, end})
-			if loc[0] < 0 || loc[1] > len(content) || loc[0] > loc[1] {
+			if loc[0] < 0 || loc[1] > len(region) || loc[0] > loc[1] {
+				return
+			}
+			loc[0], loc[1] = loc[0]+r.start, loc[1]+r.start
+			if keep != nil && !keep(ri, loc[0], loc[1]) {
 				return
 			}
 			if c, ok := e.candidate(content, li, ri, loc[0], loc[1], secret, codec.CurrentLine(over, raw), codec.Tags(over)); ok {

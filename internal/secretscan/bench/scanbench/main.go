@@ -5,6 +5,7 @@
 // docs/adr/0036-scanner-on-real-histories.md; it fetches nothing.
 //
 //	go run ./internal/secretscan/bench/scanbench -cpuprofile cpu.out /work/bench/gitleaks.git
+//	go run ./internal/secretscan/bench/scanbench -rev main -cpuprofile cpu.out /work/bench/trufflehog.git
 package main
 
 import (
@@ -27,19 +28,21 @@ func main() {
 		decode     = flag.Int("max-decode-depth", 5, "decoding passes, 0 for none")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile here")
 		out        = flag.String("report-path", "", "write the JSON report here")
+		rev        = flag.String("rev", "", "scan only what this revision reaches (default: every ref)")
+		whole      = flag.Bool("whole-blobs", false, "scan every blob whole, not only where it differs from its base")
 	)
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: scanbench [flags] REPO")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *workers, *decode, *cpuprofile, *out); err != nil {
+	if err := run(flag.Arg(0), *rev, *whole, *workers, *decode, *cpuprofile, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "scanbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, workers, decode int, cpuprofile, out string) error {
+func run(dir, rev string, whole bool, workers, decode int, cpuprofile, out string) error {
 	debug.SetGCPercent(50) // as ghost scan
 	if cpuprofile != "" {
 		f, err := os.Create(cpuprofile)
@@ -56,20 +59,24 @@ func run(dir string, workers, decode int, cpuprofile, out string) error {
 	if err != nil {
 		return err
 	}
-	e, err := secretscan.New(cfg, secretscan.Options{Workers: workers, MaxDecodeDepth: decode, MaxBlobSize: -1})
+	e, err := secretscan.New(cfg, secretscan.Options{Workers: workers, MaxDecodeDepth: decode, MaxBlobSize: -1, WholeBlobs: whole})
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	repo := secretscan.Repo{Dir: dir}
 	t0 := time.Now()
-	bs, err := e.ScanRepo(ctx, repo, nil)
+	var revs []string // nil: every ref
+	if rev != "" {
+		revs = []string{rev}
+	}
+	bs, err := e.ScanRevs(ctx, repo, revs, nil)
 	if err != nil {
 		return err
 	}
 	defer bs.Close()
 	t1 := time.Now()
-	fs, err := bs.Attribute(ctx, repo, nil)
+	fs, err := bs.Attribute(ctx, repo, revs)
 	if err != nil {
 		return err
 	}
