@@ -169,6 +169,7 @@ type Server struct {
 	dispatcher  *hooks.Dispatcher
 	boards      *boards
 	webhookOpts WebhookOptions
+	lfsTokens   *lfs.Tokens
 
 	// bg carries the push-run starts, which outlive their request; Close
 	// cancels it and waits for them.
@@ -388,7 +389,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.afterCommitHooks(req, res)
 		s.pullsAfterCommit(req, res)
 	}
-	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: auth, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
+	// The LFS tokens minted over SSH (docs/adr/0124-lfs-over-ssh.md).
+	if s.lfsTokens, err = lfs.LoadTokens(ctx, opts.Store); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: lfsAuth{Authorizer: auth, meta: metaAuth{s.meta}, tokens: s.lfsTokens}, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
@@ -19,13 +20,17 @@ import (
 // §7.4) and the same gitsvc.Service, in its full-duplex flavour
 // (docs/design.md §6.6). SSHServer serves it.
 func (s *Server) SSHGitService() sshd.GitService {
-	return sshGit{auth: metaAuth{s.meta}, svc: s.git, tracer: s.opts.Tracer}
+	return sshGit{auth: metaAuth{s.meta}, svc: s.git, tracer: s.opts.Tracer, lfsTokens: s.lfsTokens, baseURL: s.webhookOpts.BaseURL}
 }
 
 type sshGit struct {
 	auth   metaAuth
 	svc    *gitsvc.Service
 	tracer trace.Tracer
+	// lfsTokens mints git-lfs-authenticate's tokens for the Batch API at
+	// baseURL, the server's public HTTP URL.
+	lfsTokens *lfs.Tokens
+	baseURL   string
 }
 
 func (g sshGit) UploadPack(ctx context.Context, req sshd.Request) error {
@@ -56,26 +61,9 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 		}
 		span.End()
 	}()
-	anonymous := req.Principal == nil
-	var acc access.Grant
-	if !(write && anonymous) {
-		acc, err = g.auth.grant(ctx, req.Principal, req.Owner, req.Repo)
-		switch {
-		case errors.Is(err, access.ErrNotFound):
-			acc = access.Grant{} // decided as None, like a private repository
-		case err != nil:
-			return err // a storage outage wraps meta.ErrUnavailable
-		}
-	}
-	// SSH has no credential prompt: an anonymous read of what it may
-	// not read is not found, an anonymous push unauthenticated.
-	switch err := access.Decide(acc.Level, anonymous, write); {
-	case errors.Is(err, access.ErrUnauthenticated) && write:
-		return meta.ErrUnauthenticated
-	case errors.Is(err, access.ErrForbidden):
-		return meta.ErrForbidden
-	case err != nil:
-		return meta.ErrNotFound
+	acc, err := g.authorize(ctx, req, write)
+	if err != nil {
+		return err
 	}
 	gr := gitsvc.GrantRequest(acc)
 	gr.Body, gr.Out, gr.GitProtocol, gr.Stream = req.Stdin, req.Stdout, req.GitProtocol, true
@@ -88,4 +76,32 @@ func (g sshGit) run(ctx context.Context, req sshd.Request, write bool, serve fun
 		return fmt.Errorf("%w: %s", sshd.ErrRefused, e.Msg)
 	}
 	return err
+}
+
+// authorize decides req for reading or writing as HTTP does, in the
+// words sshd tells its clients.
+func (g sshGit) authorize(ctx context.Context, req sshd.Request, write bool) (access.Grant, error) {
+	anonymous := req.Principal == nil
+	var acc access.Grant
+	if !(write && anonymous) {
+		var err error
+		acc, err = g.auth.grant(ctx, req.Principal, req.Owner, req.Repo)
+		switch {
+		case errors.Is(err, access.ErrNotFound):
+			acc = access.Grant{} // decided as None, like a private repository
+		case err != nil:
+			return access.Grant{}, err // a storage outage wraps meta.ErrUnavailable
+		}
+	}
+	// SSH has no credential prompt: an anonymous read of what it may
+	// not read is not found, an anonymous push unauthenticated.
+	switch err := access.Decide(acc.Level, anonymous, write); {
+	case errors.Is(err, access.ErrUnauthenticated) && write:
+		return access.Grant{}, meta.ErrUnauthenticated
+	case errors.Is(err, access.ErrForbidden):
+		return access.Grant{}, meta.ErrForbidden
+	case err != nil:
+		return access.Grant{}, meta.ErrNotFound
+	}
+	return acc, nil
 }

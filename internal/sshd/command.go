@@ -16,6 +16,10 @@ const (
 	UploadPack    Service = "git-upload-pack"    // fetch and clone
 	ReceivePack   Service = "git-receive-pack"   // push
 	UploadArchive Service = "git-upload-archive" // git archive --remote
+	// LFSAuthenticate is Git LFS's "git-lfs-authenticate <repo>
+	// <operation>": it answers the Batch API's URL and a token for it
+	// (docs/adr/0124-lfs-over-ssh.md).
+	LFSAuthenticate Service = "git-lfs-authenticate"
 )
 
 // Command is a parsed exec request: which service, on which repository.
@@ -23,6 +27,8 @@ type Command struct {
 	Service Service
 	Owner   string // as the client wrote it; meta lookups ignore case
 	Repo    string // without a ".git" suffix
+	// Operation is git-lfs-authenticate's: "download" or "upload".
+	Operation string
 }
 
 // ErrBadCommand reports an exec request that is not one of the git
@@ -58,10 +64,21 @@ func ParseCommand(line string) (Command, error) {
 		name = "git-" + sub
 	}
 	svc := Service(name)
+	op := ""
 	switch svc {
 	case UploadPack, ReceivePack, UploadArchive:
+	case LFSAuthenticate:
+		// "<path> <operation>": the path as the others', quoted or bare.
+		i := strings.LastIndexByte(arg, ' ')
+		if i < 0 {
+			return Command{}, fmt.Errorf("%w: %s: want a repository and download or upload", ErrBadCommand, svc)
+		}
+		arg, op = strings.TrimRight(arg[:i], " "), arg[i+1:]
+		if op != "download" && op != "upload" {
+			return Command{}, fmt.Errorf("%w: %s: operation %q, want download or upload", ErrBadCommand, svc, firstWord(op))
+		}
 	default:
-		return Command{}, fmt.Errorf("%w: ghost runs only git-upload-pack, git-receive-pack and git-upload-archive, not %q", ErrBadCommand, firstWord(line))
+		return Command{}, fmt.Errorf("%w: ghost runs only git-upload-pack, git-receive-pack, git-upload-archive and git-lfs-authenticate, not %q", ErrBadCommand, firstWord(line))
 	}
 	path, err := unquote(arg)
 	if err != nil {
@@ -71,7 +88,7 @@ func ParseCommand(line string) (Command, error) {
 	if err != nil {
 		return Command{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
-	return Command{Service: svc, Owner: owner, Repo: repo}, nil
+	return Command{Service: svc, Owner: owner, Repo: repo, Operation: op}, nil
 }
 
 // firstWord names the refused command without echoing a whole line.

@@ -14,18 +14,27 @@ func TestParseCommand(t *testing.T) {
 		want Command // zero: refused
 	}{
 		// What git sends: ssh://host/alice/x.git and alice/x (scp-like).
-		{"git-upload-pack '/alice/x.git'", Command{UploadPack, "alice", "x"}},
-		{"git-upload-pack 'alice/x.git'", Command{UploadPack, "alice", "x"}},
-		{"git-receive-pack '/Alice/X'", Command{ReceivePack, "Alice", "X"}},
-		{"git-upload-archive 'alice/x.git'", Command{UploadArchive, "alice", "x"}},
-		{"git-upload-pack '/alice/x.git/'", Command{UploadPack, "alice", "x"}},
-		{"git upload-pack 'alice/x.git'", Command{UploadPack, "alice", "x"}},
-		{"git receive-pack '/alice/x.git'", Command{ReceivePack, "alice", "x"}},
-		{"git-upload-pack alice/x.git", Command{UploadPack, "alice", "x"}},
-		{"git-upload-pack '/alice/'x.git", Command{UploadPack, "alice", "x"}},
-		{`git-upload-pack /alice/x\.git`, Command{UploadPack, "alice", "x"}},
-		{"git-upload-pack '/alice/x.GIT'", Command{UploadPack, "alice", "x"}},
+		{"git-upload-pack '/alice/x.git'", Command{UploadPack, "alice", "x", ""}},
+		{"git-upload-pack 'alice/x.git'", Command{UploadPack, "alice", "x", ""}},
+		{"git-receive-pack '/Alice/X'", Command{ReceivePack, "Alice", "X", ""}},
+		{"git-upload-archive 'alice/x.git'", Command{UploadArchive, "alice", "x", ""}},
+		{"git-upload-pack '/alice/x.git/'", Command{UploadPack, "alice", "x", ""}},
+		{"git upload-pack 'alice/x.git'", Command{UploadPack, "alice", "x", ""}},
+		{"git receive-pack '/alice/x.git'", Command{ReceivePack, "alice", "x", ""}},
+		{"git-upload-pack alice/x.git", Command{UploadPack, "alice", "x", ""}},
+		{"git-upload-pack '/alice/'x.git", Command{UploadPack, "alice", "x", ""}},
+		{`git-upload-pack /alice/x\.git`, Command{UploadPack, "alice", "x", ""}},
+		{"git-upload-pack '/alice/x.GIT'", Command{UploadPack, "alice", "x", ""}},
 		{"git-upload-pack '/alice/x.git.git'", Command{}}, // one suffix stripped; "x.git" is no name
+		// Git LFS over SSH: the path as git's, then the operation.
+		{"git-lfs-authenticate 'alice/x.git' download", Command{LFSAuthenticate, "alice", "x", "download"}},
+		{"git-lfs-authenticate alice/x.git upload", Command{LFSAuthenticate, "alice", "x", "upload"}},
+		{"git-lfs-authenticate '/alice/x.git'  upload", Command{LFSAuthenticate, "alice", "x", "upload"}},
+		{"git-lfs-authenticate 'alice/x.git'", Command{}},
+		{"git-lfs-authenticate 'alice/x.git' delete", Command{}},
+		{"git-lfs-authenticate 'alice/x.git' upload extra", Command{}},
+		{"git-lfs-authenticate download", Command{}},
+		{"git-upload-pack 'alice/x.git' download", Command{}},
 
 		{"", Command{}},
 		{"ls", Command{}},

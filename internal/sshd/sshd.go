@@ -47,6 +47,9 @@ type GitService interface {
 	UploadPack(ctx context.Context, req Request) error
 	ReceivePack(ctx context.Context, req Request) error
 	UploadArchive(ctx context.Context, req Request) error
+	// LFSAuthenticate answers Git LFS's git-lfs-authenticate: the JSON of
+	// the Batch API's URL and a token for req.Operation on Stdout.
+	LFSAuthenticate(ctx context.Context, req Request) error
 }
 
 // Request is one git command to run. Stdin is the client's stream and
@@ -60,6 +63,7 @@ type Request struct {
 	Stdout      io.Writer
 	Stderr      io.Writer
 	GitProtocol string // the client's GIT_PROTOCOL, when well formed; "" otherwise
+	Operation   string // git-lfs-authenticate's: "download" or "upload"
 }
 
 // KeyAuthenticator maps a public key the client has proven it holds to
@@ -488,7 +492,7 @@ func (s *Server) run(ctx context.Context, st *connState, res authResult, ch ssh.
 	}
 	req := Request{
 		Principal: res.principal, Owner: cmd.Owner, Repo: cmd.Repo,
-		Stdin: st.reader(ch), Stdout: st.writer(ch), Stderr: stderr, GitProtocol: proto,
+		Stdin: st.reader(ch), Stdout: st.writer(ch), Stderr: stderr, GitProtocol: proto, Operation: cmd.Operation,
 	}
 	start := time.Now()
 	switch cmd.Service {
@@ -498,6 +502,8 @@ func (s *Server) run(ctx context.Context, st *connState, res authResult, ch ssh.
 		err = s.opts.Git.ReceivePack(ctx, req)
 	case UploadArchive:
 		err = s.opts.Git.UploadArchive(ctx, req)
+	case LFSAuthenticate:
+		err = s.opts.Git.LFSAuthenticate(ctx, req)
 	}
 	attrs := []any{"service", string(cmd.Service), "repo", cmd.Owner + "/" + cmd.Repo, "tenant", tenantName(res.principal), "key", res.keyFP, "duration", time.Since(start)}
 	if err == nil {

@@ -59,6 +59,10 @@ func (f *fakeGit) UploadArchive(_ context.Context, req Request) error {
 	return f.serve(UploadArchive, req)
 }
 
+func (f *fakeGit) LFSAuthenticate(_ context.Context, req Request) error {
+	return f.serve(LFSAuthenticate, req)
+}
+
 func (f *fakeGit) requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
