@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -89,13 +90,31 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := start(ctx, opts)
+	var srv *Server
+	for attempt := 1; ; attempt++ {
+		srv, err = start(ctx, opts)
+		// A port this package picked (loopbackURL binds :0 and releases
+		// it) can be taken by another process before etcd binds it: pick
+		// again. etcd binds its listeners before it touches the data
+		// directory, so a failed bind leaves nothing to undo.
+		if err == nil || attempt == maxStartAttempts || !addrInUse(err) {
+			break
+		}
+	}
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
 	srv.lock = lock
 	return srv, nil
+}
+
+// maxStartAttempts bounds Start's tries when a port it picked was taken.
+const maxStartAttempts = 5
+
+// addrInUse reports a listener that could not bind its address.
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // ErrDirInUse reports an etcd data directory that another process (most
