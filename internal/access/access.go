@@ -8,6 +8,7 @@ package access
 import (
 	"errors"
 	"path"
+	"slices"
 )
 
 // Level is a caller's right on a repository. Levels are ordered: each
@@ -134,6 +135,15 @@ type BranchRule struct {
 	// matching branch (the merge of a pull request, by a writer, still
 	// may).
 	Pushers []string `json:"pushers,omitempty"`
+	// RequiredApprovals is how many approving reviews, by writers other
+	// than its author, a pull request into a matching branch needs
+	// before it merges; a change requested by a writer blocks it until
+	// that writer approves (docs/adr/0125-pull-request-reviews.md).
+	RequiredApprovals int `json:"required_approvals,omitempty"`
+	// DismissStaleApprovals counts only the approvals (and change
+	// requests) given on the head being merged: a push to the head
+	// dismisses the earlier ones.
+	DismissStaleApprovals bool `json:"dismiss_stale_approvals,omitempty"`
 }
 
 // Matches reports whether branch (without refs/heads/) is one r
@@ -141,4 +151,22 @@ type BranchRule struct {
 func (r BranchRule) Matches(branch string) bool {
 	ok, err := path.Match(r.Pattern, branch)
 	return ok && err == nil
+}
+
+// Equal reports whether r and o say the same.
+func (r BranchRule) Equal(o BranchRule) bool {
+	return r.Pattern == o.Pattern && r.RequirePullRequest == o.RequirePullRequest && r.AllowForcePushes == o.AllowForcePushes &&
+		r.AllowDeletions == o.AllowDeletions && slices.Equal(r.Pushers, o.Pushers) &&
+		r.RequiredApprovals == o.RequiredApprovals && r.DismissStaleApprovals == o.DismissStaleApprovals
+}
+
+// RuleFor returns the rule of rules that protects branch (without
+// refs/heads/): the first that matches it.
+func RuleFor(rules []BranchRule, branch string) (BranchRule, bool) {
+	for _, r := range rules {
+		if r.Matches(branch) {
+			return r, true
+		}
+	}
+	return BranchRule{}, false
 }

@@ -34,7 +34,7 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	"head", "base", "body", "body-file", "method", "sha", "message", "delete-branch", "commits", "files",
 	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge",
 	// ghost repo protect
-	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove"}
+	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove", "required-approvals", "dismiss-stale-approvals"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

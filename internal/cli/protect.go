@@ -25,7 +25,10 @@ func newRepoProtectCmd(env *Env) *cobra.Command {
 '*' does not cross a '/'). A protected branch refuses force-pushes and
 deletions unless allowed; --require-pull-request lets only the merge of
 a pull request change it; --pushers names the only tenants whose pushes
-may. Every transport enforces the rules. Without <pattern>, list the
+may; --required-approvals N holds a pull request's merge until N
+writers other than its author approve it (a change requested by a writer
+holds it too), and --dismiss-stale-approvals counts only reviews of the
+head being merged. Every transport enforces the rules. Without <pattern>, list the
 rules. Giving a pattern that has a rule replaces it; --remove drops it.
 Changing rules needs the repository's owner (a user) or an admin token.`,
 		Args: usageArgs(cobra.RangeArgs(1, 2)),
@@ -35,6 +38,8 @@ Changing rules needs the repository's owner (a user) or an admin token.`,
 	f.BoolVar(&rule.RequirePullRequest, "require-pull-request", false, "only the merge of a pull request may change the branch")
 	f.BoolVar(&rule.AllowForcePushes, "allow-force-push", false, "let pushes move the branch to a commit that does not descend from it")
 	f.BoolVar(&rule.AllowDeletions, "allow-deletion", false, "let pushes delete the branch")
+	f.IntVar(&rule.RequiredApprovals, "required-approvals", 0, "approving reviews by writers a pull request into the branch needs before it merges")
+	f.BoolVar(&rule.DismissStaleApprovals, "dismiss-stale-approvals", false, "count only reviews given on the head being merged")
 	f.StringVar(&pushers, "pushers", "", "comma-separated tenants who alone may push to the branch")
 	f.BoolVar(&remove, "remove", false, "remove the rule of <pattern>")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -84,6 +89,16 @@ func describeRule(r client.BranchRule) string {
 	var parts []string
 	if r.RequirePullRequest {
 		parts = append(parts, "pull requests only")
+	}
+	if r.RequiredApprovals > 0 {
+		s := fmt.Sprintf("%d approving review", r.RequiredApprovals)
+		if r.RequiredApprovals > 1 {
+			s += "s"
+		}
+		if r.DismissStaleApprovals {
+			s += " of the head"
+		}
+		parts = append(parts, s)
 	}
 	if len(r.Pushers) > 0 {
 		parts = append(parts, "pushers: "+strings.Join(r.Pushers, ","))

@@ -511,6 +511,10 @@ type BranchRule struct {
 	AllowForcePushes   bool     `json:"allow_force_pushes,omitempty"`
 	AllowDeletions     bool     `json:"allow_deletions,omitempty"`
 	Pushers            []string `json:"pushers,omitempty"`
+	// RequiredApprovals and DismissStaleApprovals: see
+	// docs/adr/0125-pull-request-reviews.md.
+	RequiredApprovals     int  `json:"required_approvals,omitempty"`
+	DismissStaleApprovals bool `json:"dismiss_stale_approvals,omitempty"`
 }
 
 // BranchRules returns owner/name's branch rules.

@@ -25,12 +25,7 @@ func ruleFor(rules []access.BranchRule, ref string) (access.BranchRule, bool) {
 	if !ok {
 		return access.BranchRule{}, false
 	}
-	for _, r := range rules {
-		if r.Matches(branch) {
-			return r, true
-		}
-	}
-	return access.BranchRule{}, false
+	return access.RuleFor(rules, branch)
 }
 
 // checkBranchRules refuses what the rules forbid that the commands say

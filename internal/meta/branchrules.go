@@ -17,9 +17,12 @@ type BranchRule = access.BranchRule
 
 // Bounds of a repository's branch rules.
 const (
-	MaxBranchRules   = 50
-	MaxRulePushers   = 100
-	maxPatternLength = 255
+	MaxBranchRules = 50
+	MaxRulePushers = 100
+	// MaxRequiredApprovals bounds a rule's required approvals (GitHub's
+	// bound is 6; ghost's is a little more generous).
+	MaxRequiredApprovals = 10
+	maxPatternLength     = 255
 )
 
 // CheckBranchRules checks a repository's rules: each pattern a valid
@@ -49,6 +52,9 @@ func CheckBranchRules(rules []BranchRule) error {
 		seen[p] = true
 		if len(r.Pushers) > MaxRulePushers {
 			return invalidArgument(fmt.Sprintf("branch rule %q: at most %d pushers", p, MaxRulePushers))
+		}
+		if r.RequiredApprovals < 0 || r.RequiredApprovals > MaxRequiredApprovals {
+			return invalidArgument(fmt.Sprintf("branch rule %q: required approvals %d: 0 to %d", p, r.RequiredApprovals, MaxRequiredApprovals))
 		}
 		for _, t := range r.Pushers {
 			if ids.ValidateName(t) != nil {
@@ -93,10 +99,7 @@ func (s *Store) SetBranchRules(ctx context.Context, owner, name string, rules []
 		if cur == nil || cur.Deleted {
 			return nil, fmt.Errorf("repository %s/%s: %w", owner, name, ErrNotFound)
 		}
-		if slices.EqualFunc(cur.BranchRules, rules, func(a, b BranchRule) bool {
-			return a.Pattern == b.Pattern && a.RequirePullRequest == b.RequirePullRequest && a.AllowForcePushes == b.AllowForcePushes &&
-				a.AllowDeletions == b.AllowDeletions && slices.Equal(a.Pushers, b.Pushers)
-		}) {
+		if slices.EqualFunc(cur.BranchRules, rules, BranchRule.Equal) {
 			return nil, nil
 		}
 		next := *cur
