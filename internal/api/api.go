@@ -90,6 +90,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.routeHooks()
 	h.routePulls()
 	h.routeBranchRules()
+	h.routePullNotes()
 	return h
 }
 

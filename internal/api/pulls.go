@@ -29,10 +29,38 @@ func (h *handler) routePulls() {
 	h.route("POST /api/repos/{owner}/{name}/pulls", h.createPull)
 	h.route("GET /api/repos/{owner}/{name}/pulls/{number}", h.getPull)
 	h.route("PATCH /api/repos/{owner}/{name}/pulls/{number}", h.patchPull)
-	h.route("PUT /api/repos/{owner}/{name}/pulls/{number}/merge", h.mergePull)
-	h.route("GET /api/repos/{owner}/{name}/pulls/{number}/merge", h.isMerged)
-	h.route("GET /api/repos/{owner}/{name}/pulls/{number}/commits", h.pullCommits)
-	h.route("GET /api/repos/{owner}/{name}/pulls/{number}/files", h.pullFiles)
+}
+
+// pairKey is one route of a pair: its method and, for the routes of a
+// number, the last segment.
+type pairKey struct{ method, sub string }
+
+// routePairs registers METHOD <base>/{a}/{b} for the routes GitHub puts
+// both at <base>/{number}/<sub> and at <base>/comments/{id}, which a
+// ServeMux cannot tell apart ("comments" could be either's {a}): a
+// number is never "comments", so {a} says which route it is.
+func (h *handler) routePairs(base string, byNumber map[pairKey]apiFunc, byID map[string]apiFunc) {
+	methods := map[string]bool{}
+	for k := range byNumber {
+		methods[k.method] = true
+	}
+	for m := range byID {
+		methods[m] = true
+	}
+	for m := range methods {
+		h.route(m+" "+base+"/{a}/{b}", func(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+			a, b := r.PathValue("a"), r.PathValue("b")
+			if fn := byID[m]; a == "comments" && fn != nil {
+				r.SetPathValue("id", b)
+				return fn(w, r, p)
+			}
+			if fn := byNumber[pairKey{m, b}]; fn != nil && a != "comments" {
+				r.SetPathValue("number", a)
+				return fn(w, r, p)
+			}
+			return 0, nil, fmt.Errorf("%w: no such endpoint", meta.ErrNotFound)
+		})
+	}
 }
 
 var errNoPulls = fmt.Errorf("pull requests are not enabled here: %w", errors.ErrUnsupported)
@@ -61,7 +89,11 @@ func pullError(err error) error {
 		return &kindError{err, meta.ErrInvalidArgument}
 	case errors.Is(err, pulls.ErrNotMergeable) && errors.As(err, &me) && len(me.Conflicts) > 0:
 		return &statusError{http.StatusMethodNotAllowed, fmt.Errorf("pull request is not mergeable: conflicts in %s", strings.Join(me.Conflicts, ", "))}
-	case errors.Is(err, pulls.ErrNotMergeable), errors.Is(err, pulls.ErrMethodNotAllowed):
+	case errors.Is(err, pulls.ErrReviewRequired) && errors.As(err, &me):
+		return &statusError{http.StatusMethodNotAllowed, fmt.Errorf("%w: %s", err, strings.Join(me.Message, " "))}
+	case errors.Is(err, pulls.ErrForbidden):
+		return &kindError{err, meta.ErrForbidden}
+	case errors.Is(err, pulls.ErrNotMergeable), errors.Is(err, pulls.ErrMethodNotAllowed), errors.Is(err, pulls.ErrReviewRequired):
 		return &statusError{http.StatusMethodNotAllowed, err}
 	case errors.Is(err, pulls.ErrHeld) && errors.As(err, &me):
 		return &statusError{http.StatusConflict, fmt.Errorf("%w:\n%s", err, strings.Join(me.Message, "\n"))}

@@ -52,6 +52,16 @@ const (
 	// EventPullRequest is GitHub's pull_request: opened, edited, closed
 	// (merged or not), reopened, synchronize.
 	EventPullRequest = "pull_request"
+	// EventIssueComment is GitHub's issue_comment: a comment on a pull
+	// request's conversation created, edited or deleted.
+	EventIssueComment = "issue_comment"
+	// EventPullRequestReview is GitHub's pull_request_review: a review
+	// submitted, edited or dismissed.
+	EventPullRequestReview = "pull_request_review"
+	// EventPullRequestReviewComment is GitHub's
+	// pull_request_review_comment: a line comment created, edited or
+	// deleted.
+	EventPullRequestReviewComment = "pull_request_review_comment"
 	// EventPing is sent when a hook is created and on request; every hook
 	// gets it, whatever its events.
 	EventPing = "ping"
@@ -60,7 +70,8 @@ const (
 )
 
 // Events lists the events a hook may name.
-var Events = []string{EventPush, EventCreate, EventDelete, EventRepository, EventAlert, EventScanRun, EventPullRequest, EventAll}
+var Events = []string{EventPush, EventCreate, EventDelete, EventRepository, EventAlert, EventScanRun, EventPullRequest,
+	EventIssueComment, EventPullRequestReview, EventPullRequestReviewComment, EventAll}
 
 // logEvents are the events derived from the log's entries: a hook
 // subscribed to one of them follows the log with a watermark.

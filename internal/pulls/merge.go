@@ -99,6 +99,12 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	if o.SHA != "" && o.SHA != head {
 		return PullRequest{}, fmt.Errorf("%w: the head is %s, not %s", ErrHeadChanged, head, o.SHA)
 	}
+	// Checked here before any work, and again below on the record the
+	// merge is recorded in flight on, so that a dismissal or a change
+	// request that races the merge is honoured.
+	if d := Decide(pr, base.BranchRules, head); !d.Satisfied() {
+		return PullRequest{}, &MergeError{Err: ErrReviewRequired, Message: []string{d.Reason()}}
+	}
 	bc, err := s.opts.Copies.Materialize(ctx, base.ID)
 	if err != nil {
 		return PullRequest{}, err
@@ -148,6 +154,9 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 			return false, fmt.Errorf("%w: pull request #%d is %s", ErrState, n, cur.State)
 		case cur.Base != pr.Base:
 			return false, fmt.Errorf("%w: its base was changed to %q", ErrBaseChanged, cur.Base)
+		}
+		if d := Decide(*cur, base.BranchRules, head); !d.Satisfied() {
+			return false, &MergeError{Err: ErrReviewRequired, Message: []string{d.Reason()}}
 		}
 		cur.Merging = inFlight
 		return true, nil
@@ -340,6 +349,10 @@ type Status struct {
 	// MergeableState is GitHub's: clean, dirty (conflicts) or unknown.
 	MergeableState string
 	Conflicts      []string
+	// Reviews is what the reviews say under the base branch's rule
+	// (docs/adr/0125-pull-request-reviews.md); a merge it does not
+	// satisfy is held, and MergeableState is then GitHub's "blocked".
+	Reviews Decision
 }
 
 // Status reads pr's tips and, while it is open, whether its head merges
@@ -354,6 +367,7 @@ func (s *Service) Status(ctx context.Context, base meta.Repo, pr PullRequest) (S
 		return Status{}, err
 	}
 	st := Status{HeadSHA: bc.Refs[PullRef(pr.Number)], BaseSHA: bc.Refs[branchRef(pr.Base)], MergeableState: "unknown"}
+	st.Reviews = Decide(pr, base.BranchRules, st.HeadSHA)
 	if st.HeadSHA == "" || st.BaseSHA == "" || pr.Merging != nil {
 		return st, nil
 	}
@@ -366,6 +380,8 @@ func (s *Service) Status(ctx context.Context, base meta.Repo, pr PullRequest) (S
 	defer w.close()
 	_, conflicts, err := w.mergeTree(gctx, st.BaseSHA, st.HeadSHA)
 	switch {
+	case err == nil && !st.Reviews.Satisfied():
+		st.Mergeable, st.MergeableState = ptr(true), "blocked"
 	case err == nil:
 		st.Mergeable, st.MergeableState = ptr(true), "clean"
 	case errors.Is(err, ErrNotMergeable):

@@ -131,6 +131,9 @@ type PullRequest struct {
 	// to the log, so that a merge that landed is recognised after a crash
 	// (docs/adr/0119-server-side-merge.md).
 	Merging *Merging
+	// Verdicts are each reviewer's latest approval or change request
+	// (docs/adr/0125-pull-request-reviews.md).
+	Verdicts []Verdict
 	// Gen counts the record's writes.
 	Gen uint64
 }
@@ -165,6 +168,13 @@ const (
 	ActionClosed      = "closed"
 	ActionReopened    = "reopened"
 	ActionSynchronize = "synchronize"
+	// The actions of notes: GitHub's issue_comment and
+	// pull_request_review_comment "created", "edited" and "deleted", and
+	// pull_request_review "submitted", "edited" and "dismissed".
+	ActionCreated   = "created"
+	ActionDeleted   = "deleted"
+	ActionSubmitted = "submitted"
+	ActionDismissed = "dismissed"
 )
 
 // Event is one change of a pull request, as GitHub's pull_request
@@ -188,4 +198,18 @@ type Event struct {
 // nothing.
 type Events interface {
 	PullRequest(ctx context.Context, e Event)
+	// Note is a comment, review or line comment created, edited,
+	// deleted, submitted or dismissed (GitHub's issue_comment,
+	// pull_request_review and pull_request_review_comment events).
+	Note(ctx context.Context, e NoteEvent)
+}
+
+// NoteEvent is one change of a pull request's conversation.
+type NoteEvent struct {
+	// Action is created, edited or deleted; for a review submitted,
+	// edited or dismissed.
+	Action      string
+	Note        Note
+	PullRequest PullRequest
+	Sender      string
 }

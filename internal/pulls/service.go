@@ -141,6 +141,12 @@ func (s *Service) event(ctx context.Context, action string, pr PullRequest, by s
 	}
 }
 
+func (s *Service) noteEvent(ctx context.Context, e NoteEvent) {
+	if s.opts.Events != nil {
+		s.opts.Events.Note(context.WithoutCancel(ctx), e)
+	}
+}
+
 // PullRef is the ref a pull request keeps in its base repository.
 func PullRef(n uint64) string { return "refs/pull/" + strconv.FormatUint(n, 10) + "/head" }
 

@@ -787,6 +787,12 @@ func (r *recorder) PullRequest(_ context.Context, e pulls.Event) {
 	r.got = append(r.got, fmt.Sprintf("%s #%d %s by %s", e.Action, e.PullRequest.Number, e.PullRequest.State, e.Sender))
 }
 
+func (r *recorder) Note(_ context.Context, e pulls.NoteEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, fmt.Sprintf("note %s %s by %s", e.Action, e.Note.Kind, e.Sender))
+}
+
 func (r *recorder) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -65,6 +67,7 @@ type prRecord struct {
 	BaseSHA     string    `json:"base_sha,omitempty"`
 	HeadSHA     string    `json:"head_sha,omitempty"`
 	Merging     *Merging  `json:"merging,omitempty"`
+	Verdicts    []Verdict `json:"verdicts,omitempty"`
 }
 
 func (r *prRecord) pull() PullRequest {
@@ -73,7 +76,7 @@ func (r *prRecord) pull() PullRequest {
 		Head: Branch{RepoID: r.HeadRepoID, Repo: r.HeadRepo, Ref: r.HeadRef}, Base: r.BaseRef,
 		State: r.State, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ClosedAt: r.ClosedAt,
 		MergedAt: r.MergedAt, MergedBy: r.MergedBy, MergeCommit: r.MergeCommit, MergeMethod: r.MergeMethod,
-		BaseSHA: r.BaseSHA, HeadSHA: r.HeadSHA, Merging: r.Merging, Gen: r.Gen,
+		BaseSHA: r.BaseSHA, HeadSHA: r.HeadSHA, Merging: r.Merging, Verdicts: slices.Clone(r.Verdicts), Gen: r.Gen,
 	}
 }
 
@@ -83,6 +86,7 @@ func (r *prRecord) setPull(pr PullRequest) {
 	r.UpdatedAt, r.ClosedAt, r.MergedAt, r.MergedBy = pr.UpdatedAt, pr.ClosedAt, pr.MergedAt, pr.MergedBy
 	r.MergeCommit, r.MergeMethod, r.BaseSHA, r.HeadSHA = pr.MergeCommit, pr.MergeMethod, pr.BaseSHA, pr.HeadSHA
 	r.Merging = pr.Merging
+	r.Verdicts = slices.Clone(pr.Verdicts)
 }
 
 // liveKey is the state key of the write that put r into its list.
@@ -116,6 +120,8 @@ func (r *prRecord) validate() error {
 		return errors.New("bad repository id")
 	case checkBranch(r.HeadRef) != nil || checkBranch(r.BaseRef) != nil:
 		return errors.New("bad branch name")
+	case len(r.Verdicts) > MaxVerdicts:
+		return fmt.Errorf("%d verdicts", len(r.Verdicts))
 	}
 	return nil
 }
@@ -149,6 +155,8 @@ type Store struct {
 	// write in flight is done well within it (docs/adr/0027-listing-keys.md's
 	// day, for the same reasons).
 	maxKeyAge time.Duration
+	// lastNoteID is the last note id made here (notes.go).
+	lastNoteID atomic.Uint64
 }
 
 // NewStore returns a Store over objects, normally the store that holds

@@ -92,6 +92,31 @@ func TestPullRequestWebhooks(t *testing.T) {
 	if p := next(3, "synchronize").GetPullRequest(); p.GetHead().GetSHA() != second {
 		t.Fatalf("synchronize: head %s, want the pushed %s", p.GetHead().GetSHA(), second)
 	}
+	// The conversation's events go to a hook subscribed to them.
+	rc2 := newHookReceiver(t, hookSecret)
+	if _, err := n.srv.Hooks().Create(ctx, hooks.Scope{Tenant: "alice", Repo: repo.ID, Name: "demo"}, hooks.Input{URL: &rc2.srv.URL, Secret: &secret,
+		Events: []string{"issue_comment", "pull_request_review", "pull_request_review_comment"}}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	rc2.wait(t, 1, 30*time.Second) // its ping
+	api("POST", "/api/repos/alice/demo/issues/1/comments", `{"body":"hello"}`)
+	api("POST", "/api/repos/alice/demo/pulls/1/reviews", `{"event":"COMMENT","body":"a review","comments":[{"path":"t2.txt","line":1,"body":"this line"}]}`)
+	seen := map[string]bool{}
+	for _, x := range rc2.wait(t, 4, 30*time.Second)[1:] {
+		switch ev := x.parsed.(type) {
+		case *github.IssueCommentEvent:
+			seen["comment"] = ev.GetAction() == "created" && ev.GetComment().GetBody() == "hello" && ev.GetIssue().GetNumber() == 1 && ev.GetIssue().IsPullRequest()
+		case *github.PullRequestReviewEvent:
+			seen["review"] = ev.GetAction() == "submitted" && ev.GetReview().GetState() == "commented" && ev.GetPullRequest().GetNumber() == 1 && ev.GetReview().GetCommitID() == second
+		case *github.PullRequestReviewCommentEvent:
+			seen["line"] = ev.GetAction() == "created" && ev.GetComment().GetPath() == "t2.txt" && ev.GetComment().GetLine() == 1 && ev.GetComment().GetPullRequestReviewID() != 0
+		default:
+			t.Errorf("conversation hook: %s %T", x.event, x.parsed)
+		}
+	}
+	if !seen["comment"] || !seen["review"] || !seen["line"] {
+		t.Fatalf("conversation events %v", seen)
+	}
 	var merged struct {
 		SHA string `json:"sha"`
 	}

@@ -292,53 +292,23 @@ func (p pullEvents) PullRequest(ctx context.Context, e pulls.Event) {
 	}()
 }
 
-// pullEvent queues the pull_request event of e. The head's and base's tips
-// of an open pull request are read from the base's log (one GET of its
-// index): refs/pull/<n>/head and the base branch; a closed or merged one
-// carries the tips its close or merge saw. A failure is logged: the event
-// is lost, as other queued events are (docs/adr/0105-webhook-delivery.md).
+// pullEvent queues the pull_request event of e. A failure is logged:
+// the event is lost, as other queued events are
+// (docs/adr/0105-webhook-delivery.md).
 func (s *Server) pullEvent(ctx context.Context, e pulls.Event) {
 	pr := e.PullRequest
-	owner, _, _ := strings.Cut(pr.BaseRepo, "/")
 	err := func() error {
-		base, err := s.hookRepo(ctx, pr.RepoID, pr.BaseRepo)
+		wp, base, err := s.hookPull(ctx, pr)
 		if err != nil {
 			return err
 		}
-		head := base
-		if pr.Head.RepoID != pr.RepoID {
-			if head, err = s.hookRepo(ctx, pr.Head.RepoID, pr.Head.Repo); err != nil {
-				return err
-			}
-		}
-		headSHA, baseSHA := pr.HeadSHA, pr.BaseSHA
-		if pr.State == pulls.Open {
-			x, err := s.log.Head(ctx, pr.RepoID)
-			if err != nil {
-				return err
-			}
-			for _, r := range x.Refs {
-				switch r.Name {
-				case pulls.PullRef(pr.Number):
-					headSHA = r.ID
-				case "refs/heads/" + pr.Base:
-					baseSHA = r.ID
-				}
-			}
-		}
-		payload, err := webhook.PullRequestPayload(e.Action, webhook.PullRequest{
-			Number: pr.Number, Title: pr.Title, Body: pr.Body, Author: pr.Author, State: string(pr.State),
-			CreatedAt: pr.CreatedAt, UpdatedAt: pr.UpdatedAt, ClosedAt: pr.ClosedAt, MergedAt: pr.MergedAt,
-			MergedBy: pr.MergedBy, MergeCommit: pr.MergeCommit,
-			Head: webhook.PullBranch{Ref: pr.Head.Ref, SHA: headSHA, Repo: head},
-			Base: webhook.PullBranch{Ref: pr.Base, SHA: baseSHA, Repo: base},
-		})
+		payload, err := webhook.PullRequestPayload(e.Action, wp)
 		if err != nil {
 			return err
 		}
 		id := fmt.Sprintf("pull/%s/%d/%d/%s", pr.RepoID, pr.Number, pr.Gen, e.Action)
 		if e.Action == pulls.ActionSynchronize {
-			id += "/" + headSHA // a head push does not write the record
+			id += "/" + wp.Head.SHA // a head push does not write the record
 		}
 		return s.hooks.Enqueue(ctx, hooks.Event{
 			Name: hooks.EventPullRequest, Repo: hooks.RepoRef{Tenant: base.Owner, ID: pr.RepoID, Name: base.Name},
@@ -346,8 +316,103 @@ func (s *Server) pullEvent(ctx context.Context, e pulls.Event) {
 		})
 	}()
 	if err != nil && !errors.Is(err, context.Canceled) {
+		owner, _, _ := strings.Cut(pr.BaseRepo, "/")
 		s.logger.WarnContext(ctx, "queueing a pull_request webhook event failed; it is lost", "tenant", owner, "repo", pr.RepoID, "number", pr.Number, "action", e.Action, "err", err)
 	}
+}
+
+func (p pullEvents) Note(ctx context.Context, e pulls.NoteEvent) {
+	s := p.s
+	if s.opts.PullEvents != nil {
+		s.opts.PullEvents.Note(ctx, e)
+	}
+	if s.hooks == nil {
+		return
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		ctx, cancel := context.WithTimeout(s.bg, webhookTimeout)
+		defer cancel()
+		s.noteEvent(ctx, e)
+	}()
+}
+
+// noteKind names a kind of note as webhook.Note does.
+func noteKind(k pulls.NoteKind) string {
+	switch k {
+	case pulls.KindComment:
+		return "comment"
+	case pulls.KindReview:
+		return "review"
+	}
+	return "line"
+}
+
+// noteEvent queues the issue_comment, pull_request_review or
+// pull_request_review_comment event of e, as pullEvent does.
+func (s *Server) noteEvent(ctx context.Context, e pulls.NoteEvent) {
+	pr, n := e.PullRequest, e.Note
+	err := func() error {
+		wp, base, err := s.hookPull(ctx, pr)
+		if err != nil {
+			return err
+		}
+		name, payload, err := webhook.NotePayload(e.Action, webhook.Note{
+			Kind: noteKind(n.Kind), ID: n.ID, Author: n.Author, Body: n.Body, State: string(n.State), CommitID: n.CommitID,
+			CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, Path: n.Path, Line: n.Line, Side: n.Side, ReviewID: n.ReviewID, InReplyTo: n.InReplyTo,
+		}, wp)
+		if err != nil {
+			return err
+		}
+		return s.hooks.Enqueue(ctx, hooks.Event{
+			Name: name, Repo: hooks.RepoRef{Tenant: base.Owner, ID: pr.RepoID, Name: base.Name},
+			Payload: payload, Sender: e.Sender, ID: fmt.Sprintf("note/%s/%s/%d/%s/%d", pr.RepoID, n.Kind, n.ID, e.Action, n.UpdatedAt.UnixMilli()),
+			Repository: &base,
+		})
+	}()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.logger.WarnContext(ctx, "queueing a pull-request comment's webhook event failed; it is lost", "repo", pr.RepoID, "number", pr.Number, "action", e.Action, "err", err)
+	}
+}
+
+// hookPull describes pr as payloads show it. The head's and base's tips
+// of an open pull request are read from the base's log (one GET of its
+// index): refs/pull/<n>/head and the base branch; a closed or merged one
+// carries the tips its close or merge saw.
+func (s *Server) hookPull(ctx context.Context, pr pulls.PullRequest) (webhook.PullRequest, webhook.Repository, error) {
+	base, err := s.hookRepo(ctx, pr.RepoID, pr.BaseRepo)
+	if err != nil {
+		return webhook.PullRequest{}, base, err
+	}
+	head := base
+	if pr.Head.RepoID != pr.RepoID {
+		if head, err = s.hookRepo(ctx, pr.Head.RepoID, pr.Head.Repo); err != nil {
+			return webhook.PullRequest{}, base, err
+		}
+	}
+	headSHA, baseSHA := pr.HeadSHA, pr.BaseSHA
+	if pr.State == pulls.Open {
+		x, err := s.log.Head(ctx, pr.RepoID)
+		if err != nil {
+			return webhook.PullRequest{}, base, err
+		}
+		for _, r := range x.Refs {
+			switch r.Name {
+			case pulls.PullRef(pr.Number):
+				headSHA = r.ID
+			case "refs/heads/" + pr.Base:
+				baseSHA = r.ID
+			}
+		}
+	}
+	return webhook.PullRequest{
+		Number: pr.Number, Title: pr.Title, Body: pr.Body, Author: pr.Author, State: string(pr.State),
+		CreatedAt: pr.CreatedAt, UpdatedAt: pr.UpdatedAt, ClosedAt: pr.ClosedAt, MergedAt: pr.MergedAt,
+		MergedBy: pr.MergedBy, MergeCommit: pr.MergeCommit,
+		Head: webhook.PullBranch{Ref: pr.Head.Ref, SHA: headSHA, Repo: head},
+		Base: webhook.PullBranch{Ref: pr.Base, SHA: baseSHA, Repo: base},
+	}, base, nil
 }
 
 // hookRepo describes repository id, named fullName ("owner/name") when

@@ -20,7 +20,7 @@ import (
 // is typed once and never shown.
 
 // hookEvents are the events the form offers, in GitHub's names.
-var hookEvents = []string{"push", "create", "delete", "repository", "secret_scanning_alert", "scan_run", "pull_request"}
+var hookEvents = []string{"push", "create", "delete", "repository", "secret_scanning_alert", "scan_run", "pull_request", "issue_comment", "pull_request_review", "pull_request_review_comment"}
 
 // hooksPage is the page's data.
 type hooksPage struct {

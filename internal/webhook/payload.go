@@ -383,48 +383,53 @@ type PullBranch struct {
 	Repo     Repository
 }
 
-// PullRequestPayload returns the fields of GitHub's "pull_request" event
-// beside repository and sender: action (opened, edited, closed,
-// reopened, synchronize), number and pull_request.
-func PullRequestPayload(action string, pr PullRequest) ([]byte, error) {
-	type branchJSON struct {
-		Label string   `json:"label"`
-		Ref   string   `json:"ref"`
-		SHA   string   `json:"sha"`
-		User  userJSON `json:"user"`
-		Repo  repoJSON `json:"repo"`
-	}
-	type prJSON struct {
-		ID             int64      `json:"id"`
-		NodeID         string     `json:"node_id"`
-		Number         uint64     `json:"number"`
-		URL            string     `json:"url"`
-		HTMLURL        string     `json:"html_url"`
-		State          string     `json:"state"`
-		Locked         bool       `json:"locked"`
-		Title          string     `json:"title"`
-		Body           *string    `json:"body"`
-		User           userJSON   `json:"user"`
-		CreatedAt      time.Time  `json:"created_at"`
-		UpdatedAt      time.Time  `json:"updated_at"`
-		ClosedAt       *time.Time `json:"closed_at"`
-		MergedAt       *time.Time `json:"merged_at"`
-		MergeCommitSHA *string    `json:"merge_commit_sha"`
-		Draft          bool       `json:"draft"`
-		Merged         bool       `json:"merged"`
-		MergedBy       *userJSON  `json:"merged_by"`
-		Head           branchJSON `json:"head"`
-		Base           branchJSON `json:"base"`
-	}
-	side := func(b PullBranch) branchJSON {
-		return branchJSON{Label: b.Repo.Owner + ":" + b.Ref, Ref: b.Ref, SHA: b.SHA, User: userJSON{Login: b.Repo.Owner}, Repo: b.Repo.json()}
+// prJSON is a pull request as GitHub's payloads show it.
+type prJSON struct {
+	ID             int64        `json:"id"`
+	NodeID         string       `json:"node_id"`
+	Number         uint64       `json:"number"`
+	URL            string       `json:"url"`
+	HTMLURL        string       `json:"html_url"`
+	State          string       `json:"state"`
+	Locked         bool         `json:"locked"`
+	Title          string       `json:"title"`
+	Body           *string      `json:"body"`
+	User           userJSON     `json:"user"`
+	CreatedAt      time.Time    `json:"created_at"`
+	UpdatedAt      time.Time    `json:"updated_at"`
+	ClosedAt       *time.Time   `json:"closed_at"`
+	MergedAt       *time.Time   `json:"merged_at"`
+	MergeCommitSHA *string      `json:"merge_commit_sha"`
+	Draft          bool         `json:"draft"`
+	Merged         bool         `json:"merged"`
+	MergedBy       *userJSON    `json:"merged_by"`
+	Head           prBranchJSON `json:"head"`
+	Base           prBranchJSON `json:"base"`
+}
+
+type prBranchJSON struct {
+	Label string   `json:"label"`
+	Ref   string   `json:"ref"`
+	SHA   string   `json:"sha"`
+	User  userJSON `json:"user"`
+	Repo  repoJSON `json:"repo"`
+}
+
+// pullURL is the API's URL of pull request n of r; the web UI's page is
+// its html_url.
+func pullURL(r Repository, n uint64) (api, html string) {
+	base := strings.TrimRight(r.BaseURL, "/")
+	return fmt.Sprintf("%s/api/repos/%s/%s/pulls/%d", base, r.Owner, r.Name, n), fmt.Sprintf("%s/%s/%s/pull/%d", base, r.Owner, r.Name, n)
+}
+
+func (pr PullRequest) json() prJSON {
+	side := func(b PullBranch) prBranchJSON {
+		return prBranchJSON{Label: b.Repo.Owner + ":" + b.Ref, Ref: b.Ref, SHA: b.SHA, User: userJSON{Login: b.Repo.Owner}, Repo: b.Repo.json()}
 	}
 	nodeID := fmt.Sprintf("%s/pulls/%d", pr.Base.Repo.ID, pr.Number)
-	// The API's URL; the web UI has no pull-request page yet, so
-	// html_url is the API's too.
-	url := fmt.Sprintf("%s/api/repos/%s/%s/pulls/%d", strings.TrimRight(pr.Base.Repo.BaseURL, "/"), pr.Base.Repo.Owner, pr.Base.Repo.Name, pr.Number)
+	url, html := pullURL(pr.Base.Repo, pr.Number)
 	out := prJSON{
-		ID: NumericID(nodeID), NodeID: nodeID, Number: pr.Number, URL: url, HTMLURL: url,
+		ID: NumericID(nodeID), NodeID: nodeID, Number: pr.Number, URL: url, HTMLURL: html,
 		State: pr.State, Title: pr.Title, User: userJSON{Login: pr.Author},
 		CreatedAt: pr.CreatedAt.UTC(), UpdatedAt: pr.UpdatedAt.UTC(), Head: side(pr.Head), Base: side(pr.Base),
 	}
@@ -440,9 +445,132 @@ func PullRequestPayload(action string, pr PullRequest) ([]byte, error) {
 		at, by, c := pr.MergedAt.UTC(), userJSON{Login: pr.MergedBy}, pr.MergeCommit
 		out.Merged, out.MergedAt, out.MergedBy, out.MergeCommitSHA = true, &at, &by, &c
 	}
+	return out
+}
+
+// PullRequestPayload returns the fields of GitHub's "pull_request" event
+// beside repository and sender: action (opened, edited, closed,
+// reopened, synchronize), number and pull_request.
+func PullRequestPayload(action string, pr PullRequest) ([]byte, error) {
+	out := pr.json()
 	return json.Marshal(struct {
 		Action      string `json:"action"`
 		Number      uint64 `json:"number"`
 		PullRequest prJSON `json:"pull_request"`
 	}{action, pr.Number, out})
+}
+
+// Note is a comment, review or line comment of a pull request, as the
+// issue_comment, pull_request_review and pull_request_review_comment
+// events show it.
+type Note struct {
+	// Kind is "comment", "review" or "line".
+	Kind   string
+	ID     uint64
+	Author string
+	Body   string
+	// State is a review's: APPROVED, CHANGES_REQUESTED, COMMENTED or
+	// DISMISSED.
+	State                string
+	CommitID             string
+	CreatedAt, UpdatedAt time.Time
+	// Path, Line, Side, ReviewID and InReplyTo place a line comment.
+	Path      string
+	Line      int
+	Side      string
+	ReviewID  uint64
+	InReplyTo uint64
+}
+
+// NotePayload returns the fields, beside repository and sender, of the
+// event of a change of n on pr: GitHub's issue_comment (action, issue,
+// comment), pull_request_review (action, review, pull_request) or
+// pull_request_review_comment (action, comment, pull_request), by n's
+// Kind, and that event's name.
+func NotePayload(action string, n Note, pr PullRequest) (event string, payload []byte, err error) {
+	p := pr.json()
+	html := p.HTMLURL
+	user := userJSON{Login: n.Author}
+	var body *string
+	if n.Body != "" {
+		body = &n.Body
+	}
+	switch n.Kind {
+	case "comment":
+		type issueJSON struct {
+			ID          int64    `json:"id"`
+			Number      uint64   `json:"number"`
+			Title       string   `json:"title"`
+			State       string   `json:"state"`
+			User        userJSON `json:"user"`
+			HTMLURL     string   `json:"html_url"`
+			PullRequest struct {
+				URL     string `json:"url"`
+				HTMLURL string `json:"html_url"`
+			} `json:"pull_request"`
+		}
+		type commentJSON struct {
+			ID        uint64    `json:"id"`
+			HTMLURL   string    `json:"html_url"`
+			Body      *string   `json:"body"`
+			User      userJSON  `json:"user"`
+			CreatedAt time.Time `json:"created_at"`
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		is := issueJSON{ID: p.ID, Number: p.Number, Title: p.Title, State: p.State, User: p.User, HTMLURL: html}
+		is.PullRequest.URL, is.PullRequest.HTMLURL = p.URL, html
+		payload, err = json.Marshal(struct {
+			Action  string      `json:"action"`
+			Issue   issueJSON   `json:"issue"`
+			Comment commentJSON `json:"comment"`
+		}{action, is, commentJSON{n.ID, fmt.Sprintf("%s#issuecomment-%d", html, n.ID), body, user, n.CreatedAt.UTC(), n.UpdatedAt.UTC()}})
+		return "issue_comment", payload, err
+	case "review":
+		type reviewJSON struct {
+			ID          uint64    `json:"id"`
+			User        userJSON  `json:"user"`
+			Body        *string   `json:"body"`
+			State       string    `json:"state"`
+			CommitID    string    `json:"commit_id"`
+			SubmittedAt time.Time `json:"submitted_at"`
+			HTMLURL     string    `json:"html_url"`
+		}
+		payload, err = json.Marshal(struct {
+			Action      string     `json:"action"`
+			Review      reviewJSON `json:"review"`
+			PullRequest prJSON     `json:"pull_request"`
+		}{action, reviewJSON{n.ID, user, body, strings.ToLower(n.State), n.CommitID, n.CreatedAt.UTC(), fmt.Sprintf("%s#pullrequestreview-%d", html, n.ID)}, p})
+		return "pull_request_review", payload, err
+	case "line":
+		type lineJSON struct {
+			ID                  uint64    `json:"id"`
+			PullRequestReviewID *uint64   `json:"pull_request_review_id"`
+			InReplyToID         *uint64   `json:"in_reply_to_id,omitempty"`
+			Path                string    `json:"path"`
+			Line                int       `json:"line"`
+			Side                string    `json:"side"`
+			CommitID            string    `json:"commit_id"`
+			OriginalCommitID    string    `json:"original_commit_id"`
+			Body                string    `json:"body"`
+			User                userJSON  `json:"user"`
+			CreatedAt           time.Time `json:"created_at"`
+			UpdatedAt           time.Time `json:"updated_at"`
+			HTMLURL             string    `json:"html_url"`
+		}
+		c := lineJSON{ID: n.ID, Path: n.Path, Line: n.Line, Side: n.Side, CommitID: n.CommitID, OriginalCommitID: n.CommitID, Body: n.Body,
+			User: user, CreatedAt: n.CreatedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), HTMLURL: fmt.Sprintf("%s/files#r%d", html, n.ID)}
+		if n.ReviewID != 0 {
+			c.PullRequestReviewID = &n.ReviewID
+		}
+		if n.InReplyTo != 0 {
+			c.InReplyToID = &n.InReplyTo
+		}
+		payload, err = json.Marshal(struct {
+			Action      string   `json:"action"`
+			Comment     lineJSON `json:"comment"`
+			PullRequest prJSON   `json:"pull_request"`
+		}{action, c, p})
+		return "pull_request_review_comment", payload, err
+	}
+	return "", nil, fmt.Errorf("webhook: note kind %q", n.Kind)
 }
