@@ -138,7 +138,7 @@ type BranchRule struct {
 	// RequiredApprovals is how many approving reviews, by writers other
 	// than its author, a pull request into a matching branch needs
 	// before it merges; a change requested by a writer blocks it until
-	// that writer approves (docs/adr/0125-pull-request-reviews.md).
+	// that writer approves (docs/adr/0127-pull-request-reviews.md).
 	RequiredApprovals int `json:"required_approvals,omitempty"`
 	// DismissStaleApprovals counts only the approvals (and change
 	// requests) given on the head being merged: a push to the head

@@ -12,7 +12,7 @@ import (
 )
 
 // The conversation of a pull request in GitHub's shapes
-// (docs/adr/0125-pull-request-reviews.md): comments
+// (docs/adr/0127-pull-request-reviews.md): comments
 // (/issues/{number}/comments, /issues/comments/{id}), reviews
 // (/pulls/{number}/reviews) and line comments (/pulls/{number}/comments,
 // /pulls/comments/{id}). Reading needs read access; writing needs a

@@ -32,6 +32,7 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	"url", "secret-file", "events", "insecure-ssl", "inactive", "push",
 	// ghost pr, and the merge settings of ghost repo set
 	"head", "base", "body", "body-file", "method", "sha", "message", "delete-branch", "commits", "files",
+	"approve", "request-changes", "comments",
 	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge",
 	// ghost repo protect
 	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove", "required-approvals", "dismiss-stale-approvals"}

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,10 +23,12 @@ import (
 // the API against a server or on the store (docs/adr/0100-cli-modes.md,
 // docs/adr/0118-pull-request-records.md).
 func newPRCmd(env *Env) *cobra.Command {
-	return newGroupCmd("pr", "pull requests: create, list, view, merge, close, reopen",
+	return newGroupCmd("pr", "pull requests: create, list, view, comment, review, merge, close, reopen",
 		newPRCreateCmd(env),
 		newPRListCmd(env),
 		newPRViewCmd(env),
+		newPRCommentCmd(env),
+		newPRReviewCmd(env),
 		newPRMergeCmd(env),
 		newPRStateCmd(env, "close", "closed"),
 		newPRStateCmd(env, "reopen", "open"),
@@ -71,20 +75,8 @@ git fetch origin pull/<n>/head works.`,
 		if head == "" || base == "" || title == "" {
 			return usageErrorf("--head, --base and --title are required")
 		}
-		if bodyFile != "" {
-			if body != "" {
-				return usageErrorf("--body and --body-file exclude each other")
-			}
-			var b []byte
-			if bodyFile == "-" {
-				b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
-			} else {
-				b, err = os.ReadFile(bodyFile)
-			}
-			if err != nil {
-				return fmt.Errorf("--body-file: %w", err)
-			}
-			body = string(b)
+		if body, err = readBody(cmd, body, bodyFile); err != nil {
+			return err
 		}
 		return t.runAPI(true, prStore, func(ctx context.Context, c *conn, _ []string) error {
 			pr, err := c.CreatePull(ctx, owner, name, client.NewPull{Title: title, Body: body, Head: head, Base: base})
@@ -180,15 +172,16 @@ func printable(s string) string {
 
 func newPRViewCmd(env *Env) *cobra.Command {
 	var format string
-	var commits, files bool
+	var commits, files, conversation bool
 	cmd := &cobra.Command{
-		Use:   "view <owner>/<name> <number> [--commits] [--files] [--format text|json]",
+		Use:   "view <owner>/<name> <number> [--commits] [--files] [--comments] [--format text|json]",
 		Short: "show a pull request: its state, branches, whether it merges cleanly",
 		Args:  exactArgs(2),
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&commits, "commits", false, "also list its commits (up to 100)")
 	cmd.Flags().BoolVar(&files, "files", false, "also list the files it changes (up to 100), with their diffs")
+	cmd.Flags().BoolVar(&conversation, "comments", false, "also show its reviews and comments (up to 100 each), oldest first")
 	t := newTarget(env, cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
@@ -219,14 +212,25 @@ func newPRViewCmd(env *Env) *cobra.Command {
 					return err
 				}
 			}
+			var reviews, comments []client.PullNote
+			if conversation {
+				if reviews, _, err = c.PullNotes(ctx, owner, name, n, "reviews", 0, 100); err != nil {
+					return err
+				}
+				if comments, _, err = c.PullNotes(ctx, owner, name, n, "comments", 0, 100); err != nil {
+					return err
+				}
+			}
 			if format == "json" {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(struct {
 					client.Pull
-					Commits []client.PullCommit `json:"commits,omitempty"`
-					Files   []client.PullFile   `json:"files,omitempty"`
-				}{pr, cs, fs})
+					Commits  []client.PullCommit `json:"commits,omitempty"`
+					Files    []client.PullFile   `json:"files,omitempty"`
+					Reviews  []client.PullNote   `json:"reviews,omitempty"`
+					Comments []client.PullNote   `json:"comments,omitempty"`
+				}{pr, cs, fs, reviews, comments})
 			}
 			w := env.Stdout
 			fmt.Fprintf(w, "#%d %s\n", pr.Number, printable(pr.Title))
@@ -247,6 +251,9 @@ func newPRViewCmd(env *Env) *cobra.Command {
 			}
 			if pr.Body != "" {
 				fmt.Fprintf(w, "\n%s\n", printable(strings.TrimRight(pr.Body, "\n")))
+			}
+			if conversation {
+				printConversation(w, reviews, comments)
 			}
 			if len(cs) > 0 {
 				fmt.Fprintf(w, "\ncommits:\n")
@@ -274,6 +281,32 @@ func newPRViewCmd(env *Env) *cobra.Command {
 		})(cmd, args)
 	}
 	return cmd
+}
+
+// printConversation prints reviews and comments merged oldest first
+// (their ids grow with time).
+func printConversation(w io.Writer, reviews, comments []client.PullNote) {
+	all := append(slices.Clone(reviews), comments...)
+	isReview := make(map[uint64]bool, len(reviews))
+	for _, r := range reviews {
+		isReview[r.ID] = true
+	}
+	slices.SortFunc(all, func(a, b client.PullNote) int { return cmp.Compare(a.ID, b.ID) })
+	if len(all) > 0 {
+		fmt.Fprintf(w, "\nconversation:\n")
+	}
+	for _, c := range all {
+		what := "commented"
+		if isReview[c.ID] {
+			what = "reviewed: " + strings.ToLower(strings.ReplaceAll(c.State, "_", " "))
+		}
+		fmt.Fprintf(w, "  %s %s\n", oneLine(userLogin(c.User)), what)
+		if c.Body != "" {
+			for _, line := range strings.Split(strings.TrimRight(printable(c.Body), "\n"), "\n") {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
+	}
 }
 
 func deref(s *string) string {
@@ -325,6 +358,124 @@ reviewed; --delete-branch deletes the head branch with the merge.`,
 				return err
 			}
 			fmt.Fprintf(env.Stdout, "merged pull request #%d (%s): %s\n", n, method, res.SHA)
+			return nil
+		})(cmd, args)
+	}
+	return cmd
+}
+
+// readBody returns --body, or what --body-file names (- for stdin, at
+// most 1 MiB).
+func readBody(cmd *cobra.Command, body, bodyFile string) (string, error) {
+	if bodyFile == "" {
+		return body, nil
+	}
+	if body != "" {
+		return "", usageErrorf("--body and --body-file exclude each other")
+	}
+	var b []byte
+	var err error
+	if bodyFile == "-" {
+		b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
+	} else {
+		b, err = os.ReadFile(bodyFile)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--body-file: %w", err)
+	}
+	return string(b), nil
+}
+
+// newPRCommentCmd returns "ghost pr comment".
+func newPRCommentCmd(env *Env) *cobra.Command {
+	var body, bodyFile string
+	cmd := &cobra.Command{
+		Use:   "comment <owner>/<name> <number> (--body TEXT | --body-file FILE)",
+		Short: "comment on a pull request's conversation",
+		Args:  exactArgs(2),
+	}
+	cmd.Flags().StringVar(&body, "body", "", "the comment (Markdown)")
+	cmd.Flags().StringVar(&bodyFile, "body-file", "", "read the comment from FILE (- for stdin)")
+	t := newTarget(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		n, err := prNumber(args[1])
+		if err != nil {
+			return err
+		}
+		if body, err = readBody(cmd, body, bodyFile); err != nil {
+			return err
+		}
+		if body == "" {
+			return usageErrorf("--body or --body-file is required")
+		}
+		return t.runAPI(true, prStore, func(ctx context.Context, c *conn, _ []string) error {
+			note, err := c.CommentPull(ctx, owner, name, n, body)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "commented on pull request #%d (comment %d)\n", n, note.ID)
+			return nil
+		})(cmd, args)
+	}
+	return cmd
+}
+
+// newPRReviewCmd returns "ghost pr review".
+func newPRReviewCmd(env *Env) *cobra.Command {
+	var body, bodyFile, sha string
+	var approve, requestChanges, comment bool
+	cmd := &cobra.Command{
+		Use:   "review <owner>/<name> <number> (--approve | --request-changes | --comment) [--body TEXT | --body-file FILE] [--sha SHA]",
+		Short: "review a pull request: approve it, request changes or comment",
+		Long: `Review a pull request. A branch rule with --required-approvals (ghost repo
+protect) holds the merge until that many writers other than its author
+approve, and a writer's change request holds it until that writer
+approves; with --dismiss-stale-approvals only reviews of the head being
+merged count. --sha names the head you reviewed (default: the current
+head). Requesting changes and commenting need a body.`,
+		Args: exactArgs(2),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&approve, "approve", false, "approve the pull request")
+	f.BoolVar(&requestChanges, "request-changes", false, "request changes")
+	f.BoolVar(&comment, "comment", false, "comment without approving or requesting changes")
+	f.StringVar(&body, "body", "", "the review's text (Markdown)")
+	f.StringVar(&bodyFile, "body-file", "", "read the review's text from FILE (- for stdin)")
+	f.StringVar(&sha, "sha", "", "the head commit reviewed")
+	t := newTarget(env, cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		owner, name, err := splitRepo(args[0])
+		if err != nil {
+			return err
+		}
+		n, err := prNumber(args[1])
+		if err != nil {
+			return err
+		}
+		var event string
+		switch {
+		case approve && !requestChanges && !comment:
+			event = "APPROVE"
+		case requestChanges && !approve && !comment:
+			event = "REQUEST_CHANGES"
+		case comment && !approve && !requestChanges:
+			event = "COMMENT"
+		default:
+			return usageErrorf("give one of --approve, --request-changes and --comment")
+		}
+		if body, err = readBody(cmd, body, bodyFile); err != nil {
+			return err
+		}
+		return t.runAPI(true, prStore, func(ctx context.Context, c *conn, _ []string) error {
+			rv, err := c.ReviewPull(ctx, owner, name, n, client.NewPullReview{Event: event, Body: body, CommitID: sha})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "reviewed pull request #%d: %s (review %d)\n", n, strings.ToLower(strings.ReplaceAll(rv.State, "_", " ")), rv.ID)
 			return nil
 		})(cmd, args)
 	}

@@ -512,7 +512,7 @@ type BranchRule struct {
 	AllowDeletions     bool     `json:"allow_deletions,omitempty"`
 	Pushers            []string `json:"pushers,omitempty"`
 	// RequiredApprovals and DismissStaleApprovals: see
-	// docs/adr/0125-pull-request-reviews.md.
+	// docs/adr/0127-pull-request-reviews.md.
 	RequiredApprovals     int  `json:"required_approvals,omitempty"`
 	DismissStaleApprovals bool `json:"dismiss_stale_approvals,omitempty"`
 }

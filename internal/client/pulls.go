@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -207,4 +208,79 @@ func pageQuery(page, perPage int) url.Values {
 		q.Set("per_page", strconv.Itoa(perPage))
 	}
 	return q
+}
+
+// PullNote is a comment, review or line comment of a pull request, in
+// GitHub's shape (the fields of each kind).
+type PullNote struct {
+	ID          uint64     `json:"id"`
+	Body        string     `json:"body"`
+	User        *PullUser  `json:"user"`
+	CreatedAt   *time.Time `json:"created_at,omitempty"`
+	State       string     `json:"state,omitempty"`
+	CommitID    string     `json:"commit_id,omitempty"`
+	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
+	Path        string     `json:"path,omitempty"`
+	Line        *int       `json:"line,omitempty"`
+	Original    int        `json:"original_line,omitempty"`
+	Outdated    bool       `json:"outdated,omitempty"`
+}
+
+// PullLineComment places a line comment of a review.
+type PullLineComment struct {
+	Path string `json:"path"`
+	Line int    `json:"line"`
+	Side string `json:"side,omitempty"`
+	Body string `json:"body"`
+}
+
+// NewPullReview is a review to submit: Event is APPROVE, REQUEST_CHANGES
+// or COMMENT.
+type NewPullReview struct {
+	Event    string            `json:"event"`
+	Body     string            `json:"body,omitempty"`
+	CommitID string            `json:"commit_id,omitempty"`
+	Comments []PullLineComment `json:"comments,omitempty"`
+}
+
+// CommentPull adds a comment to pull request n's conversation.
+func (c *Client) CommentPull(ctx context.Context, owner, name string, n uint64, body string) (PullNote, error) {
+	var out PullNote
+	_, err := c.do(ctx, http.MethodPost, repoPath(owner, name)+"/issues/"+strconv.FormatUint(n, 10)+"/comments", nil, map[string]string{"body": body}, &out)
+	return out, err
+}
+
+// ReviewPull submits a review of pull request n.
+func (c *Client) ReviewPull(ctx context.Context, owner, name string, n uint64, r NewPullReview) (PullNote, error) {
+	var out PullNote
+	_, err := c.do(ctx, http.MethodPost, pullPath(owner, name, n)+"/reviews", nil, r, &out)
+	return out, err
+}
+
+// PullNotes returns a page of pull request n's comments ("comments"),
+// reviews ("reviews") or line comments ("line"), oldest first, after the
+// id after (0: from the first), and the after of the next page (0: none).
+func (c *Client) PullNotes(ctx context.Context, owner, name string, n uint64, kind string, after uint64, perPage int) ([]PullNote, uint64, error) {
+	var p string
+	switch kind {
+	case "comments":
+		p = repoPath(owner, name) + "/issues/" + strconv.FormatUint(n, 10) + "/comments"
+	case "reviews":
+		p = pullPath(owner, name, n) + "/reviews"
+	case "line":
+		p = pullPath(owner, name, n) + "/comments"
+	default:
+		return nil, 0, fmt.Errorf("client: note kind %q", kind)
+	}
+	q := pageQuery(0, perPage)
+	if after > 0 {
+		q.Set("after", strconv.FormatUint(after, 10))
+	}
+	var out []PullNote
+	var h http.Header
+	if _, err := c.doHeader(ctx, http.MethodGet, p, q, nil, &out, &h); err != nil {
+		return nil, 0, err
+	}
+	next, _ := strconv.ParseUint(nextCursor(h.Get("Link")), 10, 64)
+	return out, next, nil
 }

@@ -350,7 +350,7 @@ type Status struct {
 	MergeableState string
 	Conflicts      []string
 	// Reviews is what the reviews say under the base branch's rule
-	// (docs/adr/0125-pull-request-reviews.md); a merge it does not
+	// (docs/adr/0127-pull-request-reviews.md); a merge it does not
 	// satisfy is held, and MergeableState is then GitHub's "blocked".
 	Reviews Decision
 }

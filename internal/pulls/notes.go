@@ -20,7 +20,7 @@ import (
 )
 
 // A pull request's conversation is notes: comments, reviews and line
-// comments, each a record of its own (docs/adr/0125-pull-request-reviews.md):
+// comments, each a record of its own (docs/adr/0127-pull-request-reviews.md):
 //
 //	meta/pullnotes/<repoID>/<n>/<kind>/<id>   the note, the truth
 //	meta/pullnoteids/<repoID>/<kind>/<id>,<n> which pull request an id is on

@@ -132,7 +132,7 @@ type PullRequest struct {
 	// (docs/adr/0119-server-side-merge.md).
 	Merging *Merging
 	// Verdicts are each reviewer's latest approval or change request
-	// (docs/adr/0125-pull-request-reviews.md).
+	// (docs/adr/0127-pull-request-reviews.md).
 	Verdicts []Verdict
 	// Gen counts the record's writes.
 	Gen uint64

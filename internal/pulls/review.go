@@ -21,7 +21,7 @@ var (
 	// make (an edit by another than its author).
 	ErrForbidden = errors.New("not allowed")
 	// ErrReviewRequired is a merge the base's branch rule holds until
-	// enough writers approve (docs/adr/0125-pull-request-reviews.md).
+	// enough writers approve (docs/adr/0127-pull-request-reviews.md).
 	ErrReviewRequired = errors.New("review required")
 )
 
@@ -412,7 +412,7 @@ func (s *Service) DeleteNote(ctx context.Context, base meta.Repo, n uint64, kind
 
 // Notes returns a page of pull request n's notes of kind, oldest first,
 // and the after of the next page (0: none). Line comments come with
-// Outdated set when their line changed since (docs/adr/0125-pull-request-reviews.md).
+// Outdated set when their line changed since (docs/adr/0127-pull-request-reviews.md).
 func (s *Service) Notes(ctx context.Context, base meta.Repo, pr PullRequest, kind NoteKind, after uint64, limit int) ([]Note, uint64, error) {
 	notes, next, err := s.opts.Store.ListNotes(ctx, base.ID, pr.Number, kind, after, limit)
 	if err != nil || kind != KindLineComment || len(notes) == 0 {
