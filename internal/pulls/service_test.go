@@ -32,7 +32,7 @@ import (
 // (a server push, which runs the same validation and commit as a
 // client's).
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	fs     *faultstore.Store // passes every call unless a test plans otherwise
 	meta   *meta.Store
 	log    *wal.Log
@@ -70,7 +70,7 @@ func (h *hookPusher) Push(ctx context.Context, p pulls.Push) (pulls.PushResult, 
 	return res, err
 }
 
-func newEnv(t *testing.T, protect bool) *env {
+func newEnv(t testing.TB, protect bool) *env {
 	t.Helper()
 	ctx := context.Background()
 	store := faultstore.New(memstore.New())
