@@ -36,7 +36,8 @@ const (
 	// BuildStateIndex after a pass over every alert (or at once when there
 	// are none). Until it exists, lists filtered by state read every
 	// alert, as they did before the index.
-	statesMarkerKey = "meta/alertstates-v1"
+	// v2: BuildStateIndex also writes the commit index (commits.go).
+	statesMarkerKey = "meta/alertstates-v2"
 )
 
 // stateIndex remembers that the index is complete, which is never undone.
@@ -121,7 +122,8 @@ func (s *Store) EnsureStateIndex(ctx context.Context) (built bool, n int, err er
 	return true, n, err
 }
 
-// BuildStateIndex puts the hint of every alert, then the marker that lets
+// BuildStateIndex puts the hint of every alert and its commit keys
+// (commits.go), then the marker that lets
 // lists by state read the index alone. An installation whose alerts
 // predate the index needs it once; running it again is harmless: a hint
 // it writes for a state an alert has since left is stale, and listers
@@ -137,6 +139,9 @@ func (s *Store) BuildStateIndex(ctx context.Context) (int, error) {
 			return err
 		}
 		n++
+		if err := s.putCommitKeys(ctx, o.Key, nil, rec); err != nil {
+			return err
+		}
 		return s.putHint(ctx, o.Key, rec.State, rec.StateGen)
 	})
 	if err != nil {

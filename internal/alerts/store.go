@@ -285,12 +285,16 @@ func (s *Store) update(ctx context.Context, key string, mut mutation) (*record, 
 	indexed := func(cur *record) (*record, error) {
 		var gen, stateGen uint64
 		var state State
-		if cur != nil { // read before mut, which may change cur in place
+		had := commitsOf(cur) // read before mut, which may change cur in place
+		if cur != nil {
 			gen, stateGen, state = cur.Gen, cur.StateGen, cur.State
 		}
 		next, err := mut(cur)
 		if err != nil || next == nil {
 			return next, err
+		}
+		if err := s.putCommitKeys(ctx, key, had, next); err != nil {
+			return nil, err
 		}
 		next.Gen, next.StateGen = gen+1, stateGen
 		if cur == nil || next.State != state {

@@ -452,3 +452,47 @@ func (h *handler) dismissReview(w http.ResponseWriter, r *http.Request, p *meta.
 	h.log.InfoContext(r.Context(), "pull request review dismissed", "repo", base.FullName(), "number", n, "review", id, "by", p.Tenant, "token_id", p.TokenID)
 	return http.StatusOK, toNote(base, rv), nil
 }
+
+// pullAlerts lists the secret-scanning alerts with a location in a pull
+// request's commits (at most 250 commits, 100 alerts, newest first), for
+// those who see the repository's alerts (docs/adr/0128-alert-commit-index.md).
+// The head's commits are the base's too (refs/pull/<n>/head), so the
+// base's scans find them, a fork's included.
+func (h *handler) pullAlerts(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
+	ps, err := h.pullService()
+	if err != nil {
+		return 0, nil, err
+	}
+	as, err := h.alertStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	base, err := h.securityView(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := pullNumber(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	pr, err := ps.Get(r.Context(), base, n)
+	if err != nil {
+		return 0, nil, pullError(err)
+	}
+	commits, err := ps.CommitIDs(r.Context(), base, pr)
+	if err != nil {
+		return 0, nil, pullError(err)
+	}
+	found, more, err := as.ByCommits(r.Context(), base.Owner, base.ID, commits, 0)
+	if err != nil {
+		return 0, nil, alertError(err)
+	}
+	out := struct {
+		Alerts    []alertJSON `json:"alerts"`
+		Truncated bool        `json:"truncated,omitempty"`
+	}{Alerts: make([]alertJSON, 0, len(found)), Truncated: more}
+	for _, a := range found {
+		out.Alerts = append(out.Alerts, toAlert(base, a))
+	}
+	return http.StatusOK, out, nil
+}

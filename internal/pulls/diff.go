@@ -116,6 +116,25 @@ func (s *Service) Commits(ctx context.Context, base meta.Repo, pr PullRequest, p
 	return out, nil
 }
 
+// CommitIDs returns the ids of pr's commits (those its head has and its
+// base lacks), oldest first, at most MaxCommits: what its page shows the
+// secret-scanning alerts of.
+func (s *Service) CommitIDs(ctx context.Context, base meta.Repo, pr PullRequest) ([]string, error) {
+	bc, b, h, err := s.tips(ctx, base, pr)
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, s.opts.GitTimeout)
+	defer cancel()
+	w, err := newWork(s.opts.Git, s.tmp(), bc.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	ids, _, err := w.revList(gctx, h, b, MaxCommits)
+	return ids, err
+}
+
 // parsePerson reads "Name <email> <unix> <tz>".
 func parsePerson(line string) Person {
 	var p Person
