@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -266,4 +267,124 @@ func TestPullPagesAccess(t *testing.T) {
 			t.Fatalf("%s: #1 after the writer's forms: %+v", repo, pr)
 		}
 	}
+}
+
+// TestPullMergeBox drives the merge box with real repositories: the
+// files page anchors each diff line; a merge of a head that moved since
+// the page was shown is refused in words and writes nothing; a merge of
+// the head shown lands on main and deletes the branch when asked; a pull
+// request that conflicts is shown as not mergeable, naming the file, and
+// merging it anyway is refused.
+func TestPullMergeBox(t *testing.T) {
+	f := newPullFixture(t)
+	w := f.signedIn(f.alice)
+	base := "/alice/app"
+	csrf := w.csrfFor(base + "/-/pulls")
+	open := func(head, title, body string) string {
+		t.Helper()
+		res := w.post(base+"/-/pulls", url.Values{"csrf": {csrf}, "head": {head}, "base": {"main"}, "title": {title}, "body": {body}})
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("open %s: %d", head, res.StatusCode)
+		}
+		return strings.TrimSuffix(res.Header.Get("Location"), "?done=opened")
+	}
+	p1 := open("topic", "Add b", "Adds **b**.\n\n<script>alert(1)</script>")
+	if _, body := w.get(p1); !strings.Contains(body, "<strong>b</strong>") || strings.Contains(body, "<script>alert(1)") ||
+		!strings.Contains(body, "add b.txt") || !strings.Contains(body, `id="mergeable"`) {
+		t.Fatalf("conversation of #1:\n%s", body)
+	}
+	if _, body := w.get(p1 + "/files"); !strings.Contains(body, `id="diff-0-R1"`) || !strings.Contains(body, "&#43;the topic") || !strings.Contains(body, "b.txt") {
+		t.Fatalf("files of #1:\n%s", body)
+	}
+	// The page showed topic's tip; topic moves; the merge of what was
+	// shown is refused.
+	_, body := w.get(p1)
+	shown := shaRE.FindStringSubmatch(body)
+	if shown == nil || shown[1] != f.topic {
+		t.Fatalf("the merge box's head: %v, want %s", shown, f.topic)
+	}
+	f.git("checkout", "-q", "topic")
+	f.write("b.txt", "the topic, revised\n")
+	f.git("commit", "-q", "-am", "revise b.txt")
+	moved := f.git("rev-parse", "HEAD")
+	f.git("checkout", "-q", "main")
+	f.push("topic")
+	res, body := w.postPage(p1+"/merge", url.Values{"csrf": {csrf}, "method": {"squash"}, "sha": {shown[1]}, "delete_branch": {"on"}})
+	if res.StatusCode != http.StatusConflict || !strings.Contains(body, `id="merge-error"`) || !strings.Contains(body, "the head branch moved since this page was shown") {
+		t.Fatalf("merge of a moved head: %d\n%s", res.StatusCode, body)
+	}
+	if tip := f.tip("app", "main"); tip != f.base {
+		t.Fatalf("main moved by a refused merge: %s", tip)
+	}
+	// Shown again, the box carries the new head; the merge lands.
+	_, body = w.get(p1)
+	if shown = shaRE.FindStringSubmatch(body); shown == nil || shown[1] != moved {
+		t.Fatalf("the merge box's head after the push: %v, want %s", shown, moved)
+	}
+	res = w.post(p1+"/merge", url.Values{"csrf": {csrf}, "method": {"squash"}, "sha": {shown[1]}, "delete_branch": {"on"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("merge: %d", res.StatusCode)
+	}
+	main := f.tip("app", "main")
+	pr := f.pull("app", 1)
+	if pr.State != pulls.Merged || pr.MergeCommit != main || main == f.base || pr.MergeMethod != pulls.MethodSquash {
+		t.Fatalf("after the merge: main %s, %+v", main, pr)
+	}
+	if tip := f.tip("app", "topic"); tip != "" {
+		t.Errorf("topic was not deleted: %s", tip)
+	}
+	if _, body := w.get(p1); !strings.Contains(body, `id="merged"`) || !strings.Contains(body, shortSHA(main)) || strings.Contains(body, `id="merge-form"`) {
+		t.Fatalf("conversation of the merged #1:\n%s", body)
+	}
+	if _, body := w.get(base + "/-/pulls?state=closed"); !strings.Contains(body, `id="pull-1"`) || !strings.Contains(body, "merged") {
+		t.Fatalf("closed list:\n%s", body)
+	}
+
+	// Two branches changing the same line: the first merges, the second
+	// then conflicts.
+	for _, b := range []string{"clash1", "clash2"} {
+		f.git("checkout", "-q", "-b", b, f.base)
+		f.write("a.txt", "one\n"+b+"\nthree\n")
+		f.git("commit", "-q", "-am", b)
+		f.git("checkout", "-q", "main")
+	}
+	f.push("clash1", "clash2")
+	p2, p3 := open("clash1", "Clash one", ""), open("clash2", "Clash two", "")
+	_, body = w.get(p2)
+	shown = shaRE.FindStringSubmatch(body)
+	if res := w.post(p2+"/merge", url.Values{"csrf": {csrf}, "method": {"merge"}, "sha": {shown[1]}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("merge of clash1: %d", res.StatusCode)
+	}
+	main = f.tip("app", "main")
+	_, body = w.get(p3)
+	if !strings.Contains(body, `id="not-mergeable"`) || !strings.Contains(body, "<code>a.txt</code>") || !regexp.MustCompile(`id="merge" disabled`).MatchString(body) {
+		t.Fatalf("conversation of the conflicting #3:\n%s", body)
+	}
+	shown = shaRE.FindStringSubmatch(body)
+	res, body = w.postPage(p3+"/merge", url.Values{"csrf": {csrf}, "method": {"merge"}, "sha": {shown[1]}})
+	if res.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(body, "Not merged: pull request is not mergeable: conflicts in a.txt") {
+		t.Fatalf("merge of a conflict: %d\n%s", res.StatusCode, body)
+	}
+	if tip := f.tip("app", "main"); tip != main {
+		t.Fatalf("main moved by a refused merge: %s", tip)
+	}
+	if pr := f.pull("app", 3); pr.State != pulls.Open {
+		t.Fatalf("#3 after a refused merge: %+v", pr)
+	}
+}
+
+func shortSHA(id string) string { return id[:10] }
+
+// postPage posts form and returns the answer with its body.
+func (c *client) postPage(path string, form url.Values) (*http.Response, string) {
+	c.f.t.Helper()
+	req, err := http.NewRequest("POST", c.f.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		c.f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res := c.do(req)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
 }
