@@ -296,6 +296,25 @@ func TestPullMergeBox(t *testing.T) {
 	if _, body := w.get(p1 + "/files"); !strings.Contains(body, `id="diff-0-R1"`) || !strings.Contains(body, "&#43;the topic") || !strings.Contains(body, "b.txt") {
 		t.Fatalf("files of #1:\n%s", body)
 	}
+	// Bad input: a number that is not one, a form without the head it
+	// showed or with no strategy, is refused and merges nothing.
+	for _, p := range []string{"/-/pull/0", "/-/pull/01", "/-/pull/x", "/-/pull/99", "/-/pull/99999999999/files"} {
+		if res, _ := w.get(base + p); res.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", p, res.StatusCode)
+		}
+	}
+	for _, form := range []url.Values{{"method": {"merge"}}, {"method": {"octopus"}, "sha": {f.topic}}, {"sha": {f.topic}}} {
+		form.Set("csrf", csrf)
+		if res := w.post(p1+"/merge", form); res.StatusCode != http.StatusBadRequest {
+			t.Errorf("merge with %v: %d, want 400", form, res.StatusCode)
+		}
+	}
+	if res := w.post(p1+"/state", url.Values{"csrf": {csrf}, "state": {"merged"}}); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("state merged: %d, want 400", res.StatusCode)
+	}
+	if pr := f.pull("app", 1); pr.State != pulls.Open {
+		t.Fatalf("#1 after bad forms: %+v", pr)
+	}
 	// The page showed topic's tip; topic moves; the merge of what was
 	// shown is refused.
 	_, body := w.get(p1)
