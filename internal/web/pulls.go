@@ -52,10 +52,10 @@ var pullNotices = map[string]string{
 	"merged":   "The pull request was merged.",
 }
 
-func pullsURL(repo meta.Repo) string { return repoURL(repo) + "/-/pulls" }
+func pullURL(repo meta.Repo, n uint64) string { return pullPath(repo.Owner, repo.Name, n) }
 
-func pullURL(repo meta.Repo, n uint64) string {
-	return repoURL(repo) + "/-/pull/" + strconv.FormatUint(n, 10)
+func pullPath(owner, name string, n uint64) string {
+	return "/" + urlSegment(owner) + "/" + urlSegment(name) + "/-/pull/" + strconv.FormatUint(n, 10)
 }
 
 // pullReadable resolves {owner}/{repo} as readable for a pull-request
@@ -192,7 +192,7 @@ func (h *Handler) createPull(w http.ResponseWriter, r *http.Request, v *visitor)
 		return apiError(err)
 	}
 	h.opts.Logger.InfoContext(r.Context(), "web: pull request opened", "repo", owner+"/"+name, "number", pr.Number, "by", v.p.Tenant, "token_id", v.p.TokenID)
-	http.Redirect(w, r, "/"+urlSegment(owner)+"/"+urlSegment(name)+"/-/pull/"+strconv.FormatUint(pr.Number, 10)+"?done=opened", http.StatusSeeOther)
+	http.Redirect(w, r, pullPath(owner, name, pr.Number)+"?done=opened", http.StatusSeeOther)
 	return nil
 }
 
@@ -413,7 +413,7 @@ func (h *Handler) changePull(w http.ResponseWriter, r *http.Request, v *visitor,
 		return apiError(err)
 	}
 	h.opts.Logger.InfoContext(r.Context(), "web: pull request "+done, "repo", owner+"/"+name, "number", n, "by", v.p.Tenant, "token_id", v.p.TokenID)
-	http.Redirect(w, r, "/"+urlSegment(owner)+"/"+urlSegment(name)+"/-/pull/"+strconv.FormatUint(n, 10)+"?done="+done, http.StatusSeeOther)
+	http.Redirect(w, r, pullPath(owner, name, n)+"?done="+done, http.StatusSeeOther)
 	return nil
 }
 
@@ -445,7 +445,7 @@ func (h *Handler) mergePull(w http.ResponseWriter, r *http.Request, v *visitor) 
 		return apiError(err)
 	}
 	h.opts.Logger.InfoContext(r.Context(), "web: pull request merged", "repo", owner+"/"+name, "number", n, "commit", res.SHA, "by", v.p.Tenant, "token_id", v.p.TokenID)
-	http.Redirect(w, r, "/"+urlSegment(owner)+"/"+urlSegment(name)+"/-/pull/"+strconv.FormatUint(n, 10)+"?done=merged", http.StatusSeeOther)
+	http.Redirect(w, r, pullPath(owner, name, n)+"?done=merged", http.StatusSeeOther)
 	return nil
 }
 
