@@ -268,31 +268,78 @@ func (h *Handler) commits(w http.ResponseWriter, r *http.Request, v *visitor) er
 	return nil
 }
 
-// diffLine is one line of a patch with its class.
-type diffLine struct{ Class, Text string }
+// diffLine is one line of a patch with its class and, inside a hunk of
+// a two-way diff, its numbers in the old and the new file (0: none): a
+// deleted line has Old, an added one New, a context line both.
+type diffLine struct {
+	Class, Text string
+	Old, New    int
+}
 
+// diffLines classes each line of patch (a commit's whole diff, or a
+// file's hunks). Inside a hunk a line is what its first character says,
+// so a deleted "-- x" is a deletion, not a header; the hunks of a
+// combined diff (a merge's "@@@") are classed by prefix and not numbered.
 func diffLines(patch string) []diffLine {
 	lines := strings.Split(strings.TrimSuffix(patch, "\n"), "\n")
 	out := make([]diffLine, 0, len(lines))
+	inHunk := false
+	var old, new int
 	for _, l := range lines {
-		c := ""
+		d := diffLine{Text: l}
 		switch {
 		case strings.HasPrefix(l, "diff --"):
-			c = "file"
+			d.Class, inHunk = "file", false
 		case strings.HasPrefix(l, "@@"):
-			c = "hunk"
+			d.Class = "hunk"
+			old, new, inHunk = hunkStart(l)
+		case inHunk && strings.HasPrefix(l, "+"):
+			d.Class, d.New = "add", new
+			new++
+		case inHunk && strings.HasPrefix(l, "-"):
+			d.Class, d.Old = "del", old
+			old++
+		case inHunk && strings.HasPrefix(l, "\\"):
+			d.Class = "meta" // "\ No newline at end of file"
+		case inHunk:
+			d.Old, d.New = old, new
+			old++
+			new++
 		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "index "),
 			strings.HasPrefix(l, "new file"), strings.HasPrefix(l, "deleted file"), strings.HasPrefix(l, "similarity"),
 			strings.HasPrefix(l, "rename "), strings.HasPrefix(l, "Binary files"):
-			c = "meta"
+			d.Class = "meta"
 		case strings.HasPrefix(l, "+"):
-			c = "add"
+			d.Class = "add"
 		case strings.HasPrefix(l, "-"):
-			c = "del"
+			d.Class = "del"
 		}
-		out = append(out, diffLine{c, l})
+		out = append(out, d)
 	}
 	return out
+}
+
+// hunkStart reads a two-way hunk header, "@@ -a[,b] +c[,d] @@ ...", and
+// returns the first old and new line numbers; ok is false for anything
+// else (a combined diff's "@@@ ...").
+func hunkStart(l string) (old, new int, ok bool) {
+	f := strings.Fields(l)
+	if len(f) < 4 || f[0] != "@@" || f[3] != "@@" || !strings.HasPrefix(f[1], "-") || !strings.HasPrefix(f[2], "+") {
+		return 0, 0, false
+	}
+	num := func(s string) (int, bool) {
+		s, _, _ = strings.Cut(s, ",")
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 0
+	}
+	o, ok1 := num(f[1][1:])
+	n, ok2 := num(f[2][1:])
+	if !ok1 || !ok2 {
+		return 0, 0, false
+	}
+	// A side with no lines ("-0,0") starts its count at 1 for the lines
+	// the other side numbers.
+	return max(o, 1), max(n, 1), true
 }
 
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request, v *visitor) error {

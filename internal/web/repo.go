@@ -21,6 +21,8 @@ type repoView struct {
 	// scan runs (write access, and the server keeps them).
 	Alerts bool
 	Scans  bool
+	// Pulls: the server keeps pull requests, so the tab shows.
+	Pulls bool
 	// Switch, when set, is the branch and tag switcher of a code or log
 	// page.
 	Switch *switcher
@@ -66,6 +68,7 @@ func (h *Handler) readable(r *http.Request, v *visitor) (*repoView, error) {
 	// (security).
 	rv.Alerts = h.opts.Alerts != nil && rv.CanWrite
 	rv.Scans = h.opts.Scans != nil && rv.CanWrite
+	rv.Pulls = h.opts.Pulls != nil
 	return rv, nil
 }
 

@@ -50,6 +50,13 @@ func (h *Handler) routeTable() []route {
 		{pattern: "GET /{owner}/{repo}/-/commit/{id}", page: h.commit},
 		{pattern: "GET /{owner}/{repo}/-/branches", page: h.branches},
 		{pattern: "GET /{owner}/{repo}/-/tags", page: h.tags},
+		{pattern: "GET /{owner}/{repo}/-/pulls", page: h.pullList},
+		{pattern: "POST /{owner}/{repo}/-/pulls", page: h.form(pullFormBytes, true, h.createPull)},
+		{pattern: "GET /{owner}/{repo}/-/pull/{number}", page: h.pullConversation},
+		{pattern: "POST /{owner}/{repo}/-/pull/{number}", page: h.form(pullFormBytes, true, h.editPull)},
+		{pattern: "POST /{owner}/{repo}/-/pull/{number}/state", page: h.form(formBytes, true, h.setPullState)},
+		{pattern: "POST /{owner}/{repo}/-/pull/{number}/merge", page: h.form(formBytes, true, h.mergePull)},
+		{pattern: "GET /{owner}/{repo}/-/pull/{number}/files", page: h.pullFiles},
 		{pattern: "GET /{owner}/{repo}/-/alerts", page: h.alerts},
 		// Not signed-in only: anyone who may not write gets the page of a
 		// missing repository.

@@ -87,6 +87,8 @@ type Options struct {
 	Cache  Materializer
 	Alerts Alerts // nil: no alerts pages
 	Scans  Scans  // nil: no scan-runs page
+	// Pulls reads pull requests (nil: no pull-request pages).
+	Pulls Pulls
 	// API is the REST API's handler (internal/api), which the pages that
 	// change things call in process with the visitor's own token, so that
 	// they share its authorization and validation. Required.
@@ -247,6 +249,7 @@ func (h *Handler) parseTemplates() error {
 		"bytes":   humanSize,
 		"rate":    func(f float64) string { return humanSize(int64(f)) + "/s" },
 		"dur":     func(d time.Duration) string { return d.Round(time.Second).String() },
+		"subject": func(msg string) string { s, _, _ := strings.Cut(msg, "\n"); return s },
 	}
 	base, err := template.New("base.html").Funcs(funcs).ParseFS(templateFS, "templates/base.html")
 	if err != nil {
