@@ -30,14 +30,15 @@ func (h *handler) routePullNotes() {
 		"DELETE": h.deleteNote(pulls.KindComment),
 	})
 	h.routePairs("/api/repos/{owner}/{name}/pulls", map[pairKey]apiFunc{
-		{"PUT", "merge"}:     h.mergePull,
-		{"GET", "merge"}:     h.isMerged,
-		{"GET", "commits"}:   h.pullCommits,
-		{"GET", "files"}:     h.pullFiles,
-		{"GET", "comments"}:  h.listNotes(pulls.KindLineComment),
-		{"POST", "comments"}: h.createLineComment,
-		{"GET", "reviews"}:   h.listNotes(pulls.KindReview),
-		{"POST", "reviews"}:  h.createReview,
+		{"PUT", "merge"}:                  h.mergePull,
+		{"GET", "merge"}:                  h.isMerged,
+		{"GET", "commits"}:                h.pullCommits,
+		{"GET", "files"}:                  h.pullFiles,
+		{"GET", "comments"}:               h.listNotes(pulls.KindLineComment),
+		{"POST", "comments"}:              h.createLineComment,
+		{"GET", "reviews"}:                h.listNotes(pulls.KindReview),
+		{"POST", "reviews"}:               h.createReview,
+		{"GET", "secret-scanning-alerts"}: h.pullAlerts,
 	}, map[string]apiFunc{
 		"GET":    h.getNote(pulls.KindLineComment),
 		"PATCH":  h.editNote(pulls.KindLineComment),
@@ -81,7 +82,7 @@ func toNote(base meta.Repo, c pulls.Note) noteJSON {
 	num := strconv.FormatUint(c.Number, 10)
 	id := strconv.FormatUint(c.ID, 10)
 	apiRepo := "/api/repos/" + base.FullName()
-	page := "/" + base.FullName() + "/pull/" + num
+	page := "/" + base.FullName() + "/-/pull/" + num
 	out := noteJSON{ID: c.ID, Body: c.Body, User: ghUser(c.Author)}
 	created, updated := c.CreatedAt.UTC(), c.UpdatedAt.UTC()
 	switch c.Kind {

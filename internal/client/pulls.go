@@ -228,10 +228,13 @@ type PullNote struct {
 
 // PullLineComment places a line comment of a review.
 type PullLineComment struct {
-	Path string `json:"path"`
-	Line int    `json:"line"`
-	Side string `json:"side,omitempty"`
-	Body string `json:"body"`
+	// CommitID is the head commit the line is read from ("": the
+	// current head).
+	CommitID string `json:"commit_id,omitempty"`
+	Path     string `json:"path"`
+	Line     int    `json:"line"`
+	Side     string `json:"side,omitempty"`
+	Body     string `json:"body"`
 }
 
 // NewPullReview is a review to submit: Event is APPROVE, REQUEST_CHANGES
@@ -247,6 +250,13 @@ type NewPullReview struct {
 func (c *Client) CommentPull(ctx context.Context, owner, name string, n uint64, body string) (PullNote, error) {
 	var out PullNote
 	_, err := c.do(ctx, http.MethodPost, repoPath(owner, name)+"/issues/"+strconv.FormatUint(n, 10)+"/comments", nil, map[string]string{"body": body}, &out)
+	return out, err
+}
+
+// LineCommentPull comments on a line of pull request n's diff.
+func (c *Client) LineCommentPull(ctx context.Context, owner, name string, n uint64, lc PullLineComment) (PullNote, error) {
+	var out PullNote
+	_, err := c.do(ctx, http.MethodPost, pullPath(owner, name, n)+"/comments", nil, lc, &out)
 	return out, err
 }
 

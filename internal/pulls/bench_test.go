@@ -131,6 +131,7 @@ func BenchmarkMergeLatency(b *testing.B) {
 		}
 		took = append(took, time.Since(start))
 	}
+	b.Logf("merge latencies in order: %v", took)
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(took[min(len(took)-1, len(took)*99/100)].Milliseconds()), "p99-ms")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/access"
+	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/meta"
 )
 
@@ -155,6 +156,22 @@ func TestPullConversationAccess(t *testing.T) {
 	}
 	if code, b := e.api("GET", "/api/repos/alice/app/pulls/1/reviews", e.tok, nil); code != 200 || strings.Count(string(b), `"id"`) != 2 {
 		t.Errorf("reviews after the refused ones: %d %s", code, b)
+	}
+	// The secret-scanning alerts in the pull request's commits: its
+	// writers see them; a reader does not.
+	topic := git(t, dir, "rev-parse", "origin/topic")
+	if code, b := e.api("GET", "/api/repos/alice/app/pulls/1/secret-scanning-alerts", e.tok, nil); code != 200 || !strings.Contains(string(b), `"alerts":[]`) {
+		t.Errorf("alerts before any: %d %s", code, b)
+	}
+	if err := e.srv.Alerts().Record(ctx, "alice", e.repo.ID, []alerts.Finding{{RuleID: "generic-api-key", Description: "Generic API key",
+		Commit: topic, Path: "b.txt", Line: 1, BlobID: strings.Repeat("ab", 20), Match: "key = REDACTED", Secret: "s3cr3t-value-1"}}, alerts.RunRef{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := e.api("GET", "/api/repos/alice/app/pulls/1/secret-scanning-alerts", e.tok, nil); code != 200 || strings.Count(string(b), `"rule_id":"generic-api-key","description"`) != 1 {
+		t.Errorf("alerts of the pull request: %d %s", code, b)
+	}
+	if code, b := e.api("GET", "/api/repos/alice/app/pulls/1/secret-scanning-alerts", read, nil); code != 404 {
+		t.Errorf("alerts as a reader: %d %s", code, b)
 	}
 }
 

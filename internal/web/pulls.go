@@ -1,16 +1,19 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/client"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/pulls"
@@ -33,6 +36,8 @@ type Pulls interface {
 	Status(ctx context.Context, base meta.Repo, pr pulls.PullRequest) (pulls.Status, error)
 	Commits(ctx context.Context, base meta.Repo, pr pulls.PullRequest, page, perPage int) ([]pulls.Commit, error)
 	Files(ctx context.Context, base meta.Repo, pr pulls.PullRequest, page, perPage int) ([]pulls.File, error)
+	Notes(ctx context.Context, base meta.Repo, pr pulls.PullRequest, kind pulls.NoteKind, after uint64, limit int) ([]pulls.Note, uint64, error)
+	CommitIDs(ctx context.Context, base meta.Repo, pr pulls.PullRequest) ([]string, error)
 }
 
 // pullFormBytes bounds the forms that carry a pull request's body: the
@@ -50,6 +55,7 @@ var pullNotices = map[string]string{
 	"closed":   "The pull request was closed.",
 	"reopened": "The pull request was reopened.",
 	"merged":   "The pull request was merged.",
+	"reviewed": "Your review was submitted.",
 }
 
 func pullURL(repo meta.Repo, n uint64) string { return pullPath(repo.Owner, repo.Name, n) }
@@ -207,31 +213,72 @@ func refusal(err error) (msg string, status int, ok bool) {
 	return "", 0, false
 }
 
-// conversationItem is one entry of a pull request's conversation:
-// a comment or a review (issue 25 §3), in time order.
+// conversationItem is one entry of a pull request's conversation: a
+// comment, a review or a line comment, in time order
+// (docs/adr/0127-pull-request-reviews.md).
 type conversationItem struct {
-	Kind   string // "comment" or "review"
+	ID     uint64
+	Kind   string // "comment", "review" or "line"
 	Author string
 	At     time.Time
-	// State is a review's: approved, changes_requested or commented.
-	State string
+	// State is a review's: approved, changes requested, commented or
+	// dismissed; Dismissal says why one was dismissed.
+	State     string
+	Dismissal string
 	// Body is the Markdown rendered and sanitized (template.HTML), or
-	// the text shown plain (string).
+	// the text shown plain (string); nil when there is none.
 	Body any
-	// Path and Line anchor a line comment to the files changed
-	// ("#diff-<file>-R<line>").
-	Path   string
-	Line   int
-	Anchor string
+	// Path, Line and Side place a line comment; Outdated: its line has
+	// changed since.
+	Path     string
+	Line     int
+	Side     string
+	Outdated bool
 }
 
-// conversation is the hook where a pull request's comments and reviews
-// join its page (issue 25 §3): it returns them in time order, and the
-// "conversation" block of pull.html shows them between the description
-// and the merge box. Comments and reviews are not kept yet, so there are
-// none to show.
+var noteKindNames = [...]struct {
+	kind pulls.NoteKind
+	name string
+}{{pulls.KindReview, "review"}, {pulls.KindComment, "comment"}, {pulls.KindLineComment, "line"}}
+
+// noteItem turns a note into what the page shows.
+func (h *Handler) noteItem(ctx context.Context, rv *repoView, base string, n pulls.Note) conversationItem {
+	it := conversationItem{ID: n.ID, Author: n.Author, At: n.CreatedAt, Path: n.Path, Line: n.Line, Side: n.Side, Outdated: n.Outdated}
+	for _, k := range noteKindNames {
+		if k.kind == n.Kind {
+			it.Kind = k.name
+		}
+	}
+	if n.Kind == pulls.KindReview {
+		it.State = strings.ToLower(strings.ReplaceAll(string(n.State), "_", " "))
+		if n.State == pulls.Dismissed {
+			it.Dismissal = n.DismissedBy + ": " + n.DismissMessage
+		}
+	}
+	if n.Body != "" {
+		at := "/" + pathURL(base) + "/"
+		it.Body = h.render.markdown(ctx, "note:"+strconv.FormatUint(n.ID, 10)+":"+strconv.FormatInt(n.UpdatedAt.UnixNano(), 10), []byte(n.Body),
+			repoURL(rv.Repo)+"/-/blob"+at, repoURL(rv.Repo)+"/-/raw"+at)
+	}
+	return it
+}
+
+// conversation returns a pull request's reviews, comments and line
+// comments, the first page of each (pulls.MaxNotePage), merged in time
+// order (their ids grow with time).
 func (h *Handler) conversation(ctx context.Context, rv *repoView, pr pulls.PullRequest) ([]conversationItem, error) {
-	return nil, nil
+	var items []conversationItem
+	for _, k := range noteKindNames {
+		notes, _, err := h.opts.Pulls.Notes(ctx, rv.Repo, pr, k.kind, 0, pulls.MaxNotePage)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range notes {
+			items = append(items, h.noteItem(ctx, rv, pr.Base, n))
+		}
+	}
+	slices.SortFunc(items, func(a, b conversationItem) int { return cmp.Compare(a.ID, b.ID) })
+	return items, nil
 }
 
 // pullPage is the data of a pull request's two tabs.
@@ -241,6 +288,20 @@ type pullPage struct {
 	// CanChange: the visitor may edit, close and reopen it; CanMerge:
 	// merge it (both: write access, as the API decides).
 	CanChange, CanMerge bool
+	// CanComment: the visitor is signed in (the API decides the rest).
+	CanComment bool
+	// ReviewNote says what the reviews still need before the merge
+	// (a branch rule's required approvals), or how many it has.
+	ReviewNote string
+	// Alerts are the secret-scanning alerts in its commits, for those
+	// who see the repository's alerts; MoreAlerts: there are more.
+	Alerts     []alerts.Alert
+	MoreAlerts bool
+	// CommentAt is the diff line whose comment form the files tab shows
+	// ("<file>-R<line>" or "<file>-L<line>"), from ?comment=.
+	CommentAt string
+	// CommentError is why a comment or review was refused.
+	CommentError string
 
 	// The conversation tab.
 	Body         any // the description, rendered (template.HTML) or plain (string)
@@ -264,6 +325,23 @@ type pullPage struct {
 	Limit     int64 // the page's diff bytes (Options.MaxDiffBytes)
 }
 
+// lineSlot is what the files tab shows under a diff line: its line
+// comments and, when asked for (?comment=), the form that adds one.
+type lineSlot struct {
+	Items                    []conversationItem
+	Form                     bool
+	Action, CSRF, Path, Side string
+	Line                     int
+}
+
+// LineSlot returns the slot under line (at: "R12" or "L3") of f.
+func (d pullPage) LineSlot(f pullFile, at string, line int, side, csrf string) lineSlot {
+	return lineSlot{
+		Items: f.Comments[at], Form: d.CanComment && d.CommentAt == strconv.Itoa(f.Index)+"-"+at,
+		Action: d.PR.URL + "/comments?page=" + strconv.Itoa(d.FilePage), CSRF: csrf, Path: f.Filename, Side: side, Line: line,
+	}
+}
+
 // pullFile is one file changed, with its diff's lines.
 type pullFile struct {
 	pulls.File
@@ -273,6 +351,9 @@ type pullFile struct {
 	Lines []diffLine
 	// Cut: its patch did not fit the page's bytes.
 	Cut bool
+	// Comments are the current line comments of the file, by line
+	// ("R12", "L3").
+	Comments map[string][]conversationItem
 }
 
 // loadPull resolves the path's pull request for v.
@@ -305,7 +386,7 @@ func (h *Handler) showPull(w http.ResponseWriter, r *http.Request, v *visitor, s
 	}
 	ctx := r.Context()
 	d.Tab, d.PR = "conversation", toRow(rv.Repo, pr)
-	d.CanChange, d.CanMerge = rv.CanWrite, rv.CanWrite && pr.State == pulls.Open
+	d.CanChange, d.CanMerge, d.CanComment = rv.CanWrite, rv.CanWrite && pr.State == pulls.Open, v.p != nil
 	if pr.Body != "" {
 		sum := sha256.Sum256([]byte(pr.Body))
 		at := "/" + pathURL(pr.Base) + "/"
@@ -326,6 +407,17 @@ func (h *Handler) showPull(w http.ResponseWriter, r *http.Request, v *visitor, s
 	d.MoreCommits = len(d.Commits) == pullsPerPage && d.CommitPage*pullsPerPage < pulls.MaxCommits
 	if d.Status, err = h.opts.Pulls.Status(ctx, rv.Repo, pr); err != nil {
 		return pullPageError("pull request status", err)
+	}
+	if rd := d.Status.Reviews; rd.Required > 0 && pr.State == pulls.Open {
+		d.ReviewNote = rd.Reason()
+		if rd.Satisfied() {
+			d.ReviewNote = fmt.Sprintf("Approved by %s (%d of %d required).", strings.Join(rd.Approvers, ", "), len(rd.Approvers), rd.Required)
+		}
+	}
+	if rv.Alerts {
+		if d.Alerts, d.MoreAlerts, err = h.pullAlerts(ctx, rv, pr); err != nil {
+			return pullPageError("pull request alerts", err)
+		}
 	}
 	for _, m := range pulls.Methods {
 		if rv.AllowsMerge(string(m)) {
@@ -349,11 +441,20 @@ func pageOf(r *http.Request) int {
 // their diffs, within the commit page's bytes (Options.MaxDiffBytes) and
 // the service's (pulls.MaxPatchBytes), each diff line anchored.
 func (h *Handler) pullFiles(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	return h.showFiles(w, r, v, http.StatusOK, "")
+}
+
+func (h *Handler) showFiles(w http.ResponseWriter, r *http.Request, v *visitor, status int, comErr string) error {
 	rv, pr, err := h.loadPull(r, v)
 	if err != nil {
 		return err
 	}
-	d := pullPage{Tab: "files", PR: toRow(rv.Repo, pr), CanChange: rv.CanWrite, FilePage: pageOf(r), Limit: h.opts.MaxDiffBytes}
+	d := pullPage{Tab: "files", PR: toRow(rv.Repo, pr), CanChange: rv.CanWrite, CanComment: v.p != nil, FilePage: pageOf(r), Limit: h.opts.MaxDiffBytes,
+		CommentAt: r.URL.Query().Get("comment"), CommentError: comErr}
+	byLine, err := h.lineComments(r.Context(), rv, pr)
+	if err != nil {
+		return pullPageError("pull request line comments", err)
+	}
 	fs, err := h.opts.Pulls.Files(r.Context(), rv.Repo, pr, d.FilePage, pullsPerPage)
 	switch {
 	case errors.Is(err, pulls.ErrNotFound):
@@ -368,7 +469,7 @@ func (h *Handler) pullFiles(w http.ResponseWriter, r *http.Request, v *visitor) 
 	d.MoreFiles = len(fs) == pullsPerPage && d.FilePage*pullsPerPage < pulls.MaxFiles
 	budget := h.opts.MaxDiffBytes
 	for i, f := range fs {
-		pf := pullFile{File: f, Index: (d.FilePage-1)*pullsPerPage + i}
+		pf := pullFile{File: f, Index: (d.FilePage-1)*pullsPerPage + i, Comments: byLine[f.Filename]}
 		switch {
 		case int64(len(f.Patch)) > budget:
 			pf.Cut = true
@@ -378,7 +479,104 @@ func (h *Handler) pullFiles(w http.ResponseWriter, r *http.Request, v *visitor) 
 		pf.Cut = pf.Cut || f.PatchOmitted
 		d.Files = append(d.Files, pf)
 	}
-	h.show(w, r, v, http.StatusOK, "pull", page{Title: "Files changed · " + pr.Title + " · " + rv.FullName(), Repo: rv, Tab: "pulls", Data: d})
+	h.show(w, r, v, status, "pull", page{Title: "Files changed · " + pr.Title + " · " + rv.FullName(), Repo: rv, Tab: "pulls", Data: d})
+	return nil
+}
+
+// lineComments are a pull request's current line comments (the first
+// page, pulls.MaxNotePage) by path and line ("R12", "L3"); outdated ones
+// show in the conversation only.
+func (h *Handler) lineComments(ctx context.Context, rv *repoView, pr pulls.PullRequest) (map[string]map[string][]conversationItem, error) {
+	notes, _, err := h.opts.Pulls.Notes(ctx, rv.Repo, pr, pulls.KindLineComment, 0, pulls.MaxNotePage)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string][]conversationItem{}
+	for _, n := range notes {
+		if n.Outdated {
+			continue
+		}
+		at := n.Side[:1] + strconv.Itoa(n.Line)
+		if out[n.Path] == nil {
+			out[n.Path] = map[string][]conversationItem{}
+		}
+		out[n.Path][at] = append(out[n.Path][at], h.noteItem(ctx, rv, pr.Base, n))
+	}
+	return out, nil
+}
+
+// pullAlerts are the secret-scanning alerts with a location in pr's
+// commits (docs/adr/0128-alert-commit-index.md).
+func (h *Handler) pullAlerts(ctx context.Context, rv *repoView, pr pulls.PullRequest) ([]alerts.Alert, bool, error) {
+	commits, err := h.opts.Pulls.CommitIDs(ctx, rv.Repo, pr)
+	if errors.Is(err, pulls.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return h.opts.Alerts.ByCommits(ctx, rv.Owner, rv.ID, commits, 20)
+}
+
+// commentPull adds a comment to the conversation, or, with a path, to a
+// line of the diff, through the API; a refusal is shown on the page the
+// form was on.
+func (h *Handler) commentPull(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	owner, name := r.PathValue("owner"), r.PathValue("repo")
+	n, err := pullNumber(r)
+	if err != nil {
+		return err
+	}
+	body := r.PostFormValue("body")
+	if path := r.PostFormValue("path"); path != "" {
+		line, err := strconv.Atoi(r.PostFormValue("line"))
+		if err != nil || line < 1 {
+			return &httpError{status: http.StatusBadRequest, msg: "A line comment names a line."}
+		}
+		c, err := h.api(v).LineCommentPull(r.Context(), owner, name, n, client.PullLineComment{
+			Path: path, Line: line, Side: r.PostFormValue("side"), Body: body, CommitID: r.PostFormValue("commit_id")})
+		if err != nil {
+			if msg, status, ok := refusal(err); ok {
+				return h.showFiles(w, r, v, status, msg)
+			}
+			return apiError(err)
+		}
+		h.opts.Logger.InfoContext(r.Context(), "web: pull request line comment", "repo", owner+"/"+name, "number", n, "by", v.p.Tenant, "token_id", v.p.TokenID)
+		http.Redirect(w, r, pullPath(owner, name, n)+"/files?page="+strconv.Itoa(pageOf(r))+"#r"+strconv.FormatUint(c.ID, 10), http.StatusSeeOther)
+		return nil
+	}
+	c, err := h.api(v).CommentPull(r.Context(), owner, name, n, body)
+	if err != nil {
+		if msg, status, ok := refusal(err); ok {
+			return h.showPull(w, r, v, status, pullPage{CommentError: msg}, "")
+		}
+		return apiError(err)
+	}
+	h.opts.Logger.InfoContext(r.Context(), "web: pull request comment", "repo", owner+"/"+name, "number", n, "by", v.p.Tenant, "token_id", v.p.TokenID)
+	http.Redirect(w, r, pullPath(owner, name, n)+"#issuecomment-"+strconv.FormatUint(c.ID, 10), http.StatusSeeOther)
+	return nil
+}
+
+// reviewPull submits a review (approve, request changes, comment) of the
+// head the page showed, through the API.
+func (h *Handler) reviewPull(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	owner, name := r.PathValue("owner"), r.PathValue("repo")
+	n, err := pullNumber(r)
+	if err != nil {
+		return err
+	}
+	event := r.PostFormValue("event")
+	if event != pulls.EventApprove && event != pulls.EventRequestChanges && event != pulls.EventComment {
+		return &httpError{status: http.StatusBadRequest, msg: "Choose whether to approve, request changes or comment."}
+	}
+	if _, err := h.api(v).ReviewPull(r.Context(), owner, name, n, client.NewPullReview{Event: event, Body: r.PostFormValue("body"), CommitID: r.PostFormValue("sha")}); err != nil {
+		if msg, status, ok := refusal(err); ok {
+			return h.showPull(w, r, v, status, pullPage{CommentError: msg}, "")
+		}
+		return apiError(err)
+	}
+	h.opts.Logger.InfoContext(r.Context(), "web: pull request reviewed", "repo", owner+"/"+name, "number", n, "event", event, "by", v.p.Tenant, "token_id", v.p.TokenID)
+	http.Redirect(w, r, pullPath(owner, name, n)+"?done=reviewed", http.StatusSeeOther)
 	return nil
 }
 

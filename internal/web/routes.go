@@ -57,6 +57,8 @@ func (h *Handler) routeTable() []route {
 		{pattern: "POST /{owner}/{repo}/-/pull/{number}/state", page: h.form(formBytes, true, h.setPullState)},
 		{pattern: "POST /{owner}/{repo}/-/pull/{number}/merge", page: h.form(formBytes, true, h.mergePull)},
 		{pattern: "GET /{owner}/{repo}/-/pull/{number}/files", page: h.pullFiles},
+		{pattern: "POST /{owner}/{repo}/-/pull/{number}/comments", page: h.form(pullFormBytes, true, h.commentPull)},
+		{pattern: "POST /{owner}/{repo}/-/pull/{number}/reviews", page: h.form(pullFormBytes, true, h.reviewPull)},
 		{pattern: "GET /{owner}/{repo}/-/alerts", page: h.alerts},
 		// Not signed-in only: anyone who may not write gets the page of a
 		// missing repository.

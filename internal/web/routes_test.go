@@ -67,6 +67,8 @@ func routeCases(f *fixture) map[string]routeCase {
 		"POST /{owner}/{repo}/-/pull/{number}/state":                        post(priv + "/-/pull/1/state"),
 		"POST /{owner}/{repo}/-/pull/{number}/merge":                        post(priv + "/-/pull/1/merge"),
 		"GET /{owner}/{repo}/-/pull/{number}/files":                         {path: priv + "/-/pull/1/files", anon: 404},
+		"POST /{owner}/{repo}/-/pull/{number}/comments":                     post(priv + "/-/pull/1/comments"),
+		"POST /{owner}/{repo}/-/pull/{number}/reviews":                      post(priv + "/-/pull/1/reviews"),
 		"GET /{owner}/{repo}/-/alerts":                                      {path: priv + "/-/alerts", anon: 404},
 		"POST /{owner}/{repo}/-/alerts/{id}/resolve":                        {path: priv + "/-/alerts/" + f.fp + "/resolve", anon: 403, form: 404},
 		"GET /{owner}/{repo}/-/scans":                                       {path: priv + "/-/scans", anon: 404},

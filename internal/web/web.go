@@ -66,6 +66,7 @@ type Materializer interface {
 type Alerts interface {
 	List(ctx context.Context, f alerts.Filter, token string, limit int) (alerts.Page, error)
 	SetState(ctx context.Context, tenant, repoID, fp string, c alerts.Change) (alerts.Alert, error)
+	ByCommits(ctx context.Context, tenant, repoID string, commits []string, limit int) ([]alerts.Alert, bool, error)
 }
 
 // Scans lists a repository's secret-scanning runs with their progress,

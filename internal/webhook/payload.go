@@ -419,7 +419,7 @@ type prBranchJSON struct {
 // its html_url.
 func pullURL(r Repository, n uint64) (api, html string) {
 	base := strings.TrimRight(r.BaseURL, "/")
-	return fmt.Sprintf("%s/api/repos/%s/%s/pulls/%d", base, r.Owner, r.Name, n), fmt.Sprintf("%s/%s/%s/pull/%d", base, r.Owner, r.Name, n)
+	return fmt.Sprintf("%s/api/repos/%s/%s/pulls/%d", base, r.Owner, r.Name, n), fmt.Sprintf("%s/%s/%s/-/pull/%d", base, r.Owner, r.Name, n)
 }
 
 func (pr PullRequest) json() prJSON {
