@@ -144,9 +144,13 @@ func (r Repo) Put(ctx context.Context, oid string, size int64, body io.Reader) e
 	}
 	// The body must end here: more bytes than declared is not the object.
 	var one [1]byte
-	if n, _ := io.ReadFull(body, one[:]); n > 0 {
+	switch n, err := io.ReadFull(body, one[:]); {
+	case n > 0:
 		r.h.removeTemp(tmp)
 		return ErrOverrun
+	case err != io.EOF:
+		r.h.removeTemp(tmp)
+		return fmt.Errorf("%w: after its %d bytes: %w", ErrCut, size, err)
 	}
 	if got := hex.EncodeToString(hash.Sum(nil)); got != oid {
 		r.h.removeTemp(tmp)
