@@ -68,6 +68,10 @@ type Repo struct {
 // Repo returns the view of g's repository.
 func (h *Handler) Repo(g access.Grant) Repo { return Repo{h: h, g: g} }
 
+// MaxBatchItems is the most objects one batch may name, on either
+// transport.
+func (h *Handler) MaxBatchItems() int { return h.opts.MaxBatchItems }
+
 // MaxObjectSize is the largest object Put accepts.
 func (r Repo) MaxObjectSize() int64 { return r.h.opts.MaxObjectSize }
 

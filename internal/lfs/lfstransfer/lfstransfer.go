@@ -542,7 +542,10 @@ func (s *session) putObject(arg string) (*status, error) {
 		// The data did not end where its size said, or was not read to
 		// its end: the stream is lost. Answer, if the client listens,
 		// and end the session.
-		if body.err != nil {
+		switch {
+		case errors.Is(body.err, io.ErrUnexpectedEOF):
+			st = fail(400, "upload of %s: %s: the input ended after %d of %d bytes", oid, lfs.ErrCut.Error(), body.n, size)
+		case body.err != nil:
 			st = fail(400, "upload of %s: malformed data: %v", oid, body.err)
 		}
 		return nil, &readFailure{st: st}
@@ -569,6 +572,7 @@ func putMessage(err error) string {
 type dataReader struct {
 	in   *pktline.Reader
 	buf  []byte
+	n    int64 // bytes read
 	done bool
 	err  error
 }
@@ -597,6 +601,7 @@ func (d *dataReader) Read(p []byte) (int, error) {
 	}
 	n := copy(p, d.buf)
 	d.buf = d.buf[n:]
+	d.n += int64(n)
 	return n, nil
 }
 
