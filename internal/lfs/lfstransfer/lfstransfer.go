@@ -520,9 +520,6 @@ func (s *session) putObject(arg string) (*status, error) {
 	if !ok {
 		return nil, badRequest(false, "put-object needs size=<bytes>, a non-negative decimal integer")
 	}
-	if max := s.repo.MaxObjectSize(); size > max {
-		return nil, &readFailure{st: fail(413, "object %s is %d bytes, over the limit of %d bytes", oid, size, max)}
-	}
 	body := &dataReader{in: s.in}
 	err = s.repo.Put(s.ctx, oid, size, body)
 	var st *status
@@ -535,6 +532,8 @@ func (s *session) putObject(arg string) (*status, error) {
 		st = fail(422, "upload of %s: %s", oid, putMessage(err))
 	case errors.Is(err, lfs.ErrTooLarge):
 		st = fail(413, "upload of %s: %s", oid, putMessage(err))
+	case errors.Is(err, lfs.ErrReadOnly):
+		st = fail(403, "upload of %s: %v", oid, err)
 	default:
 		st = s.storeFailure("store upload", err)
 	}
@@ -706,6 +705,8 @@ func (s *session) lock(arg string) (*status, error) {
 		return &status{code: 409, args: lockArgs(exists.Lock), lines: []string{"already created lock"}}, nil
 	case errors.Is(err, lfs.ErrBadLockPath), errors.Is(err, lfs.ErrTooManyLocks):
 		return fail(422, "%s", err.Error()), nil
+	case errors.Is(err, lfs.ErrReadOnly):
+		return fail(403, "%v", err), nil
 	case err != nil:
 		return s.storeFailure("write locks", err), nil
 	}
@@ -815,6 +816,8 @@ func (s *session) unlock(arg string) (*status, error) {
 	switch {
 	case errors.Is(err, lfs.ErrNoLock):
 		return fail(404, "lock %s not found", truncate(arg, 64)), nil
+	case errors.Is(err, lfs.ErrReadOnly):
+		return fail(403, "%v", err), nil
 	case errors.Is(err, lfs.ErrNotLockOwner):
 		return fail(403, "the lock on %s belongs to %s: unlock with --force to break it", l.Path, l.Owner.Name), nil
 	case err != nil:

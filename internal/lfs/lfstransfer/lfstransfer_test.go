@@ -295,6 +295,7 @@ func TestBadUploads(t *testing.T) {
 		{"bad oid", putPkts("ABC", len(data), data), 400, false},
 		{"no size", []string{"put-object " + oid, "\x01", "\x02" + string(data), ""}, 400, false},
 		{"negative size", putPkts(oid, -1, data), 400, false},
+		{"a delim after the data", []string{"put-object " + oid, fmt.Sprintf("size=%d", len(data)), "\x01", "\x02" + string(data), "\x01", ""}, 400, false},
 		{"a delim in the data", []string{"put-object " + oid, fmt.Sprintf("size=%d", len(data)), "\x01", "\x02hello", "\x01", ""}, 400, false},
 	}
 	for _, c := range cases {
@@ -386,6 +387,7 @@ func TestMalformed(t *testing.T) {
 		{"unlock in a download session", Download, false, []string{"unlock 0123", ""}, 400, true, "upload session"},
 		{"get in an upload session", Upload, false, []string{"get-object " + oid, ""}, 400, true, "download session"},
 		{"argument without =", Upload, false, []string{"list-lock", "nonsense", ""}, 400, true, "key=value"},
+		{"argument with a bad key", Upload, false, []string{"list-lock", "bad key=1", ""}, 400, true, "key=value"},
 		{"argument twice", Upload, false, []string{"list-lock", "limit=1", "limit=2", ""}, 400, true, "twice"},
 		{"too many arguments", Upload, false, many, 400, true, "more than"},
 		{"bad limit", Upload, false, []string{"list-lock", "limit=-1", ""}, 400, true, "limit"},
@@ -558,23 +560,47 @@ func TestReadOnlyRepoRefusesWrites(t *testing.T) {
 	s := f.session(t, reader, Upload, 0)
 	s.version()
 	data := []byte("x")
+	s.send("lock", "path=a", "")
+	if code, _ := s.answer(); code != 403 {
+		t.Fatalf("lock with a read grant: %d", code)
+	}
+	if _, err := f.h.Repo(alice).CreateLock(context.Background(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	locks, _ := f.h.Repo(alice).Locks(context.Background())
+	s.send("unlock "+locks[0].ID, "force=true", "")
+	if code, _ := s.answer(); code != 403 {
+		t.Fatalf("unlock with a read grant: %d", code)
+	}
 	s.sendRaw(putPkts(oidOf(data), 1, data)...)
-	if code, _ := s.answer(); code != 500 {
+	if code, _ := s.answer(); code != 403 {
 		t.Fatalf("put with a read grant: %d", code)
 	}
 	if keys := f.visible(t); len(keys) != 0 {
 		t.Fatalf("a read grant stored %v", keys)
+	}
+	if locks, _ := f.h.Repo(alice).Locks(context.Background()); len(locks) != 1 || locks[0].Path != "b" {
+		t.Fatalf("a read grant changed the locks: %v", locks)
 	}
 }
 
 // failingStore fails every Get after the reference: a fault injected to
 // see a download cut by the store end the session, not pass as the
 // object.
-type failingStore struct{ objstore.Store }
+type failingStore struct {
+	objstore.Store
+	eof bool // end early with io.EOF instead of an error
+}
 
-type failAfter struct{ n int }
+type failAfter struct {
+	n   int
+	eof bool
+}
 
 func (f *failAfter) Read(p []byte) (int, error) {
+	if f.n <= 0 && f.eof {
+		return 0, io.EOF
+	}
 	if f.n <= 0 {
 		return 0, errors.New("injected read failure")
 	}
@@ -589,16 +615,25 @@ func (s failingStore) Get(ctx context.Context, key string) (io.ReadCloser, objst
 		return rc, info, err
 	}
 	rc.Close()
-	return io.NopCloser(&failAfter{n: 10}), info, nil
+	return io.NopCloser(&failAfter{n: 10, eof: s.eof}), info, nil
 }
 
 func TestDownloadCutByStore(t *testing.T) {
+	for _, eof := range []bool{false, true} {
+		t.Run(fmt.Sprint("eof=", eof), func(t *testing.T) { testDownloadCutByStore(t, eof) })
+	}
+}
+
+// testDownloadCutByStore: a store that fails, or ends early, in the
+// middle of an object ends the session rather than end the answer as if
+// the object were whole.
+func testDownloadCutByStore(t *testing.T, eof bool) {
 	f := newFixture(t, 1000)
 	data := bytes.Repeat([]byte("y"), 200)
 	if err := f.h.Repo(alice).Put(context.Background(), oidOf(data), int64(len(data)), bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	h, err := lfs.New(lfs.Options{Store: failingStore{f.store}, Auth: tokenAuth{}})
+	h, err := lfs.New(lfs.Options{Store: failingStore{f.store, eof}, Auth: tokenAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
