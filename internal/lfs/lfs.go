@@ -11,9 +11,6 @@ package lfs
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +27,6 @@ import (
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/ids"
 	"github.com/ghost-scm/ghost/internal/objstore"
-	"github.com/ghost-scm/ghost/internal/record"
 )
 
 // MediaType is the content type of every Batch API request and answer.
@@ -369,27 +365,18 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, rt route, oid
 	if !ok {
 		return
 	}
-	ref, err := h.ref(r.Context(), g.RepoID, oid)
-	if errors.Is(err, objstore.ErrNotFound) {
+	rc, size, err := h.Repo(g).Open(r.Context(), oid)
+	if errors.Is(err, ErrNoObject) {
 		jsonError(w, http.StatusNotFound, "object does not exist")
 		return
 	}
 	if err != nil {
-		h.storeError(w, r, "read reference", err)
-		return
-	}
-	rc, info, err := h.opts.Store.Get(r.Context(), objectKey(g.Tenant, oid))
-	if err != nil {
-		h.storeError(w, r, "read object", err) // a reference always follows its object
+		h.storeError(w, r, "read object", err)
 		return
 	}
 	defer rc.Close()
-	if info.Size != ref.Size {
-		h.internalError(w, r, "read object", fmt.Errorf("object %s is %d bytes, its reference says %d", oid, info.Size, ref.Size))
-		return
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", fmt.Sprint(info.Size))
+	w.Header().Set("Content-Length", fmt.Sprint(size))
 	if _, err := io.Copy(h.idleWriter(w), rc); err != nil {
 		h.logger.Debug("lfs download cut", "oid", oid, "err", err)
 	}
@@ -441,10 +428,8 @@ func (h *Handler) idleWriter(w http.ResponseWriter) io.Writer {
 	return &idle{rc: http.NewResponseController(w), d: h.opts.IOTimeout, w: w}
 }
 
-// upload streams the body to a temporary key, hashing it, and makes it
-// visible (the object's key, then the repository's reference) only when
-// its size and sha256 are oid's: a cut or wrong upload leaves nothing
-// visible.
+// upload streams the body into the repository (Repo.Put): a cut or
+// wrong upload leaves nothing visible.
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request, rt route, oid string) {
 	g, ok := h.authorize(w, r, rt, true)
 	if !ok {
@@ -459,41 +444,17 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, rt route, oid s
 		jsonError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("object larger than the limit of %d bytes", h.opts.MaxObjectSize))
 		return
 	}
-	var nonce [16]byte
-	rand.Read(nonce[:])
-	tmp := tempKey(hex.EncodeToString(nonce[:]))
-	hash := sha256.New()
-	body := &countingReader{r: io.LimitReader(h.idleReader(w, r.Body), size), h: hash}
-	_, err := h.opts.Store.Put(r.Context(), tmp, body, size)
-	if err == nil && body.n != size {
-		err = fmt.Errorf("read %d of %d bytes: %w", body.n, size, io.ErrUnexpectedEOF)
-	}
-	if err != nil {
-		h.removeTemp(tmp)
-		if body.n < size || r.Context().Err() != nil {
-			jsonError(w, http.StatusBadRequest, "upload cut short: nothing was stored")
-			return
-		}
+	err := h.Repo(g).Put(r.Context(), oid, size, h.idleReader(w, r.Body))
+	switch {
+	case err == nil:
+		w.WriteHeader(http.StatusOK)
+	case errors.Is(err, ErrCut), errors.Is(err, ErrOverrun):
+		jsonError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrHashMismatch):
+		jsonError(w, http.StatusUnprocessableEntity, err.Error())
+	default:
 		h.storeError(w, r, "store upload", err)
-		return
 	}
-	if got := hex.EncodeToString(hash.Sum(nil)); got != oid {
-		h.removeTemp(tmp)
-		jsonError(w, http.StatusUnprocessableEntity, fmt.Sprintf("the uploaded bytes hash to %s, not %s: nothing was stored", got, oid))
-		return
-	}
-	err = h.opts.Store.Copy(r.Context(), tmp, objectKey(g.Tenant, oid))
-	h.removeTemp(tmp)
-	if err != nil {
-		h.storeError(w, r, "store object", err)
-		return
-	}
-	b, _ := json.Marshal(refRecord{Size: size})
-	if _, err := h.opts.Store.Put(r.Context(), refKey(g.RepoID, oid), strings.NewReader(string(b)), int64(len(b))); err != nil {
-		h.storeError(w, r, "store reference", err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
 }
 
 // removeTemp deletes an upload's temporary, even after the request ended.
@@ -506,7 +467,7 @@ func (h *Handler) removeTemp(key string) {
 }
 
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, what string, err error) {
-	if errors.Is(err, objstore.ErrUnavailable) || errors.Is(err, record.ErrContention) {
+	if StoreUnavailable(err) {
 		h.logger.Error("lfs request failed", "what", what, "path", r.URL.Path, "err", err)
 		jsonError(w, http.StatusServiceUnavailable, "storage is temporarily unavailable; try again later")
 		return

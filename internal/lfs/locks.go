@@ -1,7 +1,6 @@
 package lfs
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/access"
-	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/record"
 )
 
@@ -56,11 +54,6 @@ var lockCodec = func() record.Codec[lockSet] {
 	c.Max = 8 << 20
 	return c
 }()
-
-var (
-	errLockExists = errors.New("lock exists")
-	errTooMany    = fmt.Errorf("a repository holds at most %d locks", MaxLocks)
-)
 
 // ownerName is the caller's tenant (Grant.Actor): a lock belongs to the
 // tenant, whichever of its tokens took it.
@@ -125,15 +118,12 @@ func (h *Handler) decodeLockBody(w http.ResponseWriter, r *http.Request, v any) 
 }
 
 func (h *Handler) readLocks(w http.ResponseWriter, r *http.Request, g access.Grant) ([]Lock, bool) {
-	set, _, err := record.Get(r.Context(), h.opts.Store, lockCodec, locksKey(g.RepoID))
-	switch {
-	case errors.Is(err, objstore.ErrNotFound):
-		return nil, true
-	case err != nil:
+	locks, err := h.Repo(g).Locks(r.Context())
+	if err != nil {
 		h.storeError(w, r, "read locks", err)
 		return nil, false
 	}
-	return set.Locks, true
+	return locks, true
 }
 
 func (h *Handler) createLock(w http.ResponseWriter, r *http.Request, g access.Grant) {
@@ -143,36 +133,13 @@ func (h *Handler) createLock(w http.ResponseWriter, r *http.Request, g access.Gr
 	if !h.decodeLockBody(w, r, &req) {
 		return
 	}
-	if req.Path == "" || len(req.Path) > maxLockPath || strings.ContainsRune(req.Path, 0) {
-		jsonError(w, http.StatusUnprocessableEntity, fmt.Sprintf("path must be 1 to %d bytes without NUL", maxLockPath))
-		return
-	}
-	var id [16]byte
-	rand.Read(id[:])
-	mine := Lock{ID: hex.EncodeToString(id[:]), Path: req.Path, LockedAt: time.Now().UTC().Truncate(time.Second), Owner: lockOwner{ownerName(g)}}
-	var held Lock
-	_, err := record.Update(r.Context(), h.opts.Store, lockCodec, locksKey(g.RepoID), record.Options{}, func(cur *lockSet) (*lockSet, error) {
-		var locks []Lock
-		if cur != nil {
-			locks = cur.Locks
-		}
-		i, found := slices.BinarySearchFunc(locks, req.Path, func(l Lock, p string) int { return strings.Compare(l.Path, p) })
-		switch {
-		case found && locks[i].ID == mine.ID:
-			return nil, nil // ours landed
-		case found:
-			held = locks[i]
-			return nil, errLockExists
-		case len(locks) >= MaxLocks:
-			return nil, errTooMany
-		}
-		return &lockSet{Locks: slices.Insert(slices.Clone(locks), i, mine)}, nil
-	})
+	mine, err := h.Repo(g).CreateLock(r.Context(), req.Path)
+	var exists *LockExistsError
 	switch {
-	case errors.Is(err, errLockExists):
-		writeJSON(w, http.StatusConflict, map[string]any{"lock": held, "message": "already created lock"})
-	case errors.Is(err, errTooMany):
-		jsonError(w, http.StatusUnprocessableEntity, errTooMany.Error())
+	case errors.As(err, &exists):
+		writeJSON(w, http.StatusConflict, map[string]any{"lock": exists.Lock, "message": "already created lock"})
+	case errors.Is(err, ErrBadLockPath), errors.Is(err, ErrTooManyLocks):
+		jsonError(w, http.StatusUnprocessableEntity, err.Error())
 	case err != nil:
 		h.storeError(w, r, "write locks", err)
 	default:
@@ -260,35 +227,17 @@ func (h *Handler) unlock(w http.ResponseWriter, r *http.Request, g access.Grant,
 	if !h.decodeLockBody(w, r, &req) {
 		return
 	}
-	all, ok := h.readLocks(w, r, g)
-	if !ok {
-		return
-	}
-	i := slices.IndexFunc(all, func(l Lock) bool { return l.ID == id })
-	if i < 0 {
+	lock, err := h.Repo(g).Unlock(r.Context(), id, req.Force)
+	switch {
+	case errors.Is(err, ErrNoLock):
 		jsonError(w, http.StatusNotFound, "lock not found")
-		return
-	}
-	lock := all[i]
-	if lock.Owner.Name != ownerName(g) && !req.Force {
+	case errors.Is(err, ErrNotLockOwner):
 		jsonError(w, http.StatusForbidden, fmt.Sprintf("the lock on %s belongs to %s: unlock with --force to break it", lock.Path, lock.Owner.Name))
-		return
-	}
-	_, err := record.Update(r.Context(), h.opts.Store, lockCodec, locksKey(g.RepoID), record.Options{}, func(cur *lockSet) (*lockSet, error) {
-		if cur == nil {
-			return nil, nil
-		}
-		j := slices.IndexFunc(cur.Locks, func(l Lock) bool { return l.ID == id })
-		if j < 0 {
-			return nil, nil // gone: ours landed, or someone else's unlock
-		}
-		return &lockSet{Locks: slices.Delete(slices.Clone(cur.Locks), j, j+1)}, nil
-	})
-	if err != nil {
+	case err != nil:
 		h.storeError(w, r, "write locks", err)
-		return
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"lock": lock})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lock": lock})
 }
 
 func nonNil(l []Lock) []Lock {

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/lfs"
+	"github.com/ghost-scm/ghost/internal/lfs/lfstransfer"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
@@ -38,6 +40,31 @@ func (g sshGit) LFSAuthenticate(ctx context.Context, req sshd.Request) error {
 		answer.ExpiresIn = int(ttl.Seconds())
 	}
 	return json.NewEncoder(req.Stdout).Encode(answer)
+}
+
+// LFSTransfer serves "git-lfs-transfer <repo> <operation>", Git LFS's
+// pure SSH protocol (docs/adr/0125-lfs-transfer-over-ssh.md): decided as
+// a fetch (download) or a push (upload) over SSH, with the same grant,
+// refusals and words as git and git-lfs-authenticate, then a session on
+// the repository's LFS objects and locks, the same ones the HTTP APIs
+// serve. A client that breaks the protocol is told why on stderr.
+func (g sshGit) LFSTransfer(ctx context.Context, req sshd.Request) error {
+	if g.lfs == nil {
+		return fmt.Errorf("git-lfs-transfer: %w", errors.ErrUnsupported)
+	}
+	acc, err := g.authorize(ctx, req, req.Operation == "upload")
+	if err != nil {
+		return err
+	}
+	err = lfstransfer.Serve(ctx, req.Stdin, req.Stdout, g.lfs.Repo(acc), lfstransfer.Options{
+		Operation:     lfstransfer.Operation(req.Operation),
+		MaxBatchItems: g.lfs.MaxBatchItems(),
+		Logger:        g.logger,
+	})
+	if errors.Is(err, lfstransfer.ErrProtocol) {
+		return fmt.Errorf("%w: %s", sshd.ErrRefused, err.Error())
+	}
+	return err
 }
 
 // lfsAuth is the LFS handler's authorizer: a token minted over SSH is

@@ -170,6 +170,7 @@ type Server struct {
 	boards      *boards
 	webhookOpts WebhookOptions
 	lfsTokens   *lfs.Tokens
+	lfs         *lfs.Handler // the LFS APIs, and the objects git-lfs-transfer serves
 
 	// bg carries the push-run starts, which outlive their request; Close
 	// cancels it and waits for them.
@@ -399,6 +400,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	// A push whose LFS pointers name objects never uploaded is refused.
 	svc.LFS = lfsHandler
+	s.lfs = lfsHandler
 	git, err := githttp.NewHandler(githttp.Options{
 		ServiceOptions: svc,
 		Auth:           auth,

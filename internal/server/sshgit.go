@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -20,7 +21,7 @@ import (
 // §7.4) and the same gitsvc.Service, in its full-duplex flavour
 // (docs/design.md §6.6). SSHServer serves it.
 func (s *Server) SSHGitService() sshd.GitService {
-	return sshGit{auth: metaAuth{s.meta}, svc: s.git, tracer: s.opts.Tracer, lfsTokens: s.lfsTokens, baseURL: s.webhookOpts.BaseURL}
+	return sshGit{auth: metaAuth{s.meta}, svc: s.git, tracer: s.opts.Tracer, lfsTokens: s.lfsTokens, baseURL: s.webhookOpts.BaseURL, lfs: s.lfs, logger: s.opts.Logger}
 }
 
 type sshGit struct {
@@ -31,6 +32,9 @@ type sshGit struct {
 	// baseURL, the server's public HTTP URL.
 	lfsTokens *lfs.Tokens
 	baseURL   string
+	// lfs holds the LFS objects and locks git-lfs-transfer serves.
+	lfs    *lfs.Handler
+	logger *slog.Logger
 }
 
 func (g sshGit) UploadPack(ctx context.Context, req sshd.Request) error {

@@ -87,3 +87,57 @@ func TestSSHAnonymousPushIsNoOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestSSHLFSTransferAuthorizes: git-lfs-transfer is decided as git over
+// SSH (download a read, upload a write; a private repository absent to
+// others), then speaks the protocol; a client that breaks it is refused
+// in words sshd shows.
+func TestSSHLFSTransferAuthorizes(t *testing.T) {
+	s := newServer(t)
+	seed(t, s) // alice/demo, private
+	ctx := context.Background()
+	if _, err := s.Meta().CreateTenant(ctx, "bob", meta.KindUser); err != nil {
+		t.Fatal(err)
+	}
+	alice := &meta.Principal{Tenant: "alice", TokenID: "k1", Scope: meta.ScopeWrite}
+	aliceRead := &meta.Principal{Tenant: "alice", TokenID: "k3", Scope: meta.ScopeRead}
+	bob := &meta.Principal{Tenant: "bob", TokenID: "k2", Scope: meta.ScopeWrite}
+	git := s.SSHGitService()
+	const session = "000eversion 1\n0000" + "0009quit\n0000"
+	run := func(p *meta.Principal, repo, op, in string) (string, error) {
+		var out bytes.Buffer
+		err := git.LFSTransfer(ctx, sshd.Request{Principal: p, Owner: "alice", Repo: repo, Operation: op, Stdin: strings.NewReader(in), Stdout: &out, Stderr: &bytes.Buffer{}})
+		return out.String(), err
+	}
+	for _, c := range []struct {
+		name    string
+		p       *meta.Principal
+		repo    string
+		op      string
+		wantErr error
+	}{
+		{"anonymous upload", nil, "demo", "upload", meta.ErrUnauthenticated},
+		{"anonymous download of a private repository", nil, "demo", "download", meta.ErrNotFound},
+		{"bob downloads", bob, "demo", "download", meta.ErrNotFound},
+		{"bob uploads", bob, "demo", "upload", meta.ErrNotFound},
+		{"a missing repository", alice, "nope", "download", meta.ErrNotFound},
+		{"a read-only key uploads", aliceRead, "demo", "upload", meta.ErrForbidden},
+	} {
+		out, err := run(c.p, c.repo, c.op, session)
+		if !errors.Is(err, c.wantErr) || out != "" {
+			t.Errorf("%s: %v, %q; want %v and nothing written", c.name, err, out, c.wantErr)
+		}
+	}
+	for _, op := range []string{"download", "upload"} {
+		out, err := run(alice, "demo", op, session)
+		if err != nil || !strings.Contains(out, "version=1") || !strings.HasSuffix(out, "000fstatus 200\n0000") {
+			t.Errorf("alice's %s session: %v, %q", op, err, out)
+		}
+	}
+	if out, err := run(aliceRead, "demo", "download", session); err != nil || !strings.Contains(out, "status 200") {
+		t.Errorf("a read-only key downloads: %v, %q", err, out)
+	}
+	if _, err := run(alice, "demo", "upload", "zzzz"); !errors.Is(err, sshd.ErrRefused) {
+		t.Errorf("a malformed session: %v, want sshd.ErrRefused", err)
+	}
+}

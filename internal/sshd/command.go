@@ -20,6 +20,10 @@ const (
 	// <operation>": it answers the Batch API's URL and a token for it
 	// (docs/adr/0124-lfs-over-ssh.md).
 	LFSAuthenticate Service = "git-lfs-authenticate"
+	// LFSTransfer is Git LFS's pure SSH transfer, "git-lfs-transfer
+	// <repo> <operation>": the objects and locks themselves, over the
+	// session (docs/adr/0125-lfs-transfer-over-ssh.md).
+	LFSTransfer Service = "git-lfs-transfer"
 )
 
 // Command is a parsed exec request: which service, on which repository.
@@ -27,7 +31,8 @@ type Command struct {
 	Service Service
 	Owner   string // as the client wrote it; meta lookups ignore case
 	Repo    string // without a ".git" suffix
-	// Operation is git-lfs-authenticate's: "download" or "upload".
+	// Operation is git-lfs-authenticate's and git-lfs-transfer's:
+	// "download" or "upload".
 	Operation string
 }
 
@@ -67,7 +72,7 @@ func ParseCommand(line string) (Command, error) {
 	op := ""
 	switch svc {
 	case UploadPack, ReceivePack, UploadArchive:
-	case LFSAuthenticate:
+	case LFSAuthenticate, LFSTransfer:
 		// "<path> <operation>": the path as the others', quoted or bare.
 		i := strings.LastIndexByte(arg, ' ')
 		if i < 0 {
@@ -78,7 +83,7 @@ func ParseCommand(line string) (Command, error) {
 			return Command{}, fmt.Errorf("%w: %s: operation %q, want download or upload", ErrBadCommand, svc, firstWord(op))
 		}
 	default:
-		return Command{}, fmt.Errorf("%w: ghost runs only git-upload-pack, git-receive-pack, git-upload-archive and git-lfs-authenticate, not %q", ErrBadCommand, firstWord(line))
+		return Command{}, fmt.Errorf("%w: ghost runs only git-upload-pack, git-receive-pack, git-upload-archive, git-lfs-authenticate and git-lfs-transfer, not %q", ErrBadCommand, firstWord(line))
 	}
 	path, err := unquote(arg)
 	if err != nil {

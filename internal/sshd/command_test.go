@@ -34,6 +34,12 @@ func TestParseCommand(t *testing.T) {
 		{"git-lfs-authenticate 'alice/x.git' delete", Command{}},
 		{"git-lfs-authenticate 'alice/x.git' upload extra", Command{}},
 		{"git-lfs-authenticate download", Command{}},
+		// git-lfs 3.x's pure SSH transfer: the path bare, as git-lfs sends it.
+		{"git-lfs-transfer /alice/x.git upload", Command{LFSTransfer, "alice", "x", "upload"}},
+		{"git-lfs-transfer 'alice/x.git' download", Command{LFSTransfer, "alice", "x", "download"}},
+		{"git-lfs-transfer alice/x.git lock", Command{}},
+		{"git-lfs-transfer alice/x.git", Command{}},
+		{"git-lfs-transfer /alice/x.git upload; rm -rf /", Command{}},
 		{"git-upload-pack 'alice/x.git' download", Command{}},
 
 		{"", Command{}},
@@ -109,6 +115,7 @@ func sqQuote(s string) string {
 func FuzzParseCommand(f *testing.F) {
 	for _, s := range []string{
 		"git-upload-pack '/alice/x.git'", "git receive-pack 'a/b'", "git-upload-archive a/b.git",
+		"git-lfs-transfer /a/b.git upload", "git-lfs-authenticate a/b download",
 		`git-upload-pack '/a'\''b/x'`, "ls", "git-upload-pack '/a/b/c'", `git-upload-pack /a/b\`,
 	} {
 		f.Add(s)
@@ -121,8 +128,14 @@ func FuzzParseCommand(f *testing.F) {
 			}
 			return
 		}
+		op := ""
 		switch c.Service {
 		case UploadPack, ReceivePack, UploadArchive:
+		case LFSAuthenticate, LFSTransfer:
+			if c.Operation != "download" && c.Operation != "upload" {
+				t.Fatalf("ParseCommand(%q): operation %q", line, c.Operation)
+			}
+			op = " " + c.Operation
 		default:
 			t.Fatalf("ParseCommand(%q): service %q", line, c.Service)
 		}
@@ -131,7 +144,7 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		// What git would send for the parsed repository parses the same.
 		for _, path := range []string{"/" + c.Owner + "/" + c.Repo + ".git", c.Owner + "/" + c.Repo} {
-			again, err := ParseCommand(string(c.Service) + " " + sqQuote(path))
+			again, err := ParseCommand(string(c.Service) + " " + sqQuote(path) + op)
 			if err != nil || again != c {
 				t.Fatalf("round trip of %+v via %q: %+v, %v", c, path, again, err)
 			}

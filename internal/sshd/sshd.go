@@ -50,6 +50,10 @@ type GitService interface {
 	// LFSAuthenticate answers Git LFS's git-lfs-authenticate: the JSON of
 	// the Batch API's URL and a token for req.Operation on Stdout.
 	LFSAuthenticate(ctx context.Context, req Request) error
+	// LFSTransfer serves Git LFS's pure SSH transfer protocol for
+	// req.Operation on the session's streams
+	// (docs/adr/0125-lfs-transfer-over-ssh.md).
+	LFSTransfer(ctx context.Context, req Request) error
 }
 
 // Request is one git command to run. Stdin is the client's stream and
@@ -63,7 +67,7 @@ type Request struct {
 	Stdout      io.Writer
 	Stderr      io.Writer
 	GitProtocol string // the client's GIT_PROTOCOL, when well formed; "" otherwise
-	Operation   string // git-lfs-authenticate's: "download" or "upload"
+	Operation   string // git-lfs-authenticate's and git-lfs-transfer's: "download" or "upload"
 }
 
 // KeyAuthenticator maps a public key the client has proven it holds to
@@ -504,6 +508,8 @@ func (s *Server) run(ctx context.Context, st *connState, res authResult, ch ssh.
 		err = s.opts.Git.UploadArchive(ctx, req)
 	case LFSAuthenticate:
 		err = s.opts.Git.LFSAuthenticate(ctx, req)
+	case LFSTransfer:
+		err = s.opts.Git.LFSTransfer(ctx, req)
 	}
 	attrs := []any{"service", string(cmd.Service), "repo", cmd.Owner + "/" + cmd.Repo, "tenant", tenantName(res.principal), "key", res.keyFP, "duration", time.Since(start)}
 	if err == nil {

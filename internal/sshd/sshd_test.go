@@ -63,6 +63,10 @@ func (f *fakeGit) LFSAuthenticate(_ context.Context, req Request) error {
 	return f.serve(LFSAuthenticate, req)
 }
 
+func (f *fakeGit) LFSTransfer(_ context.Context, req Request) error {
+	return f.serve(LFSTransfer, req)
+}
+
 func (f *fakeGit) requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()

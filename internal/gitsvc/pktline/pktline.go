@@ -108,6 +108,13 @@ func WriteFlush(w io.Writer) error {
 	return err
 }
 
+// WriteDelim writes a delim packet, the section separator of protocol v2
+// and of Git LFS's SSH transfer.
+func WriteDelim(w io.Writer) error {
+	_, err := io.WriteString(w, "0001")
+	return err
+}
+
 // Side-band channels.
 const (
 	BandData     = 1
