@@ -76,7 +76,9 @@ func newEnv(t testing.TB, protect bool) *env {
 	store := faultstore.New(memstore.New())
 	e := &env{t: t, log: wal.New(store, wal.Options{}), fs: store}
 	e.meta = meta.New(store, e.log)
-	cache, err := repocache.New(t.TempDir(), e.log, repocache.Options{})
+	// Packs are consolidated in the background, as a server does, not
+	// inside the request that found too many.
+	cache, err := repocache.New(t.TempDir(), e.log, repocache.Options{Background: gitexec.NewBackground(gitexec.BackgroundOptions{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/access"
@@ -13,6 +14,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/lfs/lfstransfer"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/sshd"
+	"github.com/ghost-scm/ghost/internal/web"
 )
 
 // Git LFS over SSH (docs/adr/0124-lfs-over-ssh.md).
@@ -104,4 +106,16 @@ func (a lfsAuth) Authorize(ctx context.Context, token, owner, name string) (acce
 		return access.Grant{}, fmt.Errorf("%w: the token names another repository", access.ErrNotFound)
 	}
 	return g, nil
+}
+
+// lfsWeb lets the web UI show and serve the Git LFS objects pointer files
+// name (web.LFSObjects), with the page's own read check already made.
+type lfsWeb struct{ h *lfs.Handler }
+
+func (l lfsWeb) Open(ctx context.Context, repo meta.Repo, oid string) (io.ReadCloser, int64, error) {
+	rc, n, err := l.h.Repo(access.Grant{RepoID: repo.ID, Tenant: repo.Owner, Name: repo.Name, Level: access.Read}).Open(ctx, oid)
+	if errors.Is(err, lfs.ErrNoObject) {
+		return nil, 0, fmt.Errorf("%w: %s", web.ErrLFSMissing, oid)
+	}
+	return rc, n, err
 }

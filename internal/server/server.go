@@ -416,6 +416,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	uiOpts := web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache}, API: apiHandler,
 		Alerts: s.alerts, Git: opts.Git, SSHURL: opts.SSHCloneURL, Logger: opts.Logger, Pulls: s.pulls,
+		LFS: lfsWeb{s.lfs},
 	}
 	if s.scanner != nil {
 		uiOpts.Scans = s.scanner

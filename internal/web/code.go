@@ -156,7 +156,15 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, v *visitor) error
 		TooLarge bool
 		Binary   bool
 		Code     any
+		LFS      *lfsFile
 	}{At: loc, Size: o.Size}
+	if data.LFS, err = h.lfsFile(r.Context(), rv, cf, obj, o.Size); err != nil {
+		return err
+	}
+	if data.LFS != nil {
+		h.show(w, r, v, http.StatusOK, "blob", page{Title: joinPath(rv.FullName(), loc.Path), Repo: rv, Tab: "code", Data: data})
+		return nil
+	}
 	if o.Size > h.opts.MaxBlobBytes {
 		data.TooLarge = true
 	} else {
@@ -181,7 +189,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, v *visitor) error
 // download; the sandbox CSP keeps a served file from running as a page
 // of this origin.
 func (h *Handler) raw(w http.ResponseWriter, r *http.Request, v *visitor) error {
-	_, g, loc, err := h.locate(r, v)
+	rv, g, loc, err := h.locate(r, v)
 	if err != nil {
 		return err
 	}
@@ -201,8 +209,11 @@ func (h *Handler) raw(w http.ResponseWriter, r *http.Request, v *visitor) error 
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	hd.Set("Cache-Control", "private, no-cache")
-	hd.Set("Content-Length", strconv.FormatInt(o.Size, 10))
 	name := path.Base(loc.Path)
+	if served, err := h.rawLFS(w, r, rv, cf, obj, o.Size, name); served || err != nil {
+		return err
+	}
+	hd.Set("Content-Length", strconv.FormatInt(o.Size, 10))
 	if o.Size <= h.opts.MaxBlobBytes {
 		_, b, err := cf.contents(obj, h.opts.MaxBlobBytes)
 		if err != nil {

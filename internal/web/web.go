@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -69,6 +70,19 @@ type Alerts interface {
 	ByCommits(ctx context.Context, tenant, repoID string, commits []string, limit int) ([]alerts.Alert, bool, error)
 }
 
+// LFSObjects reads a repository's Git LFS objects (the server adapts
+// lfs.Handler): a file whose content is an LFS pointer is shown as the
+// object it points to, and downloaded as its bytes.
+type LFSObjects interface {
+	// Open opens oid's bytes if repo references the object, or answers an
+	// error matching ErrLFSMissing. The caller closes the reader.
+	Open(ctx context.Context, repo meta.Repo, oid string) (io.ReadCloser, int64, error)
+}
+
+// ErrLFSMissing is an LFS object a repository does not hold (its
+// upload never came).
+var ErrLFSMissing = errors.New("git lfs object not stored")
+
 // Scans lists a repository's secret-scanning runs with their progress,
 // newest first, and says how far scans trail pushes (scanner.Scanner
 // does).
@@ -87,7 +101,9 @@ type Options struct {
 	Authz  Authorizer
 	Cache  Materializer
 	Alerts Alerts // nil: no alerts pages
-	Scans  Scans  // nil: no scan-runs page
+	// LFS reads Git LFS objects (nil: a pointer file shows as text).
+	LFS   LFSObjects
+	Scans Scans // nil: no scan-runs page
 	// Pulls reads pull requests (nil: no pull-request pages).
 	Pulls Pulls
 	// API is the REST API's handler (internal/api), which the pages that
