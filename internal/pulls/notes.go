@@ -395,6 +395,27 @@ func (s *Store) ListNotes(ctx context.Context, repoID string, n uint64, kind Not
 	return out, last, nil
 }
 
+// noteIDs lists up to limit ids of kind of pull request n above after,
+// in order: one LIST, no record read.
+func (s *Store) noteIDs(ctx context.Context, repoID string, n uint64, kind NoteKind, after uint64, limit int) ([]uint64, error) {
+	prefix := notesKindPrefix(repoID, n, kind)
+	start := ""
+	if after > 0 {
+		start = prefix + noteID19(after)
+	}
+	infos, err := s.objects.List(ctx, prefix, start, limit)
+	if err != nil {
+		return nil, fmt.Errorf("notes of #%d: %w", n, err)
+	}
+	out := make([]uint64, 0, len(infos))
+	for _, in := range infos {
+		if id, err := strconv.ParseUint(strings.TrimPrefix(in.Key, prefix), 10, 64); err == nil && id > 0 {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // updateNote changes a note by compare-and-swap: change edits it and
 // reports whether it changed anything.
 func (s *Store) updateNote(ctx context.Context, repoID string, n uint64, kind NoteKind, id uint64, change func(*noteRecord) (bool, error)) (Note, error) {

@@ -3,6 +3,7 @@ package pulls
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"golang.org/x/sync/errgroup"
 )
 
 // Review and conversation errors.
@@ -422,6 +424,80 @@ func (s *Service) Notes(ctx context.Context, base meta.Repo, pr PullRequest, kin
 		return nil, 0, err
 	}
 	return notes, next, nil
+}
+
+// Conversation returns a page of pull request pr's conversation: its
+// reviews, comments and line comments with ids above after, merged in
+// id (time) order, at most limit (MaxNotePage), and the after of the next
+// page (0: none). It lists each kind's keys (three LISTs) and reads only
+// the notes shown.
+func (s *Service) Conversation(ctx context.Context, base meta.Repo, pr PullRequest, after uint64, limit int) ([]Note, uint64, error) {
+	if limit <= 0 || limit > MaxNotePage {
+		limit = MaxNotePage
+	}
+	type ref struct {
+		id   uint64
+		kind NoteKind
+	}
+	var refs []ref
+	for _, k := range []NoteKind{KindReview, KindComment, KindLineComment} {
+		ids, err := s.opts.Store.noteIDs(ctx, base.ID, pr.Number, k, after, limit+1)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, id := range ids {
+			refs = append(refs, ref{id, k})
+		}
+	}
+	slices.SortFunc(refs, func(a, b ref) int { return cmp.Compare(a.id, b.id) })
+	var next uint64
+	if len(refs) > limit {
+		refs = refs[:limit]
+		next = refs[limit-1].id
+	}
+	notes := make([]Note, len(refs))
+	found := make([]bool, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
+	for i, r := range refs {
+		g.Go(func() error {
+			n, err := s.opts.Store.GetNote(gctx, base.ID, pr.Number, r.kind, r.id)
+			switch {
+			case errors.Is(err, ErrNotFound): // deleted meanwhile
+				return nil
+			case err != nil:
+				return err
+			}
+			notes[i], found[i] = n, true
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
+	}
+	out := make([]Note, 0, len(notes))
+	var lines []int
+	for i, n := range notes {
+		if found[i] {
+			if n.Kind == KindLineComment {
+				lines = append(lines, len(out))
+			}
+			out = append(out, n)
+		}
+	}
+	if len(lines) > 0 {
+		lc := make([]Note, len(lines))
+		for j, i := range lines {
+			lc[j] = out[i]
+		}
+		if err := s.markOutdated(ctx, base, pr, lc); err != nil {
+			return nil, 0, err
+		}
+		for j, i := range lines {
+			out[i] = lc[j]
+		}
+	}
+	return out, next, nil
 }
 
 // markOutdated sets Outdated on the line comments whose line reads

@@ -315,3 +315,60 @@ func TestLineCommentsOutdated(t *testing.T) {
 		t.Fatalf("verdicts %+v", pr.Verdicts)
 	}
 }
+
+// The conversation merges the three kinds in time order, a page at a
+// time, and reads only the notes a page shows.
+func TestConversationPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, false)
+	pr := e.topic()
+	var want []uint64
+	for i := range 3 {
+		c, err := e.pulls.Comment(ctx, e.repo, pr.Number, "bob", "comment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, c.ID)
+		rv, _, err := e.pulls.Review(ctx, e.repo, pr.Number, pulls.NewReview{Author: "bob", Event: pulls.EventComment, Body: "review"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rv.ID)
+		if i < 2 {
+			lc, err := e.pulls.AddLineComment(ctx, e.repo, pr.Number, pulls.LineComment{Author: "bob", Path: "b.txt", Line: 1, Body: "line"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, lc.ID)
+		}
+	}
+	var got []uint64
+	after, pages := uint64(0), 0
+	for {
+		gets := e.fs.Count(faultstore.OpGet)
+		page, next, err := e.pulls.Conversation(ctx, e.repo, pr, after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page) > 3 {
+			t.Fatalf("page of %d", len(page))
+		}
+		// Line comments read the copy, not the store; the notes shown
+		// are one GET each, plus the copy's index reads at most.
+		if n := e.fs.Count(faultstore.OpGet) - gets; n > len(page)+4 {
+			t.Fatalf("page %d: %d GETs for %d notes", pages, n, len(page))
+		}
+		for _, n := range page {
+			got = append(got, n.ID)
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	if !slices.Equal(got, want) || pages != 3 {
+		t.Fatalf("pages %d: %v, want %v", pages, got, want)
+	}
+}

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -76,6 +77,22 @@ func TestPullConversationForms(t *testing.T) {
 	if strings.Index(body, "bold") > strings.Index(body, "Reviewed it.") {
 		t.Error("the conversation is not in time order")
 	}
+	// A long conversation is paged: 50 a page, the next page after the
+	// last id shown.
+	for i := range 50 {
+		if res := w.post(p1+"/comments", url.Values{"csrf": {csrf}, "body": {fmt.Sprintf("filler %d", i)}}); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("filler %d: %d", i, res.StatusCode)
+		}
+	}
+	_, first := w.get(p1)
+	more := regexp.MustCompile(`href="([^"]+\?notes=[0-9]+)" rel="next" id="more-notes"`).FindStringSubmatch(first)
+	if more == nil || strings.Contains(first, "filler 49") || !strings.Contains(first, "filler 45") {
+		t.Fatalf("the first page of a long conversation:\n%s", first)
+	}
+	if _, second := w.get(more[1]); !strings.Contains(second, "filler 49") || strings.Contains(second, "filler 45<") || strings.Contains(second, `id="more-notes"`) {
+		t.Fatalf("the second page:\n%s", second)
+	}
+	body = first
 	// An alert in the pull request's commit: its writers see it.
 	if strings.Contains(body, `id="pull-alerts"`) {
 		t.Fatal("alerts before any")

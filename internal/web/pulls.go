@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -37,6 +36,7 @@ type Pulls interface {
 	Commits(ctx context.Context, base meta.Repo, pr pulls.PullRequest, page, perPage int) ([]pulls.Commit, error)
 	Files(ctx context.Context, base meta.Repo, pr pulls.PullRequest, page, perPage int) ([]pulls.File, error)
 	Notes(ctx context.Context, base meta.Repo, pr pulls.PullRequest, kind pulls.NoteKind, after uint64, limit int) ([]pulls.Note, uint64, error)
+	Conversation(ctx context.Context, base meta.Repo, pr pulls.PullRequest, after uint64, limit int) ([]pulls.Note, uint64, error)
 	CommitIDs(ctx context.Context, base meta.Repo, pr pulls.PullRequest) ([]string, error)
 }
 
@@ -236,19 +236,21 @@ type conversationItem struct {
 	Outdated bool
 }
 
-var noteKindNames = [...]struct {
-	kind pulls.NoteKind
-	name string
-}{{pulls.KindReview, "review"}, {pulls.KindComment, "comment"}, {pulls.KindLineComment, "line"}}
+// noteKindName names a kind of note as the page's items do.
+func noteKindName(k pulls.NoteKind) string {
+	switch k {
+	case pulls.KindReview:
+		return "review"
+	case pulls.KindComment:
+		return "comment"
+	}
+	return "line"
+}
 
 // noteItem turns a note into what the page shows.
 func (h *Handler) noteItem(ctx context.Context, rv *repoView, base string, n pulls.Note) conversationItem {
 	it := conversationItem{ID: n.ID, Author: n.Author, At: n.CreatedAt, Path: n.Path, Line: n.Line, Side: n.Side, Outdated: n.Outdated}
-	for _, k := range noteKindNames {
-		if k.kind == n.Kind {
-			it.Kind = k.name
-		}
-	}
+	it.Kind = noteKindName(n.Kind)
 	if n.Kind == pulls.KindReview {
 		it.State = strings.ToLower(strings.ReplaceAll(string(n.State), "_", " "))
 		if n.State == pulls.Dismissed {
@@ -263,22 +265,22 @@ func (h *Handler) noteItem(ctx context.Context, rv *repoView, base string, n pul
 	return it
 }
 
-// conversation returns a pull request's reviews, comments and line
-// comments, the first page of each (pulls.MaxNotePage), merged in time
-// order (their ids grow with time).
-func (h *Handler) conversation(ctx context.Context, rv *repoView, pr pulls.PullRequest) ([]conversationItem, error) {
-	var items []conversationItem
-	for _, k := range noteKindNames {
-		notes, _, err := h.opts.Pulls.Notes(ctx, rv.Repo, pr, k.kind, 0, pulls.MaxNotePage)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range notes {
-			items = append(items, h.noteItem(ctx, rv, pr.Base, n))
-		}
+// notesPerPage is the conversation's page size.
+const notesPerPage = 50
+
+// conversation returns a page of a pull request's reviews, comments and
+// line comments in time order, from the cursor ?notes= (the last id of
+// the page before), and the cursor of the next page (0: none).
+func (h *Handler) conversation(ctx context.Context, rv *repoView, pr pulls.PullRequest, after uint64) ([]conversationItem, uint64, error) {
+	notes, next, err := h.opts.Pulls.Conversation(ctx, rv.Repo, pr, after, notesPerPage)
+	if err != nil {
+		return nil, 0, err
 	}
-	slices.SortFunc(items, func(a, b conversationItem) int { return cmp.Compare(a.ID, b.ID) })
-	return items, nil
+	items := make([]conversationItem, 0, len(notes))
+	for _, n := range notes {
+		items = append(items, h.noteItem(ctx, rv, pr.Base, n))
+	}
+	return items, next, nil
 }
 
 // pullPage is the data of a pull request's two tabs.
@@ -306,10 +308,13 @@ type pullPage struct {
 	// The conversation tab.
 	Body         any // the description, rendered (template.HTML) or plain (string)
 	Conversation []conversationItem
-	Commits      []pulls.Commit
-	CommitPage   int
-	MoreCommits  bool
-	Status       pulls.Status
+	// NotesAfter is the conversation page's cursor (0: the first page),
+	// NotesNext the next page's (0: none).
+	NotesAfter, NotesNext uint64
+	Commits               []pulls.Commit
+	CommitPage            int
+	MoreCommits           bool
+	Status                pulls.Status
 	// Methods are the strategies the repository allows, the first one
 	// chosen.
 	Methods []string
@@ -392,7 +397,8 @@ func (h *Handler) showPull(w http.ResponseWriter, r *http.Request, v *visitor, s
 		at := "/" + pathURL(pr.Base) + "/"
 		d.Body = h.render.markdown(ctx, "pull:"+hex.EncodeToString(sum[:]), []byte(pr.Body), repoURL(rv.Repo)+"/-/blob"+at, repoURL(rv.Repo)+"/-/raw"+at)
 	}
-	if d.Conversation, err = h.conversation(ctx, rv, pr); err != nil {
+	d.NotesAfter, _ = strconv.ParseUint(r.URL.Query().Get("notes"), 10, 64)
+	if d.Conversation, d.NotesNext, err = h.conversation(ctx, rv, pr, d.NotesAfter); err != nil {
 		return classify("pull request conversation", err)
 	}
 	d.CommitPage = pageOf(r)
