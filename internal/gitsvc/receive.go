@@ -266,8 +266,9 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 
 	// 4a. Git LFS: the objects the push's pointers name were uploaded
 	// (docs/design.md §7.10).
+	var lfsPointers map[string]string
 	if s.opts.LFS != nil && packHash != "" {
-		if err := s.checkLFS(ctx, r, snap.Dir, env, filepath.Join(q, "pack", "pack-"+packHash+".idx"), rep); err != nil {
+		if lfsPointers, err = s.checkLFS(ctx, r, snap.Dir, env, filepath.Join(q, "pack", "pack-"+packHash+".idx"), rep); err != nil {
 			return nil, res, err
 		}
 		if rep.failed() {
@@ -279,7 +280,7 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 	// is committed (docs/adr/0031-push-protection.md).
 	if r.PushProtection && s.opts.PushProtect != nil {
 		t := time.Now()
-		err := s.protect(ctx, r, req, snap.Dir, env, rep)
+		err := s.protect(ctx, r, req, snap.Dir, env, lfsPointers, rep)
 		steps.protect = time.Since(t)
 		if err != nil {
 			return nil, res, err

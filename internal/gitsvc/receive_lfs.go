@@ -18,6 +18,19 @@ import (
 type LFSObjects interface {
 	// Missing returns the oids the repository does not hold.
 	Missing(ctx context.Context, repoID string, oids []string) ([]string, error)
+	// OpenFor opens an object the repository holds, for push protection
+	// (pushprotect.LFSObjects).
+	OpenFor(ctx context.Context, tenant, repoID, oid string) (io.ReadCloser, int64, error)
+}
+
+// lfsRepo is one repository's LFS objects as push protection opens them.
+type lfsRepo struct {
+	objects        LFSObjects
+	tenant, repoID string
+}
+
+func (l lfsRepo) Open(ctx context.Context, oid string) (io.ReadCloser, int64, error) {
+	return l.objects.OpenFor(ctx, l.tenant, l.repoID, oid)
 }
 
 // lfsPointerMax is the largest blob read as a possible LFS pointer: the
@@ -37,15 +50,18 @@ const DefaultMaxLFSPointers = 10000
 // pushed pack's object list, the types and sizes of its objects, and the
 // blobs small enough to be pointers, all bounded by the push itself. A
 // store that cannot answer is an error: the push is refused as Busy.
-func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []string, packIdx string, rep *report) error {
+//
+// It returns the pushed pack's pointer blobs and the oids they name, for
+// push protection to scan the objects (nil when it refused the push).
+func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []string, packIdx string, rep *report) (map[string]string, error) {
 	idx, err := os.Open(packIdx)
 	if err != nil {
-		return fmt.Errorf("lfs check: %w", err)
+		return nil, fmt.Errorf("lfs check: %w", err)
 	}
 	defer idx.Close()
 	listed, err := s.opts.Git.Run(ctx, dir, env, idx, "show-index")
 	if err != nil {
-		return fmt.Errorf("lfs check: list the pack: %w", err)
+		return nil, fmt.Errorf("lfs check: list the pack: %w", err)
 	}
 	var ids strings.Builder
 	for _, l := range strings.Split(string(listed), "\n") {
@@ -54,11 +70,11 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 		}
 	}
 	if ids.Len() == 0 {
-		return nil
+		return nil, nil
 	}
 	checked, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(ids.String()), "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)")
 	if err != nil {
-		return fmt.Errorf("lfs check: object sizes: %w", err)
+		return nil, fmt.Errorf("lfs check: object sizes: %w", err)
 	}
 	var small strings.Builder
 	for _, l := range strings.Split(string(checked), "\n") {
@@ -71,32 +87,36 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 		}
 	}
 	if small.Len() == 0 {
-		return nil
+		return nil, nil
 	}
 	blobs, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(small.String()), "cat-file", "--batch")
 	if err != nil {
-		return fmt.Errorf("lfs check: read small blobs: %w", err)
+		return nil, fmt.Errorf("lfs check: read small blobs: %w", err)
 	}
-	oids, err := lfsPointers(blobs)
+	pointers, err := lfsPointers(blobs)
 	if err != nil {
-		return fmt.Errorf("lfs check: %w", err)
+		return nil, fmt.Errorf("lfs check: %w", err)
 	}
-	if len(oids) == 0 {
-		return nil
+	if len(pointers) == 0 {
+		return nil, nil
+	}
+	oids := make([]string, 0, len(pointers))
+	for _, oid := range pointers {
+		oids = append(oids, oid)
 	}
 	slices.Sort(oids)
 	oids = slices.Compact(oids)
 	if max := OrDefault(s.opts.MaxLFSPointers, DefaultMaxLFSPointers); max > 0 && len(oids) > max {
 		rep.failAll("too many Git LFS objects")
 		rep.detail = append(rep.detail, fmt.Sprintf("error: this push names %d Git LFS objects; one push may name at most %d: push the history in parts.", len(oids), max))
-		return nil
+		return nil, nil
 	}
 	missing, err := s.opts.LFS.Missing(ctx, r.Repo, oids)
 	if err != nil {
-		return &Error{Kind: Busy, Msg: "the Git LFS objects of the push could not be checked; nothing was changed, retry the push", Err: err, RetryAfter: 1}
+		return nil, &Error{Kind: Busy, Msg: "the Git LFS objects of the push could not be checked; nothing was changed, retry the push", Err: err, RetryAfter: 1}
 	}
 	if len(missing) == 0 {
-		return nil
+		return pointers, nil
 	}
 	rep.failAll("missing Git LFS objects")
 	rep.detail = append(rep.detail, fmt.Sprintf("error: this push has Git LFS pointers to %d object(s) the server does not have:", len(missing)))
@@ -109,13 +129,13 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 	}
 	rep.detail = append(rep.detail, "error: upload them first (git lfs push --all <remote> <branch>), then push again.")
 	s.logger.Info("push refused: missing Git LFS objects", "repo", r.Repo, "by", r.Principal, "missing", len(missing))
-	return nil
+	return nil, nil
 }
 
-// lfsPointers reads git cat-file --batch output and returns the oids of
-// the blobs that are Git LFS pointers.
-func lfsPointers(batch []byte) ([]string, error) {
-	var oids []string
+// lfsPointers reads git cat-file --batch output and returns the blobs
+// that are Git LFS pointers, with the oids they name.
+func lfsPointers(batch []byte) (map[string]string, error) {
+	oids := map[string]string{}
 	br := bufio.NewReader(bytes.NewReader(batch))
 	for {
 		header, err := br.ReadString('\n')
@@ -138,7 +158,7 @@ func lfsPointers(batch []byte) ([]string, error) {
 			return nil, fmt.Errorf("read cat-file output: %w", err)
 		}
 		if oid, ok := ParseLFSPointer(body[:n]); ok {
-			oids = append(oids, oid)
+			oids[f[0]] = oid
 		}
 	}
 }

@@ -40,7 +40,7 @@ func TestLFSPointersReadsBatch(t *testing.T) {
 	ptr := "version https://git-lfs.github.com/spec/v1\noid sha256:" + testOID + "\nsize 3\n"
 	batch := "aaaa blob " + itoa(len(ptr)) + "\n" + ptr + "\n" + "bbbb blob 6\nhello\n\n"
 	oids, err := lfsPointers([]byte(batch))
-	if err != nil || len(oids) != 1 || oids[0] != testOID {
+	if err != nil || len(oids) != 1 || oids["aaaa"] != testOID {
 		t.Fatalf("lfsPointers = %v, %v", oids, err)
 	}
 	if _, err := lfsPointers([]byte("aaaa blob 99\nshort\n")); err == nil {

@@ -17,15 +17,22 @@ const replacePrefix = "refs/replace/"
 // could not be recorded fails every ref in rep; a bypassed push passes
 // with the bypass in rep's message. A failure to decide is an error: the
 // push is refused as Busy (retry), and nothing changes.
-func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir string, env []string, rep *report) error {
+//
+// lfsPointers are the push's Git LFS pointer blobs and their oids
+// (checkLFS): their objects are scanned as the pointers' files.
+func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir string, env []string, lfsPointers map[string]string, rep *report) error {
 	updates := make([]pushprotect.Update, len(req.cmds))
 	for i, c := range req.cmds {
 		updates[i] = pushprotect.Update{Ref: c.Ref, Old: c.Old, New: c.New}
 	}
-	v, err := s.opts.PushProtect.Check(ctx, pushprotect.Push{
+	p := pushprotect.Push{
 		Tenant: r.Tenant, RepoID: r.Repo, Pusher: r.Principal,
 		Repo: secretscan.Repo{Dir: dir, Env: env, Git: s.opts.Git}, Updates: updates, Options: req.options,
-	})
+	}
+	if s.opts.LFS != nil && len(lfsPointers) > 0 {
+		p.LFSPointers, p.LFS = lfsPointers, lfsRepo{s.opts.LFS, r.Tenant, r.Repo}
+	}
+	v, err := s.opts.PushProtect.Check(ctx, p)
 	var oe *pushprotect.OptionError
 	switch {
 	case errors.As(err, &oe):

@@ -41,8 +41,8 @@ var floors = map[string]int{
 	// 7: the edges: transports, API, web UI.
 	"internal/gitsvc/cacheadapter": 7, "internal/githttp": 7, "internal/sshd": 7,
 	"internal/api": 7, "internal/web": 7, "internal/lfs": 7,
-	// 8: configuration.
-	"internal/config": 8,
+	// 8: configuration; the LFS SSH protocol over the LFS objects.
+	"internal/config": 8, "internal/lfs/lfstransfer": 8,
 	// 9: the composition root.
 	"internal/server": 9,
 	// 10: the command line, and the binary.

@@ -88,6 +88,11 @@ type Options struct {
 	// MaxBypass secrets in one push may be bypassed (default
 	// DefaultMaxBypass); a push with more is blocked even with a bypass.
 	MaxBypass int
+	// MaxLFSObject is the largest Git LFS object scanned (default
+	// DefaultMaxLFSObject; negative: none), and MaxLFSBytes bounds the
+	// LFS bytes one push has scanned (default DefaultMaxLFSBytes).
+	MaxLFSObject int64
+	MaxLFSBytes  int64
 }
 
 // Checker checks pushes. It holds the compiled rules, shared by every
@@ -145,6 +150,11 @@ type Push struct {
 	Updates []Update
 	// Options are the push options as the client sent them.
 	Options []string
+	// LFSPointers maps the blobs of the push that are Git LFS pointers
+	// to the oids they name, and LFS opens those objects, whose text is
+	// scanned as the pointer's file (lfs.go). Nil LFS scans none.
+	LFSPointers map[string]string
+	LFS         LFSObjects
 }
 
 // Verdict is the outcome of a check.
@@ -234,7 +244,12 @@ func (s *Checker) Check(ctx context.Context, p Push) (*Verdict, error) {
 		return nil, fmt.Errorf("pushprotect: scan: %w", err)
 	}
 	v.Stats = bs.Stats
-	if bs.FindingBlobs() == 0 && bs.FindingMessages() == 0 {
+	lfs, err := s.scanLFS(ctx, e, p, refs, paths)
+	if err != nil {
+		return nil, err
+	}
+	v.Stats.Add(lfs.stats)
+	if bs.FindingBlobs() == 0 && bs.FindingMessages() == 0 && len(lfs.findings) == 0 {
 		return v, nil
 	}
 	fs, err := s.place(ctx, e, p.Repo, bs, tips, refs, paths)
@@ -242,6 +257,7 @@ func (s *Checker) Check(ctx context.Context, p Push) (*Verdict, error) {
 		return nil, err
 	}
 	fs = append(fs, bs.MessageFindings()...)
+	fs = append(fs, lfs.findings...)
 	v.Findings = fs
 	if len(fs) == 0 {
 		return v, nil
@@ -256,7 +272,7 @@ func (s *Checker) Check(ctx context.Context, p Push) (*Verdict, error) {
 		v.Message = s.tooManyMessage(fs)
 		return v, nil
 	}
-	if err := s.recordBypass(ctx, p, opts.Bypass, fs, key); err != nil {
+	if err := s.recordBypass(ctx, p, opts.Bypass, fs, key, lfs.content); err != nil {
 		return nil, err
 	}
 	v.Message = s.bypassedMessage(fs, opts.Bypass)
@@ -334,12 +350,12 @@ func (s *Checker) place(ctx context.Context, e *secretscan.Engine, repo secretsc
 // recordBypass files every bypassed finding as an alert location with a
 // bypass entry. The caller's deadline bounds it; it stops at the first
 // failure, since the push is then refused anyway.
-func (s *Checker) recordBypass(ctx context.Context, p Push, reason alerts.BypassReason, fs []secretscan.Finding, key []byte) error {
+func (s *Checker) recordBypass(ctx context.Context, p Push, reason alerts.BypassReason, fs []secretscan.Finding, key []byte, lfsContent map[string][]byte) error {
 	by := p.Pusher
 	if by == "" {
 		by = "anonymous"
 	}
-	secrets := s.secretsOf(ctx, p.Repo, key, fs)
+	secrets := s.secretsOf(ctx, p.Repo, key, fs, lfsContent)
 	for i := range fs {
 		f := &fs[i]
 		af := alerts.Finding{

@@ -26,16 +26,23 @@ import (
 // check out gets no secret: the alert is then recorded as before, with
 // nothing to reveal, never refused.
 //
-// It reads each object holding a finding once, with one git cat-file
+// Findings in Git LFS objects take their bytes from held (by the
+// pointer's blob id). It reads each other object holding a finding once, with one git cat-file
 // --batch; what a push bypasses is bounded (Options.MaxBypass), and so is
 // each object (Options.MaxBlobSize, applied by the scan).
-func (s *Checker) secretsOf(ctx context.Context, repo secretscan.Repo, key []byte, fs []secretscan.Finding) map[int]string {
+func (s *Checker) secretsOf(ctx context.Context, repo secretscan.Repo, key []byte, fs []secretscan.Finding, held map[string][]byte) map[int]string {
 	out := map[int]string{}
 	byObject := map[string][]int{}
 	var order []string
 	for i := range fs {
 		f := &fs[i]
 		if s.rule(f.RuleID) == nil || f.StartLine < 1 || f.StartColumn < 1 || strings.HasPrefix(f.Match, "file detected:") {
+			continue
+		}
+		if content, ok := held[f.BlobID]; ok { // a Git LFS object's bytes
+			if secret, ok := s.secretAt(content, f); ok && fingerprint(key, secret) == f.Fingerprint {
+				out[i] = secret
+			}
 			continue
 		}
 		if _, seen := byObject[f.BlobID]; !seen {

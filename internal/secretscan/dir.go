@@ -77,12 +77,7 @@ func (e *Engine) ScanDir(ctx context.Context, root string, progress ProgressFunc
 				findings = append(findings, fs...)
 				done.Blobs++
 				done.Bytes += f.size
-				done.BlobsScanned += s.BlobsScanned
-				done.BytesScanned += s.BytesScanned
-				done.BinarySkipped += s.BinarySkipped
-				done.BinaryScanned += s.BinaryScanned
-				done.LargeSkipped += s.LargeSkipped
-				done.LargeBytes += s.LargeBytes
+				done.Add(s)
 				if progress != nil {
 					progress(done, total)
 				}
@@ -138,18 +133,40 @@ func (e *Engine) scanFile(root, rel string, size int64) ([]Finding, Stats, error
 	if err != nil {
 		return nil, st, fmt.Errorf("secretscan: %w", err)
 	}
-	if isBinary(data) {
+	fs, st := e.ScanBytes(rel, data)
+	return fs, st, nil
+}
+
+// ScanBytes scans content held outside git, as the file at path: a Git
+// LFS object, whose bytes live in the object store while git holds only
+// its pointer. Path-only rules match path; binary content is skipped when
+// Options.SkipBinary says so. The findings carry no blob or commit: the
+// caller places them.
+func (e *Engine) ScanBytes(path string, content []byte) ([]Finding, Stats) {
+	var st Stats
+	var here []*candidate
+	for _, ri := range e.pathOut {
+		if e.cfg.Rules[ri].Path.MatchString(path) {
+			here = append(here, &candidate{rule: ri, pathOnly: true})
+		}
+	}
+	if e.opts.MaxBlobSize > 0 && int64(len(content)) > e.opts.MaxBlobSize {
+		st.LargeSkipped++
+		st.LargeBytes += int64(len(content))
+		return e.findingsAt(here, commitInfo{}, "", path), st
+	}
+	if isBinary(content) {
 		if e.opts.SkipBinary {
 			st.BinarySkipped++
-			return e.findingsAt(here, commitInfo{}, "", rel), st, nil
+			return e.findingsAt(here, commitInfo{}, "", path), st
 		}
 		st.BinaryScanned++
 	}
 	st.BlobsScanned++
-	st.BytesScanned += int64(len(data))
-	cands := e.scanContent(data)
+	st.BytesScanned += int64(len(content))
+	cands := e.scanContent(content)
 	for i := range cands {
 		here = append(here, &cands[i])
 	}
-	return e.findingsAt(here, commitInfo{}, "", rel), st, nil
+	return e.findingsAt(here, commitInfo{}, "", path), st
 }

@@ -86,6 +86,24 @@ type Stats struct {
 	MessagesScanned int64
 }
 
+// Add adds o's counts to s.
+func (s *Stats) Add(o Stats) {
+	s.Blobs += o.Blobs
+	s.Bytes += o.Bytes
+	s.BlobsScanned += o.BlobsScanned
+	s.BytesScanned += o.BytesScanned
+	s.BinarySkipped += o.BinarySkipped
+	s.BinaryScanned += o.BinaryScanned
+	s.LargeSkipped += o.LargeSkipped
+	s.LargeBytes += o.LargeBytes
+	s.PathSkipped += o.PathSkipped
+	s.BlobsChanged += o.BlobsChanged
+	s.BytesChanged += o.BytesChanged
+	s.Messages += o.Messages
+	s.MessageBytes += o.MessageBytes
+	s.MessagesScanned += o.MessagesScanned
+}
+
 // Ignore is a parsed .gitleaksignore: gitleaks fingerprints, one a line,
 // either commit:path:rule:line or path:rule:line; # starts a comment.
 type Ignore struct {

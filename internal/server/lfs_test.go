@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gittest"
 )
@@ -111,4 +112,60 @@ func TestLFSPushWithMissingObjectRefused(t *testing.T) {
 
 	gittest.Git(t, env, src, "lfs", "push", "--all", remote, "main")
 	gittest.Git(t, env, src, "push", "-q", "--no-verify", remote, "main")
+}
+
+// TestLFSPushProtection: a secret in a file tracked by Git LFS is in the
+// object store, not in git, and push protection scans it there: the stock
+// client's push (its pre-push upload, then the git push) is refused,
+// naming the file; a bypass lets it land and records the alert with its
+// secret; a binary LFS object is not a text file and passes.
+func TestLFSPushProtection(t *testing.T) {
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		t.Skip("git-lfs is not installed (apt-get install git-lfs; .ci/run installs it): the LFS end-to-end test needs the real client")
+	}
+	ctx := context.Background()
+	f := newOrgFixture(t)
+	if err := f.s.Meta().SetPushProtection(ctx, "alice", "mine", true); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := gittest.Env(home)
+	gittest.Git(t, env, home, "lfs", "install", "--skip-repo")
+	remote := strings.Replace(f.url, "http://", "http://alice:"+f.alice+"@", 1) + "/alice/mine.git"
+	src := filepath.Join(t.TempDir(), "src")
+	gittest.Git(t, env, "", "init", "-q", "-b", "main", src)
+	gittest.Git(t, env, src, "lfs", "track", "*.env", "*.bin")
+	data := make([]byte, 64<<10)
+	rand.NewChaCha8([32]byte{5}).Read(data)
+	if err := os.WriteFile(filepath.Join(src, "model.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, env, src, "add", ".gitattributes", "model.bin")
+	gittest.Git(t, env, src, "commit", "-q", "-m", "a binary model")
+	gittest.Git(t, env, src, "push", "-q", remote, "main")
+
+	token := fakeToken("lfs")
+	if err := os.WriteFile(filepath.Join(src, "prod.env"), []byte("# production\nGITHUB_TOKEN="+token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, env, src, "add", "prod.env")
+	gittest.Git(t, env, src, "commit", "-q", "-m", "config")
+	if ptr := gittest.Git(t, env, src, "cat-file", "-p", "HEAD:prod.env"); strings.Contains(ptr, token) {
+		t.Fatal("the secret is in git, not in LFS")
+	}
+	out, err := gittest.Combined(env, src, nil, "push", remote, "main")
+	if err == nil || !strings.Contains(out, "secret detected by push protection") || !strings.Contains(out, "prod.env") {
+		t.Fatalf("a push with a secret in an LFS object: %v\n%s", err, out)
+	}
+	out, err = gittest.Combined(env, src, nil, "push", "-o", "secret-scanning.bypass=used_in_tests", remote, "main")
+	if err != nil {
+		t.Fatalf("the bypassed push: %v\n%s", err, out)
+	}
+	page, err := f.s.Alerts().List(ctx, alerts.Filter{Tenant: "alice", RepoID: f.mine.ID}, "", 10)
+	if err != nil || len(page.Alerts) != 1 || page.Alerts[0].Locations[0].Path != "prod.env" {
+		t.Fatalf("alerts after the bypass: %+v, %v", page.Alerts, err)
+	}
+	if secret, err := f.s.Alerts().Reveal(ctx, "alice", f.mine.ID, page.Alerts[0].Fingerprint); err != nil || secret != token {
+		t.Fatalf("the bypassed alert's secret: %q, %v", secret, err)
+	}
 }

@@ -113,7 +113,7 @@ func (a lfsAuth) Authorize(ctx context.Context, token, owner, name string) (acce
 type lfsWeb struct{ h *lfs.Handler }
 
 func (l lfsWeb) Open(ctx context.Context, repo meta.Repo, oid string) (io.ReadCloser, int64, error) {
-	rc, n, err := l.h.Repo(access.Grant{RepoID: repo.ID, Tenant: repo.Owner, Name: repo.Name, Level: access.Read}).Open(ctx, oid)
+	rc, n, err := l.h.OpenFor(ctx, repo.Owner, repo.ID, oid)
 	if errors.Is(err, lfs.ErrNoObject) {
 		return nil, 0, fmt.Errorf("%w: %s", web.ErrLFSMissing, oid)
 	}
