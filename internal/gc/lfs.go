@@ -145,13 +145,22 @@ type LFSUsage struct {
 // LFSUsageCodec encodes usage records.
 var LFSUsageCodec = record.JSON[LFSUsage]()
 
+// ErrLFSQuota is returned by AddLFSUsage when the addition would take
+// the usage over its limit; nothing was written.
+var ErrLFSQuota = errors.New("LFS storage quota exceeded")
+
 // AddLFSUsage adds delta (negative: subtracts, not below zero) to
-// tenant's usage by compare-and-swap. Its outcomes are record.Update's.
-func AddLFSUsage(ctx context.Context, store objstore.Store, tenant string, delta int64) error {
+// tenant's usage by compare-and-swap, refusing with ErrLFSQuota an
+// addition that would take it over limit (0: no limit). Its other
+// outcomes are record.Update's.
+func AddLFSUsage(ctx context.Context, store objstore.Store, tenant string, delta, limit int64) error {
 	_, err := record.Update(ctx, store, LFSUsageCodec, LFSUsageKey(tenant), record.Options{}, func(cur *LFSUsage) (*LFSUsage, error) {
 		var next LFSUsage
 		if cur != nil {
 			next = *cur
+		}
+		if limit > 0 && delta > 0 && next.Bytes+delta > limit {
+			return nil, fmt.Errorf("%w: %d bytes stored, %d more, the quota is %d", ErrLFSQuota, next.Bytes, delta, limit)
 		}
 		next.Bytes = max(0, next.Bytes+delta)
 		return &next, nil
@@ -399,7 +408,7 @@ func (c *Collector) lfsTenant(ctx context.Context, tenant string, refs lfsRefSet
 		_, err = c.store.PutIfMatch(ctx, LFSUsageKey(tenant), bytes.NewReader(b), int64(len(b)), etag)
 	}
 	if err != nil && freed > 0 {
-		err = AddLFSUsage(ctx, c.store, tenant, -freed)
+		err = AddLFSUsage(ctx, c.store, tenant, -freed, 0)
 	} else if errors.Is(err, objstore.ErrPreconditionFailed) {
 		err = nil
 	}

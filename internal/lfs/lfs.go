@@ -67,6 +67,10 @@ type Options struct {
 	// so a transfer of any size at a steady speed goes through and a
 	// stalled one lets go of its connection.
 	IOTimeout time.Duration
+	// QuotaBytes bounds the bytes of LFS objects one tenant stores,
+	// counted once however many of its repositories reference them
+	// (0 or negative: no bound; docs/adr/0129-lfs-gc.md).
+	QuotaBytes int64
 }
 
 // Handler serves /<owner>/<repo>.git/info/lfs/...
@@ -340,6 +344,9 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, rt route) {
 		// An upload the repository already has needs no action.
 		res.Objects = append(res.Objects, out)
 	}
+	if write && h.overQuota(w, r, g.Tenant, res.Objects) {
+		return
+	}
 	w.Header().Set("Content-Type", MediaType)
 	w.Header().Set("Cache-Control", "no-cache")
 	if err := json.NewEncoder(w).Encode(res); err != nil {
@@ -452,6 +459,10 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, rt route, oid s
 		jsonError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrHashMismatch):
 		jsonError(w, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, ErrCollecting):
+		jsonError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, ErrQuota):
+		jsonError(w, http.StatusInsufficientStorage, err.Error())
 	default:
 		h.storeError(w, r, "store upload", err)
 	}
