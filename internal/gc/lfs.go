@@ -407,10 +407,16 @@ func (c *Collector) lfsTenant(ctx context.Context, tenant string, refs lfsRefSet
 	default:
 		_, err = c.store.PutIfMatch(ctx, LFSUsageKey(tenant), bytes.NewReader(b), int64(len(b)), etag)
 	}
-	if err != nil && freed > 0 {
-		err = AddLFSUsage(ctx, c.store, tenant, -freed, 0)
-	} else if errors.Is(err, objstore.ErrPreconditionFailed) {
+	switch {
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		// Certainly not written: an upload counted meanwhile.
 		err = nil
+		if freed > 0 {
+			err = AddLFSUsage(ctx, c.store, tenant, -freed, 0)
+		}
+	case err != nil:
+		// Perhaps written: subtracting too could count too little. The
+		// record may count the bytes freed until the next recount.
 	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("gc: lfs: usage of %s: %w", tenant, err))

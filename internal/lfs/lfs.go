@@ -71,6 +71,8 @@ type Options struct {
 	// counted once however many of its repositories reference them
 	// (0 or negative: no bound; docs/adr/0129-lfs-gc.md).
 	QuotaBytes int64
+	// Now is the clock GC's fence reads (default time.Now).
+	Now func() time.Time
 }
 
 // Handler serves /<owner>/<repo>.git/info/lfs/...
@@ -101,6 +103,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.MaxBatchItems <= 0 {
 		opts.MaxBatchItems = DefaultMaxBatchItems
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Handler{opts: opts, logger: opts.Logger}, nil
 }

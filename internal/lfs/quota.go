@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/ghost-scm/ghost/internal/gc"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -31,7 +30,7 @@ var ErrCollecting = gc.ErrLFSCollecting
 // unknown fails the upload before anything is visible, so the record
 // can count too much (until GC's recount), never too little.
 func (h *Handler) admit(ctx context.Context, tenant, oid string, size int64) error {
-	if err := gc.LFSFence(ctx, h.opts.Store, tenant, oid, time.Now()); err != nil {
+	if err := gc.LFSFence(ctx, h.opts.Store, tenant, oid, h.opts.Now()); err != nil {
 		return err
 	}
 	held, err := h.holds(ctx, tenant, oid)
