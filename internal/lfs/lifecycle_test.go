@@ -260,7 +260,9 @@ func TestGCRacesUpload(t *testing.T) {
 	var raced error
 	w.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
 		if c.Op == faultstore.OpDelete && c.Key == key {
-			once.Do(func() { raced = w.repo("01B").Put(context.Background(), oidOf(data), int64(len(data)), bytes.NewReader(data)) })
+			once.Do(func() {
+				raced = w.repo("01B").Put(context.Background(), oidOf(data), int64(len(data)), bytes.NewReader(data))
+			})
 		}
 		return faultstore.Fault{}
 	})
@@ -458,4 +460,66 @@ func TestQuotaBatch(t *testing.T) {
 	if got := len(f.visible(t)); got != 3 { // one object, two references
 		t.Fatalf("visible keys: %v", f.visible(t))
 	}
+}
+
+// TestSlowUploadOutlivesSighting: an upload passes the fence before GC
+// first sees the object unreferenced and writes its reference only after
+// two GC runs listed the references. The grace period between the
+// sighting and the listing that may doom keeps the object.
+func TestSlowUploadOutlivesSighting(t *testing.T) {
+	w := newWorld(t, 0, "01A", "01B")
+	data := []byte("uploaded while GC looks")
+	if err := w.put("01A", data); err != nil {
+		t.Fatal(err)
+	}
+	w.deleteRepo("01A")
+	ref := refKey("01B", oidOf(data))
+	var once sync.Once
+	w.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.Op == faultstore.OpPut && c.Key == ref {
+			once.Do(func() {
+				for range 2 {
+					w.advance(time.Minute)
+					if _, err := w.gc(w.inner, false); err != nil {
+						t.Errorf("gc: %v", err)
+					}
+				}
+			})
+		}
+		return faultstore.Fault{}
+	})
+	if err := w.put("01B", data); err != nil {
+		t.Fatal(err)
+	}
+	w.fs.SetPlan(nil)
+	w.check("after the slow upload")
+}
+
+// TestFenceBetweenReadAndDoom: an upload revives the record after GC
+// read it and before GC's doom. The doom is a compare-and-swap over what
+// GC read, so it loses, and the object stays.
+func TestFenceBetweenReadAndDoom(t *testing.T) {
+	w, data := prepareSighted(t)
+	mark := gc.LFSMarkKey("alice", oidOf(data))
+	up, err := New(Options{Store: w.inner, Auth: tableAuth{}, Now: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	w.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.Op == faultstore.OpPutIfMatch && c.Key == mark {
+			once.Do(func() {
+				g := access.Grant{RepoID: "01B", Tenant: "alice", Level: access.Write}
+				if err := up.Repo(g).Put(context.Background(), oidOf(data), int64(len(data)), bytes.NewReader(data)); err != nil {
+					t.Errorf("upload: %v", err)
+				}
+			})
+		}
+		return faultstore.Fault{}
+	})
+	if rep, err := w.gc(w.fs, false); err != nil || rep.Objects != 0 {
+		t.Fatalf("gc: %+v, %v", rep, err)
+	}
+	w.fs.SetPlan(nil)
+	w.check("after the race")
 }
