@@ -78,12 +78,13 @@ func runGC(ctx context.Context, env *Env, s stores, cfg config.Config, o gcOptio
 	if dry {
 		verb = "would delete"
 	}
-	rep, err := gc.New(s.objects, gc.Options{
+	col := gc.New(s.objects, gc.Options{
 		Grace:       grace,
 		Retention:   retention,
 		DryRun:      dry,
 		Concurrency: conc,
 		Live:        gc.MetaLive(s.objects, s.meta),
+		Owners:      gc.MetaOwners(s.objects, s.meta),
 		OnObject: func(o gc.Object) {
 			fmt.Fprintf(env.Stdout, "%s %s %d bytes (%s)\n", verb, o.Key, o.Size, o.Reason)
 		},
@@ -94,7 +95,15 @@ func runGC(ctx context.Context, env *Env, s stores, cfg config.Config, o gcOptio
 				fmt.Fprintf(env.Stdout, "tombstoning orphan log %s (no repository name points at it)\n", repo)
 			}
 		},
-	}).Run(ctx)
+	})
+	rep, err := col.Run(ctx)
+	// Git LFS objects no live repository references, references of
+	// deleted repositories, upload temporaries (docs/adr/0129-lfs-gc.md).
+	lrep, lerr := col.RunLFS(ctx)
+	rep.Objects += lrep.Objects + lrep.Refs + lrep.Temps
+	rep.Bytes += lrep.Bytes
+	rep.Kept += lrep.Kept
+	err = errors.Join(err, lerr)
 	if cfg.S3.Bucket == "" {
 		// The filesystem store's interrupted writes (docs/adr/0040).
 		n, size, terr := gc.SweepTemps(filepath.Join(cfg.DataDir, "objects", "tmp"), grace, time.Now(), dry,

@@ -156,6 +156,7 @@ func newServeCmd(env *Env) *cobra.Command {
 			Limits:            limits.Git(),
 			StoreTempMaxAge:   config.Off(limits.StoreTempMaxAge),
 			LFSMaxObjectBytes: config.Off(limits.LFSMaxObjectBytes),
+			LFSQuotaBytes:     limits.LFSQuotaBytes,
 
 			SSHHandshakeTimeout:            config.Off(limits.SSHHandshakeTimeout),
 			SSHMaxUnauthenticated:          config.Off(limits.SSHMaxUnauthenticated),

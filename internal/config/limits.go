@@ -29,6 +29,9 @@ type Limits struct {
 	StoreTempMaxAge time.Duration
 	// LFSMaxObjectBytes bounds one Git LFS object (issue 23).
 	LFSMaxObjectBytes int64
+	// LFSQuotaBytes bounds the Git LFS bytes one tenant stores, counted
+	// once for all its repositories (0: no bound; docs/adr/0129-lfs-gc.md).
+	LFSQuotaBytes int64
 
 	// The SSH transport's (docs/adr/0090-bounded-serving.md).
 	SSHHandshakeTimeout            time.Duration
@@ -62,6 +65,8 @@ func (l *Limits) Register(fs *pflag.FlagSet) {
 	l.LFSMaxObjectBytes = lfs.DefaultMaxObjectSize
 	Var(fs, (*bytesValue)(&l.LFSMaxObjectBytes), "lfs-max-object-bytes", "GHOST_LFS_MAX_OBJECT_BYTES",
 		usage("largest Git LFS object accepted", "GHOST_LFS_MAX_OBJECT_BYTES"))
+	Var(fs, (*bytesValue)(&l.LFSQuotaBytes), "lfs-quota-bytes", "GHOST_LFS_QUOTA_BYTES",
+		usage("Git LFS bytes one tenant may store, counted once for all its repositories and forks", "GHOST_LFS_QUOTA_BYTES"))
 	DurationVar(fs, &l.StoreTempMaxAge, "store-temp-max-age", "GHOST_STORE_TEMP_MAX_AGE", DefaultStoreTempMaxAge,
 		usage("at start, remove filesystem-store write temporaries older than this", "GHOST_STORE_TEMP_MAX_AGE"))
 	DurationVar(fs, &l.SSHHandshakeTimeout, "ssh-handshake-timeout", "GHOST_SSH_HANDSHAKE_TIMEOUT", sshd.DefaultHandshakeTimeout,
@@ -112,7 +117,7 @@ func (l *Limits) Err() error {
 		"fetch-request-timeout": int64(l.FetchRequestTimeout), "io-timeout": int64(l.IOTimeout),
 		"max-git-processes": int64(l.MaxGitProcesses), "git-queue": int64(l.GitQueue),
 		"git-queue-timeout": int64(l.GitQueueTimeout), "store-temp-max-age": int64(l.StoreTempMaxAge),
-		"lfs-max-object-bytes":  l.LFSMaxObjectBytes,
+		"lfs-max-object-bytes": l.LFSMaxObjectBytes, "lfs-quota-bytes": l.LFSQuotaBytes,
 		"ssh-handshake-timeout": int64(l.SSHHandshakeTimeout), "ssh-max-unauthenticated": int64(l.SSHMaxUnauthenticated),
 		"ssh-max-unauthenticated-per-source": int64(l.SSHMaxUnauthenticatedPerSource),
 		"ssh-max-connections-per-principal":  int64(l.SSHMaxConnsPerPrincipal),

@@ -116,6 +116,9 @@ type Options struct {
 	// GC does not know names: it collects no orphan logs and keeps
 	// every entry of a log that has no index.
 	Live func(ctx context.Context) (map[string]bool, error)
+	// Owners returns the tenant owning each repository a name points
+	// at, by log id (see MetaOwners). RunLFS needs it; Run does not.
+	Owners func(ctx context.Context) (map[string]string, error)
 	// OnObject, when set, is called for every object deleted (or, in a
 	// dry run, that would be deleted), in key order within a log.
 	OnObject func(Object)

@@ -54,3 +54,32 @@ func MetaLive(objects objstore.Store, m *meta.Store) func(ctx context.Context) (
 		return live, nil
 	}
 }
+
+// MetaOwners returns an Options.Owners that reads every name record
+// under meta/repos/ and maps each live repository's log id to its
+// owning tenant. Like MetaLive, any record it cannot read fails the
+// whole lookup.
+func MetaOwners(objects objstore.Store, m *meta.Store) func(ctx context.Context) (map[string]string, error) {
+	return func(ctx context.Context) (map[string]string, error) {
+		out := make(map[string]string)
+		err := objstore.Walk(ctx, objects, metaReposPrefix, func(o objstore.Info) error {
+			owner, name, ok := strings.Cut(strings.TrimPrefix(o.Key, metaReposPrefix), "/")
+			if !ok {
+				return nil
+			}
+			r, err := m.Repo(ctx, owner, name)
+			if errors.Is(err, meta.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("name %s/%s: %w", owner, name, err)
+			}
+			out[r.ID] = r.Owner
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}

@@ -67,6 +67,12 @@ type Options struct {
 	// so a transfer of any size at a steady speed goes through and a
 	// stalled one lets go of its connection.
 	IOTimeout time.Duration
+	// QuotaBytes bounds the bytes of LFS objects one tenant stores,
+	// counted once however many of its repositories reference them
+	// (0 or negative: no bound; docs/adr/0129-lfs-gc.md).
+	QuotaBytes int64
+	// Now is the clock GC's fence reads (default time.Now).
+	Now func() time.Time
 }
 
 // Handler serves /<owner>/<repo>.git/info/lfs/...
@@ -97,6 +103,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.MaxBatchItems <= 0 {
 		opts.MaxBatchItems = DefaultMaxBatchItems
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Handler{opts: opts, logger: opts.Logger}, nil
 }
@@ -340,6 +349,9 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, rt route) {
 		// An upload the repository already has needs no action.
 		res.Objects = append(res.Objects, out)
 	}
+	if write && h.overQuota(w, r, g.Tenant, res.Objects) {
+		return
+	}
 	w.Header().Set("Content-Type", MediaType)
 	w.Header().Set("Cache-Control", "no-cache")
 	if err := json.NewEncoder(w).Encode(res); err != nil {
@@ -452,6 +464,10 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, rt route, oid s
 		jsonError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrHashMismatch):
 		jsonError(w, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, ErrCollecting):
+		jsonError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, ErrQuota):
+		jsonError(w, http.StatusInsufficientStorage, err.Error())
 	default:
 		h.storeError(w, r, "store upload", err)
 	}

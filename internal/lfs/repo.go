@@ -160,6 +160,10 @@ func (r Repo) Put(ctx context.Context, oid string, size int64, body io.Reader) e
 		r.h.removeTemp(tmp)
 		return fmt.Errorf("%w: they hash to %s, not %s", ErrHashMismatch, got, oid)
 	}
+	if err := r.h.admit(ctx, r.g.Tenant, oid, size); err != nil {
+		r.h.removeTemp(tmp)
+		return err
+	}
 	err = r.h.opts.Store.Copy(ctx, tmp, objectKey(r.g.Tenant, oid))
 	r.h.removeTemp(tmp)
 	if err != nil {

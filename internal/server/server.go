@@ -102,6 +102,9 @@ type Options struct {
 	// LFSMaxObjectBytes bounds one Git LFS object (lfs.Options
 	// MaxObjectSize: 0 the default, negative none).
 	LFSMaxObjectBytes int64
+	// LFSQuotaBytes bounds one tenant's stored Git LFS bytes (lfs.Options
+	// QuotaBytes; 0 or negative: none).
+	LFSQuotaBytes int64
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (default 10 minutes: a large push must be
 	// able to finish).
@@ -394,7 +397,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.lfsTokens, err = lfs.LoadTokens(ctx, opts.Store); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: lfsAuth{Authorizer: auth, meta: metaAuth{s.meta}, tokens: s.lfsTokens}, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, IOTimeout: opts.Limits.IOTimeout})
+	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: lfsAuth{Authorizer: auth, meta: metaAuth{s.meta}, tokens: s.lfsTokens}, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, QuotaBytes: opts.LFSQuotaBytes, IOTimeout: opts.Limits.IOTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

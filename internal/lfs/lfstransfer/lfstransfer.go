@@ -534,6 +534,10 @@ func (s *session) putObject(arg string) (*status, error) {
 		st = fail(413, "upload of %s: %s", oid, putMessage(err))
 	case errors.Is(err, lfs.ErrReadOnly):
 		st = fail(403, "upload of %s: %v", oid, err)
+	case errors.Is(err, lfs.ErrQuota):
+		st = fail(507, "upload of %s: %v", oid, err)
+	case errors.Is(err, lfs.ErrCollecting):
+		st = fail(503, "upload of %s: %v", oid, err)
 	default:
 		st = s.storeFailure("store upload", err)
 	}
