@@ -49,6 +49,7 @@ type handler struct {
 	scans    Scans          // nil: the scan endpoints answer 501
 	hooks    Hooks          // nil: the webhook endpoints answer 501
 	pulls    *pulls.Service // nil: the pull-request endpoints answer 501
+	lfs      LFSLister      // nil: the LFS listing answers 501
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -91,6 +92,7 @@ func NewHandler(s *meta.Store, logger *slog.Logger, opts ...Option) http.Handler
 	h.routePulls()
 	h.routeBranchRules()
 	h.routePullNotes()
+	h.routeLFS()
 	return h
 }
 

@@ -3,7 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,4 +174,105 @@ func TestLFSPushProtection(t *testing.T) {
 	if secret, err := f.s.Alerts().Reveal(ctx, "alice", f.mine.ID, page.Alerts[0].Fingerprint); err != nil || secret != token {
 		t.Fatalf("the bypassed alert's secret: %q, %v", secret, err)
 	}
+}
+
+// TestLFSObjectsAPI: the API lists a repository's LFS objects a page at
+// a time with their sizes and its owner's stored bytes, for its readers;
+// a stranger gets 404 for a private repository.
+func TestLFSObjectsAPI(t *testing.T) {
+	f := newOrgFixture(t)
+	var oids []string
+	for i := range 3 {
+		content := bytes.Repeat([]byte{byte('a' + i)}, 100*(i+1))
+		oids = append(oids, lfsPut(t, f, "alice/mine", content))
+	}
+	get := func(token, path string) (int, string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", f.url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), res.Header
+	}
+	code, body, h := get(f.alice, "/api/repos/alice/mine/lfs/objects?per_page=2")
+	if code != 200 || strings.Count(body, `"oid"`) != 2 || !strings.Contains(body, `"owner_stored_bytes":600`) || !strings.Contains(h.Get("Link"), "after=") {
+		t.Fatalf("first page: %d %s %q", code, body, h.Get("Link"))
+	}
+	next := h.Get("Link")
+	next = next[strings.Index(next, "<")+1 : strings.Index(next, ">")]
+	code, body2, h2 := get(f.alice, next)
+	if code != 200 || strings.Count(body2, `"oid"`) != 1 || h2.Get("Link") != "" {
+		t.Fatalf("second page: %d %s", code, body2)
+	}
+	for _, oid := range oids {
+		if !strings.Contains(body+body2, oid) {
+			t.Errorf("object %s not listed", oid)
+		}
+	}
+	if code, _, _ := get(f.bob, "/api/repos/alice/mine/lfs/objects"); code != 404 {
+		t.Fatalf("a stranger: %d", code)
+	}
+	if code, _, _ := get(f.alice, "/api/repos/alice/mine/lfs/objects?after=nope"); code != 400 {
+		t.Fatalf("a bad cursor: %d", code)
+	}
+}
+
+// lfsPut uploads content to repo through the Batch API's basic transfer
+// with alice's token, and returns its oid.
+func lfsPut(t *testing.T, f *orgFixture, repo string, content []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(content)
+	oid := hex.EncodeToString(sum[:])
+	body := fmt.Sprintf(`{"operation":"upload","transfers":["basic"],"objects":[{"oid":%q,"size":%d}]}`, oid, len(content))
+	req, _ := http.NewRequest("POST", f.url+"/"+repo+".git/info/lfs/objects/batch", strings.NewReader(body))
+	req.SetBasicAuth("alice", f.alice)
+	req.Header.Set("Accept", "application/vnd.git-lfs+json")
+	req.Header.Set("Content-Type", "application/vnd.git-lfs+json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch struct {
+		Objects []struct {
+			Actions map[string]struct {
+				Href   string            `json:"href"`
+				Header map[string]string `json:"header"`
+			} `json:"actions"`
+		} `json:"objects"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&batch)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 || len(batch.Objects) != 1 {
+		t.Fatalf("batch: %d %v", res.StatusCode, err)
+	}
+	for _, step := range []string{"upload", "verify"} {
+		a, ok := batch.Objects[0].Actions[step]
+		if !ok {
+			continue
+		}
+		method, rd := "PUT", io.Reader(bytes.NewReader(content))
+		if step == "verify" {
+			method, rd = "POST", strings.NewReader(fmt.Sprintf(`{"oid":%q,"size":%d}`, oid, len(content)))
+		}
+		req, _ := http.NewRequest(method, a.Href, rd)
+		for k, v := range a.Header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			t.Fatalf("%s: %d", step, res.StatusCode)
+		}
+	}
+	return oid
 }

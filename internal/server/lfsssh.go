@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ghost-scm/ghost/internal/access"
+	"github.com/ghost-scm/ghost/internal/api"
 	"github.com/ghost-scm/ghost/internal/githttp"
 	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/lfs/lfstransfer"
@@ -118,4 +119,23 @@ func (l lfsWeb) Open(ctx context.Context, repo meta.Repo, oid string) (io.ReadCl
 		return nil, 0, fmt.Errorf("%w: %s", web.ErrLFSMissing, oid)
 	}
 	return rc, n, err
+}
+
+// lfsAPI lists a repository's LFS objects for the API (api.LFSLister).
+type lfsAPI struct{ h *lfs.Handler }
+
+func (l lfsAPI) LFSObjects(ctx context.Context, repoID, after string, limit int) ([]api.LFSObject, string, error) {
+	objs, next, err := l.h.Objects(ctx, repoID, after, limit)
+	if errors.Is(err, lfs.ErrBadOID) {
+		return nil, "", fmt.Errorf("%w: %v", meta.ErrInvalidArgument, err)
+	}
+	out := make([]api.LFSObject, len(objs))
+	for i, o := range objs {
+		out[i] = api.LFSObject{OID: o.OID, Size: o.Size}
+	}
+	return out, next, err
+}
+
+func (l lfsAPI) LFSUsage(ctx context.Context, tenant string) (int64, error) {
+	return l.h.Usage(ctx, tenant)
 }

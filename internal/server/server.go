@@ -414,7 +414,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.pulls, err = s.newPulls(git.Service(), cache); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	apiOpts = append(apiOpts, api.WithPulls(s.pulls))
+	apiOpts = append(apiOpts, api.WithPulls(s.pulls), api.WithLFS(lfsAPI{lfsHandler}))
 	apiHandler := api.NewHandler(s.meta, opts.Logger, apiOpts...)
 	uiOpts := web.Options{
 		Store: opts.Store, Auth: s.meta, Repos: s.meta, Authz: s.meta, Cache: cacheDirs{cache}, API: apiHandler,
