@@ -60,6 +60,9 @@ type Grant struct {
 	// AllowReplaceRefs is the repository's setting: pushes may update
 	// refs/replace/* (docs/adr/0031-push-protection.md).
 	AllowReplaceRefs bool
+	// AllowMissingLFS is the repository's setting: pushes may name Git
+	// LFS objects it does not hold (a mirror).
+	AllowMissingLFS bool
 	// DefaultBranch is the repository's setting: the branch HEAD names,
 	// without refs/heads/ ("" when unset; docs/adr/0110-default-branch.md).
 	DefaultBranch string

@@ -352,6 +352,9 @@ type repoJSON struct {
 	AllowMergeCommit *bool `json:"allow_merge_commit,omitempty"`
 	AllowSquashMerge *bool `json:"allow_squash_merge,omitempty"`
 	AllowRebaseMerge *bool `json:"allow_rebase_merge,omitempty"`
+	// AllowMissingLFS is whether pushes may name Git LFS objects the
+	// repository does not hold (a mirror's); single answers only.
+	AllowMissingLFS *bool `json:"allow_missing_lfs,omitempty"`
 }
 
 // withSettings is toRepo of a single repository, with the settings
@@ -360,6 +363,8 @@ func withSettings(r meta.Repo) repoJSON {
 	out := toRepo(r)
 	m, s, rb := r.AllowsMerge("merge"), r.AllowsMerge("squash"), r.AllowsMerge("rebase")
 	out.AllowMergeCommit, out.AllowSquashMerge, out.AllowRebaseMerge = &m, &s, &rb
+	lfs := r.AllowMissingLFS
+	out.AllowMissingLFS = &lfs
 	return out
 }
 

@@ -408,6 +408,7 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		Public           *bool   `json:"public"`
 		PushProtection   *bool   `json:"push_protection"`
 		AllowReplaceRefs *bool   `json:"allow_replace_refs"`
+		AllowMissingLFS  *bool   `json:"allow_missing_lfs"`
 		DefaultBranch    *string `json:"default_branch"`
 		AllowMergeCommit *bool   `json:"allow_merge_commit"`
 		AllowSquashMerge *bool   `json:"allow_squash_merge"`
@@ -417,8 +418,8 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		return 0, nil, err
 	}
 	merges := req.AllowMergeCommit != nil || req.AllowSquashMerge != nil || req.AllowRebaseMerge != nil
-	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.DefaultBranch == nil && !merges {
-		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"default_branch\": \"<branch>\"}, {\"allow_merge_commit\", \"allow_squash_merge\", \"allow_rebase_merge\": true|false}", meta.ErrInvalidArgument)
+	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.AllowMissingLFS == nil && req.DefaultBranch == nil && !merges {
+		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"allow_missing_lfs\": true|false}, {\"default_branch\": \"<branch>\"}, {\"allow_merge_commit\", \"allow_squash_merge\", \"allow_rebase_merge\": true|false}", meta.ErrInvalidArgument)
 	}
 	// The default branch goes first: a request naming a branch that is
 	// malformed or missing changes nothing.
@@ -454,6 +455,12 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 			return 0, nil, err
 		}
 		h.log.InfoContext(r.Context(), "repository replace refs setting changed", "repo", repo.FullName(), "allow_replace_refs", *req.AllowReplaceRefs, "by", p.Tenant, "token_id", p.TokenID)
+	}
+	if req.AllowMissingLFS != nil {
+		if err := h.store.SetAllowMissingLFS(r.Context(), repo.Owner, repo.Name, *req.AllowMissingLFS); err != nil {
+			return 0, nil, err
+		}
+		h.log.InfoContext(r.Context(), "repository missing LFS objects setting changed", "repo", repo.FullName(), "allow_missing_lfs", *req.AllowMissingLFS, "by", p.Tenant, "token_id", p.TokenID)
 	}
 	if merges {
 		if err := h.store.SetMergeMethods(r.Context(), repo.Owner, repo.Name, meta.MergeMethods{Merge: req.AllowMergeCommit, Squash: req.AllowSquashMerge, Rebase: req.AllowRebaseMerge}); err != nil {

@@ -14,9 +14,9 @@ import (
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs, defaultBranch, mergeCommit, squashMerge, rebaseMerge string
+	var pushProtection, replaceRefs, defaultBranch, mergeCommit, squashMerge, rebaseMerge, missingLFS string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>] [--allow-merge-commit|--allow-squash-merge|--allow-rebase-merge on|off]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>] [--allow-merge-commit|--allow-squash-merge|--allow-rebase-merge on|off] [--allow-missing-lfs on|off]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -37,7 +37,11 @@ picks main, then master, then the first branch by name.
 
 --allow-merge-commit, --allow-squash-merge and --allow-rebase-merge say
 which strategies may merge pull requests (ghost pr merge --method); all
-three are allowed by default, and at least one must stay allowed.`,
+three are allowed by default, and at least one must stay allowed.
+
+--allow-missing-lfs on lets pushes name Git LFS objects never uploaded to
+the repository, as a mirror's do (its objects live elsewhere); by default
+such a push is refused with the missing objects named.`,
 		Args: exactArgs(1),
 	}
 	t := newTarget(env, cmd)
@@ -47,6 +51,7 @@ three are allowed by default, and at least one must stay allowed.`,
 	cmd.Flags().StringVar(&mergeCommit, "allow-merge-commit", "", "let pull requests merge with a merge commit: on or off")
 	cmd.Flags().StringVar(&squashMerge, "allow-squash-merge", "", "let pull requests merge squashed: on or off")
 	cmd.Flags().StringVar(&rebaseMerge, "allow-rebase-merge", "", "let pull requests merge rebased: on or off")
+	cmd.Flags().StringVar(&missingLFS, "allow-missing-lfs", "", "let pushes name Git LFS objects the repository does not hold (a mirror): on or off")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -63,6 +68,7 @@ three are allowed by default, and at least one must stay allowed.`,
 			{"--allow-merge-commit", "merge commits allowed", mergeCommit, &s.AllowMergeCommit},
 			{"--allow-squash-merge", "squash merges allowed", squashMerge, &s.AllowSquashMerge},
 			{"--allow-rebase-merge", "rebase merges allowed", rebaseMerge, &s.AllowRebaseMerge},
+			{"--allow-missing-lfs", "missing LFS objects allowed", missingLFS, &s.AllowMissingLFS},
 		} {
 			switch st.value {
 			case "":
@@ -82,7 +88,7 @@ three are allowed by default, and at least one must stay allowed.`,
 			said = append(said, "default branch "+defaultBranch)
 		}
 		if len(said) == 0 {
-			return usageErrorf("nothing to change: want --push-protection, --allow-replace-refs, --allow-merge-commit, --allow-squash-merge or --allow-rebase-merge, on or off, or --default-branch <branch>")
+			return usageErrorf("nothing to change: want --push-protection, --allow-replace-refs, --allow-merge-commit, --allow-squash-merge, --allow-rebase-merge or --allow-missing-lfs, on or off, or --default-branch <branch>")
 		}
 		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
 			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {

@@ -66,6 +66,9 @@ type Repo struct {
 	AllowMergeCommit *bool `json:"allow_merge_commit,omitempty"`
 	AllowSquashMerge *bool `json:"allow_squash_merge,omitempty"`
 	AllowRebaseMerge *bool `json:"allow_rebase_merge,omitempty"`
+	// AllowMissingLFS: pushes may name Git LFS objects the repository
+	// does not hold (a mirror's); set in single answers.
+	AllowMissingLFS *bool `json:"allow_missing_lfs,omitempty"`
 }
 
 // RepoSettings changes a repository's settings: only the fields set.
@@ -78,6 +81,7 @@ type RepoSettings struct {
 	AllowMergeCommit *bool   `json:"allow_merge_commit,omitempty"`
 	AllowSquashMerge *bool   `json:"allow_squash_merge,omitempty"`
 	AllowRebaseMerge *bool   `json:"allow_rebase_merge,omitempty"`
+	AllowMissingLFS  *bool   `json:"allow_missing_lfs,omitempty"`
 }
 
 // AlertLocation is one place an alert's secret was found.

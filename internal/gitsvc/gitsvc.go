@@ -212,6 +212,9 @@ type Request struct {
 	// that creates or moves a refs/replace/* ref is refused
 	// (docs/adr/0031-push-protection.md); deleting one is always allowed.
 	AllowReplaceRefs bool
+	// AllowMissingLFS is the repository's setting: a push may name Git
+	// LFS objects the repository does not hold (a mirror's).
+	AllowMissingLFS bool
 	// DefaultBranch is the repository's setting: the branch HEAD names,
 	// which clones check out and a push may not delete, without
 	// refs/heads/ ("" lets the cache choose; docs/adr/0110-default-branch.md).
@@ -302,6 +305,6 @@ func GrantRequest(g access.Grant) Request {
 	return Request{
 		Repo: g.RepoID, Principal: g.Principal, Actor: g.Actor, Tenant: g.Tenant, Name: g.Name,
 		PushProtection: g.PushProtection, AllowReplaceRefs: g.AllowReplaceRefs, DefaultBranch: g.DefaultBranch,
-		BranchRules: g.BranchRules,
+		BranchRules: g.BranchRules, AllowMissingLFS: g.AllowMissingLFS,
 	}
 }

@@ -118,6 +118,21 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 	if len(missing) == 0 {
 		return pointers, nil
 	}
+	if r.AllowMissingLFS {
+		// A mirror's: its objects live elsewhere. Push protection scans
+		// the objects the repository holds.
+		gone := make(map[string]bool, len(missing))
+		for _, oid := range missing {
+			gone[oid] = true
+		}
+		for blob, oid := range pointers {
+			if gone[oid] {
+				delete(pointers, blob)
+			}
+		}
+		s.logger.Info("push names Git LFS objects the repository does not hold; allowed by its setting", "repo", r.Repo, "by", r.Principal, "missing", len(missing))
+		return pointers, nil
+	}
 	rep.failAll("missing Git LFS objects")
 	rep.detail = append(rep.detail, fmt.Sprintf("error: this push has Git LFS pointers to %d object(s) the server does not have:", len(missing)))
 	for i, oid := range missing {

@@ -111,6 +111,10 @@ type Repo struct {
 	// refs, which are refused by default (docs/adr/0031-push-protection.md).
 	// A fork starts with it off.
 	AllowReplaceRefs bool
+	// AllowMissingLFS lets pushes name Git LFS objects never uploaded to
+	// the repository, as a mirror's pushes do (docs/design.md §7.10).
+	// Off by default: such a push is refused. A fork starts with it off.
+	AllowMissingLFS bool
 	// DefaultBranch is the branch a clone checks out and HEAD names
 	// ("dev", without refs/heads/), or "" until an admin of the
 	// repository sets one: then, and whenever the branch is missing, the

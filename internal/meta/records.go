@@ -115,6 +115,9 @@ type repoRecord struct {
 	// in older records and until set, so chosen by the server
 	// (docs/adr/0110-default-branch.md).
 	DefaultBranch string `json:"default_branch,omitempty"`
+	// AllowMissingLFS lets pushes name Git LFS objects the repository
+	// does not hold (a mirror's); absent in older records, so refused.
+	AllowMissingLFS bool `json:"allow_missing_lfs,omitempty"`
 	// DenyMergeCommit, DenySquashMerge and DenyRebaseMerge turn off a
 	// strategy of merging pull requests (docs/adr/0119-server-side-merge.md);
 	// absent in older records, so every strategy is allowed, as on GitHub.
@@ -133,7 +136,7 @@ type repoRecord struct {
 
 func (r *repoRecord) repo() Repo {
 	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch,
-		DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge,
+		AllowMissingLFS: r.AllowMissingLFS, DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge,
 		BranchRules: cloneRules(r.BranchRules)}
 }
 

@@ -25,6 +25,13 @@ func (s *Store) SetAllowReplaceRefs(ctx context.Context, owner, name string, on 
 	return s.setFlag(ctx, owner, name, "replace refs", func(r *repoRecord) *bool { return &r.AllowReplaceRefs }, on)
 }
 
+// SetAllowMissingLFS lets pushes into owner/name name Git LFS objects the
+// repository does not hold (a mirror of a repository whose LFS objects
+// are elsewhere), or refuses them again (the default).
+func (s *Store) SetAllowMissingLFS(ctx context.Context, owner, name string, on bool) error {
+	return s.setFlag(ctx, owner, name, "missing LFS objects", func(r *repoRecord) *bool { return &r.AllowMissingLFS }, on)
+}
+
 // setFlag sets one boolean setting of owner/name's record to on, by
 // compare-and-swap (record.Update): the outcome follows
 // docs/adr/0006-write-outcomes.md, and setting a value is idempotent, so a

@@ -276,3 +276,47 @@ func lfsPut(t *testing.T, f *orgFixture, repo string, content []byte) string {
 	}
 	return oid
 }
+
+// TestLFSMirrorSetting: a push naming a Git LFS object the repository
+// does not hold is refused, until its writer sets allow_missing_lfs (a
+// mirror, whose objects live elsewhere); a reader cannot set it.
+func TestLFSMirrorSetting(t *testing.T) {
+	f := newOrgFixture(t)
+	env := gittest.Env(t.TempDir())
+	remote := strings.Replace(f.url, "http://", "http://alice:"+f.alice+"@", 1) + "/alice/mine.git"
+	src := filepath.Join(t.TempDir(), "src")
+	gittest.Git(t, env, "", "init", "-q", "-b", "main", src)
+	ptr := "version https://git-lfs.github.com/spec/v1\noid sha256:" + strings.Repeat("cd", 32) + "\nsize 99\n"
+	if err := os.WriteFile(filepath.Join(src, "asset.bin"), []byte(ptr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, env, src, "add", "asset.bin")
+	gittest.Git(t, env, src, "commit", "-q", "-m", "a mirrored pointer")
+	if out, err := gittest.Combined(env, src, nil, "push", remote, "main"); err == nil || !strings.Contains(out, "missing Git LFS objects") {
+		t.Fatalf("a push naming a missing object: %v\n%s", err, out)
+	}
+	patch := func(token, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest("PATCH", f.url+"/api/repos/alice/mine", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == 200 && !strings.Contains(string(b), `"allow_missing_lfs":true`) {
+			t.Fatalf("the answer does not show the setting: %s", b)
+		}
+		return res.StatusCode
+	}
+	if code := patch(f.bob, `{"allow_missing_lfs": true}`); code != 404 {
+		t.Fatalf("a stranger sets it: %d", code)
+	}
+	if code := patch(f.alice, `{"allow_missing_lfs": true}`); code != 200 {
+		t.Fatalf("the owner sets it: %d", code)
+	}
+	if out, err := gittest.Combined(env, src, nil, "push", remote, "main"); err != nil {
+		t.Fatalf("the mirror's push: %v\n%s", err, out)
+	}
+}

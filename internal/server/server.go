@@ -675,7 +675,7 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	if err != nil {
 		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch, BranchRules: r.BranchRules}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch, BranchRules: r.BranchRules, AllowMissingLFS: r.AllowMissingLFS}
 	switch {
 	case write:
 		g.Level = access.Write
