@@ -21,7 +21,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/gittest"
 )
 
-// TestLFSEndToEnd pushes a few-MiB file through the stock git-lfs client
+// TestLFSEndToEnd pushes a 100 MiB file (issue 23) through the stock git-lfs client
 // over HTTP into a private repository and clones it back (issue 23).
 func TestLFSEndToEnd(t *testing.T) {
 	if _, err := exec.LookPath("git-lfs"); err != nil {
@@ -36,7 +36,7 @@ func TestLFSEndToEnd(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	gittest.Git(t, env, "", "init", "-q", "-b", "main", src)
 	gittest.Git(t, env, src, "lfs", "track", "*.bin")
-	data := make([]byte, 3<<20)
+	data := make([]byte, 100<<20)
 	rng := rand.NewChaCha8([32]byte{23})
 	rng.Read(data)
 	if err := os.WriteFile(filepath.Join(src, "big.bin"), data, 0o644); err != nil {
