@@ -52,10 +52,9 @@ const (
 	reader  = "r-token"
 )
 
-func newFixture(t *testing.T, maxObject int64) *fixture {
-	t.Helper()
-	store := memstore.New()
-	auth := tableAuth{
+// testAuth is the fixtures' repositories and tokens.
+func testAuth() tableAuth {
+	return tableAuth{
 		repos: map[string]string{"alice/pub": "01PUB", "alice/priv": "01PRIV", "alice/other": "01OTHER"},
 		levels: map[string]map[string]access.Level{
 			"":      {"alice/pub": access.Read},
@@ -64,7 +63,12 @@ func newFixture(t *testing.T, maxObject int64) *fixture {
 			writer2: {"alice/pub": access.Write},
 		},
 	}
-	h, err := New(Options{Store: store, Auth: auth, MaxObjectSize: maxObject, MaxBatchBytes: 4096, MaxBatchItems: 10})
+}
+
+func newFixture(t *testing.T, maxObject int64) *fixture {
+	t.Helper()
+	store := memstore.New()
+	h, err := New(Options{Store: store, Auth: testAuth(), MaxObjectSize: maxObject, MaxBatchBytes: 4096, MaxBatchItems: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

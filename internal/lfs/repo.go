@@ -160,7 +160,14 @@ func (r Repo) Put(ctx context.Context, oid string, size int64, body io.Reader) e
 		r.h.removeTemp(tmp)
 		return fmt.Errorf("%w: they hash to %s, not %s", ErrHashMismatch, got, oid)
 	}
-	err = r.h.opts.Store.Copy(ctx, tmp, objectKey(r.g.Tenant, oid))
+	return r.publish(ctx, tmp, oid, size)
+}
+
+// publish makes a verified temporary visible: it copies it to the
+// object's key, removes it, then writes the repository's reference, so
+// that a reference never names a missing object (docs/adr/0104-lfs-storage.md).
+func (r Repo) publish(ctx context.Context, tmp, oid string, size int64) error {
+	err := r.h.opts.Store.Copy(ctx, tmp, objectKey(r.g.Tenant, oid))
 	r.h.removeTemp(tmp)
 	if err != nil {
 		return fmt.Errorf("lfs: store object: %w", err)
