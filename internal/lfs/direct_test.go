@@ -117,6 +117,12 @@ type directFixture struct {
 }
 
 func newDirectFixture(t *testing.T, expiry time.Duration) *directFixture {
+	return newDirectFixtureWrap(t, expiry, nil)
+}
+
+// newDirectFixtureWrap is newDirectFixture with the handler's Store
+// wrapped, to inject faults.
+func newDirectFixtureWrap(t *testing.T, expiry time.Duration, wrap func(objstore.Store) objstore.Store) *directFixture {
 	t.Helper()
 	backend := s3mem.New()
 	nodeS3 := httptest.NewServer(gofakes3.New(backend).Server()) // 127.0.0.1
@@ -133,7 +139,11 @@ func newDirectFixture(t *testing.T, expiry time.Duration) *directFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Options{Store: store, Auth: testAuth(), MaxObjectSize: 1 << 20, MaxBatchBytes: 4096, MaxBatchItems: 10, Presigner: store, PresignExpiry: expiry})
+	var hstore objstore.Store = store
+	if wrap != nil {
+		hstore = wrap(store)
+	}
+	h, err := New(Options{Store: hstore, Auth: testAuth(), MaxObjectSize: 1 << 20, MaxBatchBytes: 4096, MaxBatchItems: 10, Presigner: store, PresignExpiry: expiry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,5 +455,64 @@ func TestProxiedWithoutPresigner(t *testing.T) {
 	a := res.Objects[0]
 	if code != 200 || a.Actions["verify"] != nil || a.Authenticated || !strings.HasPrefix(a.Actions["upload"].Href, f.url+"/alice/priv.git/info/lfs/objects/") || a.Actions["upload"].Header["Authorization"] == "" {
 		t.Fatalf("proxied upload batch: %d %+v", code, res)
+	}
+}
+
+// beforePublish runs hook once before the first Copy to an object's key:
+// a fault injected between verify's check and its publishing.
+type beforePublish struct {
+	objstore.Store
+	once sync.Once
+	hook func()
+}
+
+func (b *beforePublish) Copy(ctx context.Context, src, dst string) error {
+	if strings.HasPrefix(dst, "lfs/objects/") {
+		b.once.Do(b.hook)
+	}
+	return b.Store.Copy(ctx, src, dst)
+}
+
+// TestDirectWriteDuringVerify: the presigned URL is still valid while
+// verify runs; wrong bytes written through it after the check and before
+// the publishing do not become the object, because verify publishes its
+// own copy of what it checked.
+func TestDirectWriteDuringVerify(t *testing.T) {
+	data := []byte("the bytes that were checked")
+	wrong := []byte("the bytes that came later!!")
+	oid := oidOf(data)
+	o := batchObject{OID: oid, Size: int64(len(data))}
+	var up *action
+	var hookErr error
+	f := newDirectFixtureWrap(t, time.Minute, func(s objstore.Store) objstore.Store {
+		return &beforePublish{Store: s, hook: func() {
+			req, _ := http.NewRequest("PUT", up.Href, bytes.NewReader(wrong))
+			for k, v := range up.Header {
+				req.Header.Set(k, v)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode != 200 {
+					err = errors.New(res.Status)
+				}
+			}
+			hookErr = err
+		}}
+	})
+	var ver *action
+	up, ver = f.uploadActs(t, "alice/priv", writer, o)
+	if code, _ := send(t, "PUT", up, data); code != 200 {
+		t.Fatal("PUT")
+	}
+	if code, b := send(t, "POST", ver, verifyBody(oid, o.Size)); code != 200 {
+		t.Fatalf("verify: %d %s", code, b)
+	}
+	if hookErr != nil {
+		t.Fatalf("the write during verify failed: %v", hookErr)
+	}
+	b, _, err := objstore.ReadAll(context.Background(), f.store, objectKey("alice", oid), 1<<20)
+	if err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("published %q (%v), want the checked bytes", b, err)
 	}
 }
