@@ -49,6 +49,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		tlsCert   string
 		tlsKey    string
 		hookFlags webhookFlags
+		lfsDirect lfsDirectFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -78,6 +79,7 @@ func newServeCmd(env *Env) *cobra.Command {
 	config.IntVar(f, &scanShard, "scan-shards", "GHOST_SCAN_SHARDS", scanner.DefaultInitialShards, "initial shards of a full-history scan (docs/adr/0032-scan-runs.md)")
 	bg.register(f)
 	hookFlags.register(f)
+	lfsDirect.register(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -95,6 +97,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		if gcEvery < 0 || gcKeep < 0 {
 			return usageErrorf("--coord-gc-interval and --coord-gc-retention must not be negative")
+		}
+		if err := lfsDirect.apply(&cfg); err != nil {
+			return err
 		}
 		// Bound first, so that what payloads link to is the address
 		// actually served (--listen 127.0.0.1:0 names no port).
@@ -145,6 +150,10 @@ func newServeCmd(env *Env) *cobra.Command {
 		if created {
 			fmt.Fprintf(env.Stdout, "ghost: created an empty store: %s\n", cfg.Describe())
 		}
+		presigner, err := lfsDirect.presigner(store)
+		if err != nil {
+			return err
+		}
 		// One registry for the node; the server adds its metrics.
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -157,6 +166,8 @@ func newServeCmd(env *Env) *cobra.Command {
 			StoreTempMaxAge:   config.Off(limits.StoreTempMaxAge),
 			LFSMaxObjectBytes: config.Off(limits.LFSMaxObjectBytes),
 			LFSQuotaBytes:     limits.LFSQuotaBytes,
+			LFSPresigner:      presigner,
+			LFSPresignExpiry:  lfsDirect.expiry,
 
 			SSHHandshakeTimeout:            config.Off(limits.SSHHandshakeTimeout),
 			SSHMaxUnauthenticated:          config.Off(limits.SSHMaxUnauthenticated),

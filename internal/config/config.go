@@ -53,6 +53,9 @@ type S3 struct {
 	Region    string
 	Prefix    string
 	PathStyle bool
+	// PresignEndpoint is the endpoint presigned URLs name, the one
+	// clients reach (serve's --lfs-direct-endpoint); empty: Endpoint.
+	PresignEndpoint string
 }
 
 // RegisterDataDir binds --data-dir alone, for commands that need the data
@@ -271,6 +274,8 @@ func (c *Config) open(ctx context.Context) (objstore.Store, error) {
 			Bucket:       c.S3.Bucket,
 			Prefix:       c.S3.Prefix,
 			UsePathStyle: c.S3.PathStyle,
+
+			PresignEndpoint: c.S3.PresignEndpoint,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)

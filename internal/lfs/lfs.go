@@ -38,6 +38,7 @@ const (
 	DefaultMaxBatchBytes = 1 << 20
 	DefaultMaxBatchItems = 1000
 	DefaultIOTimeout     = time.Minute
+	DefaultPresignExpiry = 5 * time.Minute
 )
 
 // Authorizer resolves a caller's token and a repository to a grant,
@@ -73,6 +74,14 @@ type Options struct {
 	QuotaBytes int64
 	// Now is the clock GC's fence reads (default time.Now).
 	Now func() time.Time
+	// Presigner, when set, sends the bytes of the HTTP transfer straight
+	// between the clients and the object store: the batch answers with
+	// presigned URLs and a verify action (docs/adr/0126-lfs-direct-to-s3.md).
+	// Nil proxies them through the node.
+	Presigner Presigner
+	// PresignExpiry is how long a presigned URL stays valid
+	// (0: DefaultPresignExpiry).
+	PresignExpiry time.Duration
 }
 
 // Handler serves /<owner>/<repo>.git/info/lfs/...
@@ -106,6 +115,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.PresignExpiry <= 0 {
+		opts.PresignExpiry = DefaultPresignExpiry
 	}
 	return &Handler{opts: opts, logger: opts.Logger}, nil
 }
@@ -168,6 +180,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.batch(w, r, rt)
+	case rt.rest == "objects/verify":
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			jsonError(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		h.verify(w, r, rt)
 	case strings.HasPrefix(rt.rest, "objects/") && validOID(strings.TrimPrefix(rt.rest, "objects/")):
 		oid := strings.TrimPrefix(rt.rest, "objects/")
 		switch r.Method {
@@ -336,17 +355,24 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, rt route) {
 			h.storeError(w, r, "read reference", err)
 			return
 		}
-		act := &action{Href: base + o.OID, Header: header}
+		var aerr error
 		switch {
 		case !write && ref == nil:
 			out.Error = &objectError{Code: http.StatusNotFound, Message: "object does not exist"}
 		case !write:
 			out.Size = ref.Size
-			out.Actions = map[string]*action{"download": act}
+			out.Actions, aerr = h.downloadActions(r.Context(), g, o.OID, base, header)
 		case ref == nil || ref.Size != o.Size:
-			out.Actions = map[string]*action{"upload": act}
+			out.Actions, aerr = h.uploadActions(r.Context(), g, o, base, header)
 		}
 		// An upload the repository already has needs no action.
+		if aerr != nil {
+			h.internalError(w, r, "presign", aerr)
+			return
+		}
+		// Presigned URLs carry their own authorization: git-lfs must not
+		// look for credentials for the bucket's host.
+		out.Authenticated = out.Actions != nil && h.opts.Presigner != nil
 		res.Objects = append(res.Objects, out)
 	}
 	if write && h.overQuota(w, r, g.Tenant, res.Objects) {

@@ -52,10 +52,9 @@ const (
 	reader  = "r-token"
 )
 
-func newFixture(t *testing.T, maxObject int64) *fixture {
-	t.Helper()
-	store := memstore.New()
-	auth := tableAuth{
+// testAuth is the fixtures' repositories and tokens.
+func testAuth() tableAuth {
+	return tableAuth{
 		repos: map[string]string{"alice/pub": "01PUB", "alice/priv": "01PRIV", "alice/other": "01OTHER"},
 		levels: map[string]map[string]access.Level{
 			"":      {"alice/pub": access.Read},
@@ -64,7 +63,12 @@ func newFixture(t *testing.T, maxObject int64) *fixture {
 			writer2: {"alice/pub": access.Write},
 		},
 	}
-	h, err := New(Options{Store: store, Auth: auth, MaxObjectSize: maxObject, MaxBatchBytes: 4096, MaxBatchItems: 10})
+}
+
+func newFixture(t *testing.T, maxObject int64) *fixture {
+	t.Helper()
+	store := memstore.New()
+	h, err := New(Options{Store: store, Auth: testAuth(), MaxObjectSize: maxObject, MaxBatchBytes: 4096, MaxBatchItems: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +79,7 @@ func newFixture(t *testing.T, maxObject int64) *fixture {
 
 func oidOf(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-func (f *fixture) do(t *testing.T, method, path, token, ctype string, body io.Reader, size int64) (int, http.Header, []byte) {
+func (f *fixture) do(t testing.TB, method, path, token, ctype string, body io.Reader, size int64) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, f.url+path, body)
 	if err != nil {
@@ -99,7 +103,7 @@ func (f *fixture) do(t *testing.T, method, path, token, ctype string, body io.Re
 	return res.StatusCode, res.Header, b
 }
 
-func (f *fixture) batch(t *testing.T, repo, token, op string, objs ...batchObject) (int, batchResponse) {
+func (f *fixture) batch(t testing.TB, repo, token, op string, objs ...batchObject) (int, batchResponse) {
 	t.Helper()
 	b, _ := json.Marshal(batchRequest{Operation: op, Transfers: []string{"basic"}, Objects: objs})
 	code, _, out := f.do(t, "POST", "/"+repo+".git/info/lfs/objects/batch", token, MediaType, bytes.NewReader(b), int64(len(b)))

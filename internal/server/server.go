@@ -105,6 +105,11 @@ type Options struct {
 	// LFSQuotaBytes bounds one tenant's stored Git LFS bytes (lfs.Options
 	// QuotaBytes; 0 or negative: none).
 	LFSQuotaBytes int64
+	// LFSPresigner, when set, sends Git LFS bytes over HTTP straight
+	// between clients and the bucket through presigned URLs that expire
+	// after LFSPresignExpiry (lfs.Options; docs/adr/0126-lfs-direct-to-s3.md).
+	LFSPresigner     lfs.Presigner
+	LFSPresignExpiry time.Duration
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (default 10 minutes: a large push must be
 	// able to finish).
@@ -397,7 +402,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.lfsTokens, err = lfs.LoadTokens(ctx, opts.Store); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: lfsAuth{Authorizer: auth, meta: metaAuth{s.meta}, tokens: s.lfsTokens}, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, QuotaBytes: opts.LFSQuotaBytes, IOTimeout: opts.Limits.IOTimeout})
+	lfsHandler, err := lfs.New(lfs.Options{Store: opts.Store, Auth: lfsAuth{Authorizer: auth, meta: metaAuth{s.meta}, tokens: s.lfsTokens}, Logger: opts.Logger, MaxObjectSize: opts.LFSMaxObjectBytes, QuotaBytes: opts.LFSQuotaBytes, IOTimeout: opts.Limits.IOTimeout,
+		Presigner: opts.LFSPresigner, PresignExpiry: opts.LFSPresignExpiry})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -96,6 +96,11 @@ type Config struct {
 	// HTTPClient, if set, replaces the SDK's HTTP client (for tests, or
 	// custom TLS and timeouts).
 	HTTPClient aws.HTTPClient
+	// PresignEndpoint is the base URL that presigned URLs name
+	// (PresignPut, PresignGet): the endpoint the clients can reach, which
+	// may differ from the one this node uses (a private address, a
+	// proxy). Empty means Endpoint.
+	PresignEndpoint string
 }
 
 // Store is an objstore.Store on one S3 bucket (and optional key prefix). It
@@ -103,6 +108,7 @@ type Config struct {
 // server's conditional writes, which AWS S3 guarantees.
 type Store struct {
 	client    *s3.Client
+	presign   *s3.PresignClient
 	bucket    string
 	prefix    string
 	threshold int64
@@ -177,7 +183,17 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		o.UsePathStyle = cfg.UsePathStyle
 	})
-	return &Store{client: client, bucket: cfg.Bucket, prefix: prefix, threshold: threshold, partSize: partSize}, nil
+	presignEndpoint := cfg.PresignEndpoint
+	if presignEndpoint == "" {
+		presignEndpoint = cfg.Endpoint
+	}
+	presign := s3.NewPresignClient(s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if presignEndpoint != "" {
+			o.BaseEndpoint = aws.String(presignEndpoint)
+		}
+		o.UsePathStyle = cfg.UsePathStyle
+	}))
+	return &Store{client: client, presign: presign, bucket: cfg.Bucket, prefix: prefix, threshold: threshold, partSize: partSize}, nil
 }
 
 // fullKey validates key and returns the bucket key it maps to. Its errors,
