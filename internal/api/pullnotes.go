@@ -138,6 +138,36 @@ func (h *handler) commenter(r *http.Request, p *meta.Principal) (meta.Repo, erro
 	return repo, nil
 }
 
+// commentTarget resolves the service, the path's repository for a
+// commenter and its {number}.
+func (h *handler) commentTarget(r *http.Request, p *meta.Principal) (*pulls.Service, meta.Repo, uint64, error) {
+	ps, err := h.pullService()
+	if err != nil {
+		return nil, meta.Repo{}, 0, err
+	}
+	base, err := h.commenter(r, p)
+	if err != nil {
+		return nil, meta.Repo{}, 0, err
+	}
+	n, err := pullNumber(r)
+	return ps, base, n, err
+}
+
+// noteTarget resolves the service, the path's repository for a
+// commenter, and the pull request and id of the path's note of kind.
+func (h *handler) noteTarget(r *http.Request, p *meta.Principal, kind pulls.NoteKind) (*pulls.Service, meta.Repo, uint64, uint64, error) {
+	ps, err := h.pullService()
+	if err != nil {
+		return nil, meta.Repo{}, 0, 0, err
+	}
+	base, err := h.commenter(r, p)
+	if err != nil {
+		return nil, meta.Repo{}, 0, 0, err
+	}
+	n, id, err := h.notePR(r, ps, base, kind)
+	return ps, base, n, id, err
+}
+
 // notePR resolves the pull request a note id of kind is on: the path's
 // {number} when it has one (the note must be on it), else the id's key.
 func (h *handler) notePR(r *http.Request, ps *pulls.Service, repo meta.Repo, kind pulls.NoteKind) (uint64, uint64, error) {
@@ -221,15 +251,7 @@ func (h *handler) getNote(kind pulls.NoteKind) apiFunc {
 }
 
 func (h *handler) createComment(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-	ps, err := h.pullService()
-	if err != nil {
-		return 0, nil, err
-	}
-	base, err := h.commenter(r, p)
-	if err != nil {
-		return 0, nil, err
-	}
-	n, err := pullNumber(r)
+	ps, base, n, err := h.commentTarget(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -266,15 +288,7 @@ func (c lineCommentReq) comment(author string) (pulls.LineComment, error) {
 }
 
 func (h *handler) createLineComment(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-	ps, err := h.pullService()
-	if err != nil {
-		return 0, nil, err
-	}
-	base, err := h.commenter(r, p)
-	if err != nil {
-		return 0, nil, err
-	}
-	n, err := pullNumber(r)
+	ps, base, n, err := h.commentTarget(r, p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -294,15 +308,7 @@ func (h *handler) createLineComment(w http.ResponseWriter, r *http.Request, p *m
 }
 
 func (h *handler) createReply(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-	ps, err := h.pullService()
-	if err != nil {
-		return 0, nil, err
-	}
-	base, err := h.commenter(r, p)
-	if err != nil {
-		return 0, nil, err
-	}
-	n, id, err := h.notePR(r, ps, base, pulls.KindLineComment)
+	ps, base, n, id, err := h.noteTarget(r, p, pulls.KindLineComment)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -321,15 +327,7 @@ func (h *handler) createReply(w http.ResponseWriter, r *http.Request, p *meta.Pr
 
 func (h *handler) editNote(kind pulls.NoteKind) apiFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-		ps, err := h.pullService()
-		if err != nil {
-			return 0, nil, err
-		}
-		base, err := h.commenter(r, p)
-		if err != nil {
-			return 0, nil, err
-		}
-		n, id, err := h.notePR(r, ps, base, kind)
+		ps, base, n, id, err := h.noteTarget(r, p, kind)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -349,15 +347,7 @@ func (h *handler) editNote(kind pulls.NoteKind) apiFunc {
 
 func (h *handler) deleteNote(kind pulls.NoteKind) apiFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-		ps, err := h.pullService()
-		if err != nil {
-			return 0, nil, err
-		}
-		base, err := h.commenter(r, p)
-		if err != nil {
-			return 0, nil, err
-		}
-		n, id, err := h.notePR(r, ps, base, kind)
+		ps, base, n, id, err := h.noteTarget(r, p, kind)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -380,15 +370,7 @@ func (h *handler) editReview(w http.ResponseWriter, r *http.Request, p *meta.Pri
 // COMMENT, "body", "commit_id", "comments": [{"path", "line", "side",
 // "body"}]}. ghost has no pending reviews: an event is required.
 func (h *handler) createReview(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
-	ps, err := h.pullService()
-	if err != nil {
-		return 0, nil, err
-	}
-	base, err := h.commenter(r, p)
-	if err != nil {
-		return 0, nil, err
-	}
-	n, err := pullNumber(r)
+	ps, base, n, err := h.commentTarget(r, p)
 	if err != nil {
 		return 0, nil, err
 	}

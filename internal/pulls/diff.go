@@ -85,53 +85,56 @@ func (s *Service) tips(ctx context.Context, base meta.Repo, pr PullRequest) (Cop
 // most MaxCommits in all.
 func (s *Service) Commits(ctx context.Context, base meta.Repo, pr PullRequest, page, perPage int) ([]Commit, error) {
 	page, perPage = pageBounds(page, perPage)
+	var out []Commit
+	err := s.onTips(ctx, base, pr, func(ctx context.Context, w *work, b, h string) error {
+		ids, _, err := w.revList(ctx, h, b, MaxCommits)
+		if err != nil {
+			return err
+		}
+		from := (page - 1) * perPage
+		if from >= len(ids) {
+			out = []Commit{}
+			return nil
+		}
+		objs, err := w.readCommits(ctx, ids[from:min(len(ids), from+perPage)])
+		if err != nil {
+			return err
+		}
+		out = make([]Commit, 0, len(objs))
+		for _, c := range objs {
+			out = append(out, Commit{SHA: c.id, Tree: c.tree, Parents: c.parents, Author: parsePerson(c.author), Committer: parsePerson(c.committer), Message: c.message})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// onTips runs fn with pr's two tips (tips) in a scratch area beside this
+// node's copy of base, within the git work's time bound.
+func (s *Service) onTips(ctx context.Context, base meta.Repo, pr PullRequest, fn func(ctx context.Context, w *work, b, h string) error) error {
 	bc, b, h, err := s.tips(ctx, base, pr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	gctx, cancel := context.WithTimeout(ctx, s.opts.GitTimeout)
 	defer cancel()
 	w, err := newWork(s.opts.Git, s.tmp(), bc.Dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer w.close()
-	ids, _, err := w.revList(gctx, h, b, MaxCommits)
-	if err != nil {
-		return nil, err
-	}
-	from := (page - 1) * perPage
-	if from >= len(ids) {
-		return []Commit{}, nil
-	}
-	ids = ids[from:min(len(ids), from+perPage)]
-	objs, err := w.readCommits(gctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Commit, 0, len(objs))
-	for _, c := range objs {
-		out = append(out, Commit{SHA: c.id, Tree: c.tree, Parents: c.parents, Author: parsePerson(c.author), Committer: parsePerson(c.committer), Message: c.message})
-	}
-	return out, nil
+	return fn(gctx, w, b, h)
 }
 
 // CommitIDs returns the ids of pr's commits (those its head has and its
 // base lacks), oldest first, at most MaxCommits: what its page shows the
 // secret-scanning alerts of.
 func (s *Service) CommitIDs(ctx context.Context, base meta.Repo, pr PullRequest) ([]string, error) {
-	bc, b, h, err := s.tips(ctx, base, pr)
-	if err != nil {
-		return nil, err
-	}
-	gctx, cancel := context.WithTimeout(ctx, s.opts.GitTimeout)
-	defer cancel()
-	w, err := newWork(s.opts.Git, s.tmp(), bc.Dir)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
-	ids, _, err := w.revList(gctx, h, b, MaxCommits)
+	var ids []string
+	err := s.onTips(ctx, base, pr, func(ctx context.Context, w *work, b, h string) (err error) {
+		ids, _, err = w.revList(ctx, h, b, MaxCommits)
+		return err
+	})
 	return ids, err
 }
 

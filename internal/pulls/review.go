@@ -87,17 +87,16 @@ type placed struct {
 // path a file of its commit's version with that many lines. One scratch
 // area serves them all.
 func (s *Service) place(ctx context.Context, base meta.Repo, pr PullRequest, review string, lcs []LineComment) ([]placed, error) {
-	bc, b, h, err := s.tips(ctx, base, pr)
-	if err != nil {
-		return nil, err
-	}
-	gctx, cancel := context.WithTimeout(ctx, s.opts.GitTimeout)
-	defer cancel()
-	w, err := newWork(s.opts.Git, s.tmp(), bc.Dir)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
+	var out []placed
+	err := s.onTips(ctx, base, pr, func(ctx context.Context, w *work, b, h string) (err error) {
+		out, err = placeIn(ctx, w, b, h, review, lcs)
+		return err
+	})
+	return out, err
+}
+
+// placeIn is place's work in w, between base tip b and head tip h.
+func placeIn(gctx context.Context, w *work, b, h, review string, lcs []LineComment) ([]placed, error) {
 	checkCommit := func(commit string) error {
 		if !isOID(commit) {
 			return fmt.Errorf("%w: commit_id %q: want a full commit id", ErrInvalid, commit)
@@ -142,6 +141,7 @@ func (s *Service) place(ctx context.Context, base meta.Repo, pr PullRequest, rev
 		}
 		anchor := lc.CommitID
 		if lc.Side == SideLeft {
+			var err error
 			if anchor, err = w.mergeBase(gctx, b, lc.CommitID); err != nil {
 				return nil, err
 			}
@@ -505,17 +505,15 @@ func (s *Service) Conversation(ctx context.Context, base meta.Repo, pr PullReque
 // head's for RIGHT, the merge base's for LEFT. A file gone, or too large
 // to compare, makes its comments outdated when its blob changed.
 func (s *Service) markOutdated(ctx context.Context, base meta.Repo, pr PullRequest, notes []Note) error {
-	bc, b, h, err := s.tips(ctx, base, pr)
-	if err != nil {
-		return err
-	}
-	gctx, cancel := context.WithTimeout(ctx, s.opts.GitTimeout)
-	defer cancel()
-	w, err := newWork(s.opts.Git, s.tmp(), bc.Dir)
-	if err != nil {
-		return err
-	}
-	defer w.close()
+	return s.onTips(ctx, base, pr, func(ctx context.Context, w *work, b, h string) error {
+		return markOutdatedIn(ctx, w, b, h, notes)
+	})
+}
+
+// markOutdatedIn is markOutdated's work in w, between base tip b and head
+// tip h.
+func markOutdatedIn(gctx context.Context, w *work, b, h string, notes []Note) error {
+	var err error
 	var mb string
 	var specs []string
 	for _, c := range notes {

@@ -110,52 +110,11 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 760),
-	}
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB() // closes the browser
-	// The first run starts the browser and must not have a timeout.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	tctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelT()
-
-	base := srv.URL
+	b := newBrowser(t, exe, shots, "")
+	tctx := b.ctx
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.CaptureScreenshot()(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
-		})
-	}
-	do := func(step string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(tctx, steps...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	text := func() string {
-		t.Helper()
-		s, err := chromedp.Run(tctx, chromedp.Text(css("body")))
-		if err != nil {
-			t.Fatalf("page text: %v", err)
-		}
-		return s
-	}
+	shot, do, text := b.shot, b.do, b.text
+	base := srv.URL
 
 	// Anonymous: the private repository is neither listed nor readable.
 	do("anonymous list", chromedp.Navigate(base+"/alice"))

@@ -4,10 +4,8 @@ import (
 	"context"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -54,49 +52,10 @@ func TestBrowserPullReview(t *testing.T) {
 	remote := strings.Replace(f.remote("app"), "/alice/app.git", "/acme/lib.git", 1)
 	f.git("push", "-q", remote, "main", "topic")
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 760),
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	tctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelT()
+	b := newBrowser(t, exe, shots, "review-")
+	tctx := b.ctx
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.CaptureScreenshot()(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, "review-"+name+".png"), png, 0o644)
-		})
-	}
-	do := func(step string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(tctx, steps...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	text := func() string {
-		t.Helper()
-		s, err := chromedp.Run(tctx, chromedp.Text(css("body")))
-		if err != nil {
-			t.Fatalf("page text: %v", err)
-		}
-		return s
-	}
+	shot, do, text := b.shot, b.do, b.text
 	signIn := func(who, token, next string) {
 		t.Helper()
 		do("sign in "+who,
