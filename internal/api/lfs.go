@@ -41,7 +41,7 @@ func (h *handler) routeLFS() {
 // object once, as the quota counts them). Reading needs read access.
 func (h *handler) listLFS(w http.ResponseWriter, r *http.Request, p *meta.Principal) (int, any, error) {
 	if h.lfs == nil {
-		return 0, nil, fmt.Errorf("Git LFS is not served here: %w", errors.ErrUnsupported)
+		return 0, nil, fmt.Errorf("git LFS is not served here: %w", errors.ErrUnsupported)
 	}
 	repo, err := h.readable(r, p)
 	if err != nil {
