@@ -26,6 +26,7 @@ func startGhost(t *testing.T, bin string, env []string, args ...string) *ghostPr
 	cmd.Env = env
 	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
