@@ -59,11 +59,7 @@ func (s *Server) pullsAfterCommit(req gitsvc.Request, res wal.Result) {
 	if s.pulls == nil {
 		return
 	}
-	s.bgWG.Add(1)
-	go func() {
-		defer s.bgWG.Done()
-		ctx, cancel := context.WithTimeout(s.bg, pullSyncTimeout)
-		defer cancel()
+	s.background(pullSyncTimeout, func(ctx context.Context) {
 		if has, err := s.pulls.Store().HasHeads(ctx, req.Repo); err != nil {
 			s.logger.Warn("pull requests: looking for pull requests of a pushed repository failed; their refs move at the next push or read", "repo", req.Repo, "err", err)
 			return
@@ -81,7 +77,7 @@ func (s *Server) pullsAfterCommit(req gitsvc.Request, res wal.Result) {
 			}
 			s.syncBranch(ctx, req.Repo, t.Ref)
 		}
-	}()
+	})
 }
 
 // syncBranch runs HeadPushed for one branch, coalesced.

@@ -524,15 +524,24 @@ func (s *Server) startPushRun(req gitsvc.Request, res wal.Result) {
 	if req.Tenant == "" {
 		return
 	}
-	s.bgWG.Add(1)
-	go func() {
-		defer s.bgWG.Done()
-		ctx, cancel := context.WithTimeout(s.bg, pushRunTimeout)
-		defer cancel()
+	s.background(pushRunTimeout, func(ctx context.Context) {
 		spec := scanner.Spec{Tenant: req.Tenant, RepoID: req.Repo, Kind: scanner.KindPush, Seq: res.Seq}
 		if _, err := s.scanner.Start(ctx, spec); err != nil {
 			s.logger.Warn("starting a push scan failed; the reconciler retries", "run", spec.String(), "err", err)
 		}
+	})
+}
+
+// background runs fn on a goroutine of its own with the server's
+// background context bounded by timeout: the request that asks for it
+// never waits, and Close waits for it (bgWG).
+func (s *Server) background(timeout time.Duration, fn func(ctx context.Context)) {
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		ctx, cancel := context.WithTimeout(s.bg, timeout)
+		defer cancel()
+		fn(ctx)
 	}()
 }
 

@@ -153,13 +153,7 @@ func (s *Server) afterCommitHooks(req gitsvc.Request, _ wal.Result) {
 	if req.Tenant == "" || s.webhookOpts.Off {
 		return
 	}
-	s.bgWG.Add(1)
-	go func() {
-		defer s.bgWG.Done()
-		ctx, cancel := context.WithTimeout(s.bg, webhookTimeout)
-		defer cancel()
-		s.dispatcher.AfterPush(ctx, req.Tenant, req.Repo, req.Name)
-	}()
+	s.background(webhookTimeout, func(ctx context.Context) { s.dispatcher.AfterPush(ctx, req.Tenant, req.Repo, req.Name) })
 }
 
 // alertEvent queues GitHub's secret_scanning_alert event for an alert
@@ -283,13 +277,7 @@ func (p pullEvents) PullRequest(ctx context.Context, e pulls.Event) {
 	if s.hooks == nil {
 		return
 	}
-	s.bgWG.Add(1)
-	go func() {
-		defer s.bgWG.Done()
-		ctx, cancel := context.WithTimeout(s.bg, webhookTimeout)
-		defer cancel()
-		s.pullEvent(ctx, e)
-	}()
+	s.background(webhookTimeout, func(ctx context.Context) { s.pullEvent(ctx, e) })
 }
 
 // pullEvent queues the pull_request event of e. A failure is logged:
@@ -329,13 +317,7 @@ func (p pullEvents) Note(ctx context.Context, e pulls.NoteEvent) {
 	if s.hooks == nil {
 		return
 	}
-	s.bgWG.Add(1)
-	go func() {
-		defer s.bgWG.Done()
-		ctx, cancel := context.WithTimeout(s.bg, webhookTimeout)
-		defer cancel()
-		s.noteEvent(ctx, e)
-	}()
+	s.background(webhookTimeout, func(ctx context.Context) { s.noteEvent(ctx, e) })
 }
 
 // noteKind names a kind of note as webhook.Note does.
