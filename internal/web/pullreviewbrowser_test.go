@@ -91,7 +91,7 @@ func TestBrowserPullReview(t *testing.T) {
 	if body := text(); !strings.Contains(body, "Should this say more?") {
 		t.Fatalf("the files tab after the line comment:\n%s", body)
 	}
-	do("sign out", chromedp.Click(css("#signout")), chromedp.WaitVisible(css("body")))
+	do("sign out", chromedp.Click(css("#signout")), chromedp.WaitVisible(css("#signin")))
 
 	signIn("carol", carol, "/acme/lib/-/pull/1")
 	do("approve",
