@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 )
 
 // LFSObjects tells which Git LFS objects a repository holds, so that a
@@ -32,10 +34,6 @@ type lfsRepo struct {
 func (l lfsRepo) Open(ctx context.Context, oid string) (io.ReadCloser, int64, error) {
 	return l.objects.OpenFor(ctx, l.tenant, l.repoID, oid)
 }
-
-// lfsPointerMax is the largest blob read as a possible LFS pointer: the
-// specification keeps pointer files under 1024 bytes.
-const lfsPointerMax = 1023
 
 // lfsShownMissing bounds the missing oids a refusal lists.
 const lfsShownMissing = 10
@@ -82,7 +80,7 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 		if len(f) != 3 || f[1] != "blob" {
 			continue
 		}
-		if n, err := strconv.Atoi(f[2]); err == nil && n > 0 && n <= lfsPointerMax {
+		if n, err := strconv.Atoi(f[2]); err == nil && n > 0 && n <= pointer.MaxSize {
 			small.WriteString(f[0] + "\n")
 		}
 	}
@@ -165,67 +163,15 @@ func lfsPointers(batch []byte) (map[string]string, error) {
 			return nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
 		}
 		n, err := strconv.Atoi(f[2])
-		if err != nil || n < 0 || n > lfsPointerMax {
+		if err != nil || n < 0 || n > pointer.MaxSize {
 			return nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
 		}
 		body := make([]byte, n+1) // the content and git's newline
 		if _, err := io.ReadFull(br, body); err != nil {
 			return nil, fmt.Errorf("read cat-file output: %w", err)
 		}
-		if oid, ok := ParseLFSPointer(body[:n]); ok {
+		if oid, ok := pointer.Parse(body[:n]); ok {
 			oids[f[0]] = oid
 		}
 	}
-}
-
-// ParseLFSPointer returns the sha256 oid of a Git LFS pointer file, and
-// false for anything else. A pointer is "key value" lines, each ending in
-// a newline, starting with the spec's version line and holding
-// "oid sha256:<64 lower-case hex>" and "size <decimal>" (the git-lfs
-// specification, v1).
-func ParseLFSPointer(b []byte) (string, bool) {
-	if len(b) > lfsPointerMax || !bytes.HasSuffix(b, []byte("\n")) {
-		return "", false
-	}
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) < 3 || (lines[0] != "version https://git-lfs.github.com/spec/v1" && lines[0] != "version https://hawser.github.com/spec/v1") {
-		return "", false
-	}
-	oid, size := "", false
-	for _, l := range lines[1:] {
-		k, v, ok := strings.Cut(l, " ")
-		if !ok || k == "" {
-			return "", false
-		}
-		switch k {
-		case "oid":
-			h, ok := strings.CutPrefix(v, "sha256:")
-			if !ok || !isLowerHex(h, 64) || oid != "" {
-				return "", false
-			}
-			oid = h
-		case "size":
-			if _, err := strconv.ParseUint(v, 10, 63); err != nil || size {
-				return "", false
-			}
-			size = true
-		}
-	}
-	if oid == "" || !size {
-		return "", false
-	}
-	return oid, true
-}
-
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -17,8 +17,8 @@ import (
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/alerts"
-	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/gittest"
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 )
 
 // TestLFSEndToEnd pushes a 100 MiB file (issue 23) through the stock git-lfs client
@@ -100,7 +100,7 @@ func TestLFSPushWithMissingObjectRefused(t *testing.T) {
 	gittest.Git(t, env, src, "add", ".gitattributes", "model.bin")
 	gittest.Git(t, env, src, "commit", "-q", "-m", "model")
 	ptr := gittest.Git(t, env, src, "cat-file", "-p", "HEAD:model.bin")
-	oid, ok := gitsvc.ParseLFSPointer([]byte(ptr))
+	oid, ok := pointer.Parse([]byte(ptr))
 	if !ok {
 		t.Fatalf("the commit holds %q, not a pointer", ptr)
 	}

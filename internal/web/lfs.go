@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ghost-scm/ghost/internal/gitsvc"
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 )
 
 // A file tracked by Git LFS is, in the repository, a pointer: the page
@@ -39,7 +39,7 @@ func (h *Handler) pointer(cf *catFile, obj string, size int64) (*lfsFile, error)
 	if err != nil {
 		return nil, err
 	}
-	oid, ok := gitsvc.ParseLFSPointer(b)
+	oid, ok := pointer.Parse(b)
 	if !ok {
 		return nil, nil
 	}
