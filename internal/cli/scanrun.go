@@ -24,7 +24,9 @@ import (
 	"github.com/ghost-scm/ghost/internal/coord"
 	"github.com/ghost-scm/ghost/internal/coord/etcdcoord"
 	"github.com/ghost-scm/ghost/internal/etcdserver"
+	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/repocache"
 	"github.com/ghost-scm/ghost/internal/scanner"
 	"github.com/ghost-scm/ghost/internal/server"
@@ -35,12 +37,14 @@ import (
 // scanning is what the scan commands open: the object store's log,
 // metadata and alerts, and (when reachable) the coordination store.
 type scanning struct {
-	log    *wal.Log
-	meta   *meta.Store
-	alerts *alerts.Store
-	b      *etcdcoord.Backend // nil: the coordination store is not reachable
-	sc     *scanner.Scanner
-	close  func()
+	// objects is the object store, for the workers' Git LFS reader.
+	objects objstore.Store
+	log     *wal.Log
+	meta    *meta.Store
+	alerts  *alerts.Store
+	b       *etcdcoord.Backend // nil: the coordination store is not reachable
+	sc      *scanner.Scanner
+	close   func()
 }
 
 // scanFlags are the settings of every scan command.
@@ -95,7 +99,7 @@ func (s *scanFlags) openCoord(ctx context.Context, logger *slog.Logger, st store
 	if s.shards < 1 || s.shards > 1<<16 {
 		return nil, usageErrorf("--scan-shards must be 1 to 65536")
 	}
-	out := &scanning{log: st.log, meta: st.meta, alerts: as, close: func() {}}
+	out := &scanning{objects: st.objects, log: st.log, meta: st.meta, alerts: as, close: func() {}}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	client, closer, err := openCoordClient(octx, s.cfg)
 	cancel()
@@ -217,7 +221,11 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		}
 		defer cache.Close()
 		fmt.Fprintf(env.Stdout, "ghost: %d scan worker(s) (%s; cache %s; %s)\n", n, sf.cfg.Describe(), sf.cfg.Cache(), sf.cfg.DescribeEtcd())
-		return s.sc.RunWorkers(ctx, n, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch},
+		objects, err := lfs.NewReader(s.objects)
+		if err != nil {
+			return err
+		}
+		return s.sc.RunWorkers(ctx, n, scanner.WorkerOptions{Cache: cache, CheckpointBlobs: batch, LFS: objects},
 			scanner.ReconcilerOptions{Every: reconcile, SweepRate: float64(sweep), Pages: server.RepoPages(s.meta), Logger: logger})
 	}
 	return cmd

@@ -3,6 +3,7 @@ package scanner
 import (
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -57,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.work = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ghost_scan_scanned_total",
-		Help: "What this node's scan workers scanned, by unit: blobs (and commit and tag objects), bytes, findings (secrets found, before they are merged into alerts).",
+		Help: "What this node's scan workers scanned, by unit: blobs (and commit and tag objects), bytes, findings (secrets found, before they are merged into alerts), lfs_objects and lfs_bytes (Git LFS objects read as their pointers' content), lfs_skipped (LFS objects over the size bound or not held by the repository).",
 	}, []string{"unit"})
 	m.shards = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ghost_scan_shards_completed_total",
@@ -90,6 +91,17 @@ func (m *Metrics) scanned(blobs int, bytes int64, findings int) {
 	m.work.WithLabelValues("blobs").Add(float64(blobs))
 	m.work.WithLabelValues("bytes").Add(float64(bytes))
 	m.work.WithLabelValues("findings").Add(float64(findings))
+}
+
+// lfs counts the Git LFS objects of a batch's pointers: read and
+// scanned, or skipped (over the bound, or not held).
+func (m *Metrics) lfs(st secretscan.Stats, missing int) {
+	if m == nil {
+		return
+	}
+	m.work.WithLabelValues("lfs_objects").Add(float64(st.Blobs - st.LargeSkipped))
+	m.work.WithLabelValues("lfs_bytes").Add(float64(st.Bytes - st.LargeBytes))
+	m.work.WithLabelValues("lfs_skipped").Add(float64(st.LargeSkipped + int64(missing)))
 }
 
 func (m *Metrics) shardDone() {

@@ -84,6 +84,17 @@ type WorkerOptions struct {
 	// lowers its whole process instead).
 	Background *gitexec.Background
 
+	// LFS opens the repositories' Git LFS objects: the object of each
+	// pointer blob a batch reads, at most MaxLFSObject bytes, is scanned
+	// as the pointer's content, so a secret in a file LFS tracks is found
+	// where the pointer was added (docs/adr/0130-lfs-push-protection.md).
+	// nil scans only what git holds.
+	LFS LFSObjects
+	// MaxLFSObject is the largest LFS object scanned (default
+	// DefaultMaxLFSObject; negative: none). Larger ones are counted as
+	// skipped.
+	MaxLFSObject int64
+
 	// OnClaim and OnBatch observe the worker (tests, metrics): a shard
 	// claimed, a batch of blobs scanned, recorded and checkpointed, and a
 	// shard completed (with its final range).
@@ -546,6 +557,9 @@ func (w *Worker) scanShard(ctx context.Context, b coord.Backend, spec Spec, leas
 		}
 		scan, err := eng.ScanObjects(ctx, repo, ids, nil)
 		if err != nil {
+			return &inputError{input, err}
+		}
+		if err := w.scanLFS(ctx, spec, scan); err != nil {
 			return &inputError{input, err}
 		}
 		fs, err := findings(ctx, repo, scan)

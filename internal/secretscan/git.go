@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 )
 
 // Repo names a git repository to read objects from.
@@ -127,6 +128,9 @@ type BlobScan struct {
 	// skipRules holds, for a blob found at no path where some
 	// path-restricted rules apply, those rules (bits of e.pathRules).
 	skipRules map[string]uint64
+	// pointers holds the Git LFS pointer blobs ScanObjects read, by blob
+	// id, with the oids they name (LFSPointers).
+	pointers map[string]string
 	// log is ScanRevs' git log, for AttributeAll when its revisions are
 	// logRevs; nil after ScanObjects.
 	log     *os.File
@@ -152,6 +156,46 @@ type message struct {
 
 // FindingBlobs is the number of blobs with at least one candidate.
 func (s *BlobScan) FindingBlobs() int { return len(s.blobs) }
+
+// LFSPointers returns the Git LFS pointer blobs among the objects
+// ScanObjects read, by blob id, with the oids of the objects they name:
+// the scanner opens those objects and scans them with ScanLFS, since
+// git holds only the pointer of a file LFS tracks. A whole-history scan
+// (ScanRevs) does not collect them.
+func (s *BlobScan) LFSPointers() map[string]string { return s.pointers }
+
+// ScanLFS scans content, the Git LFS object that the pointer blob id
+// names, as that blob's content: its candidates join the blob's, so
+// AttributeAll places them at the commits and paths that add the
+// pointer, as it places a blob's own, and a version of the file that
+// keeps a secret its previous version had is not reported again. The
+// lines are the object's. Oversized content is counted as skipped, and
+// binary content as a blob's is (Options.SkipBinary). It returns what it
+// scanned, which s.Stats counts too.
+func (s *BlobScan) ScanLFS(id string, content []byte) Stats {
+	e := s.e
+	var st Stats
+	st.Blobs++
+	st.Bytes += int64(len(content))
+	switch {
+	case e.opts.MaxBlobSize > 0 && int64(len(content)) > e.opts.MaxBlobSize:
+		st.LargeSkipped++
+		st.LargeBytes += int64(len(content))
+	case e.opts.SkipBinary && isBinary(content):
+		st.BinarySkipped++
+	default:
+		if isBinary(content) {
+			st.BinaryScanned++
+		}
+		st.BlobsScanned++
+		st.BytesScanned += int64(len(content))
+		if cs := e.scanSkipping(content, s.skipRules[id]); len(cs) > 0 {
+			s.blobs[id] = append(s.blobs[id], cs...)
+		}
+	}
+	s.Stats.Add(st)
+	return st
+}
 
 // FindingMessages is the number of commit and tag messages with at least
 // one candidate.
@@ -339,7 +383,7 @@ func (e *Engine) ScanObjects(ctx context.Context, repo Repo, ids []string, progr
 // history, and the totals are known before scanning for the progress
 // bar's ETA — then streams them through one git cat-file --batch.
 func (e *Engine) scanFrom(ctx context.Context, repo Repo, ids io.Reader, progress ProgressFunc) (*BlobScan, error) {
-	s := &BlobScan{e: e, blobs: make(map[string][]candidate), messages: make(map[string]message)}
+	s := &BlobScan{e: e, blobs: make(map[string][]candidate), messages: make(map[string]message), pointers: make(map[string]string)}
 	list, err := os.CreateTemp("", "ghost-scan-*")
 	if err != nil {
 		return nil, fmt.Errorf("secretscan: %w", err)
@@ -683,6 +727,13 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 						mu.Lock()
 						s.blobs[j.oid] = append(s.blobs[j.oid], cs...)
 						mu.Unlock()
+					}
+					if !wholeHistory && len(data) <= pointer.MaxSize {
+						if oid, ok := pointer.Parse(data); ok {
+							mu.Lock()
+							s.pointers[j.oid] = oid
+							mu.Unlock()
+						}
 					}
 					scanned.Add(1)
 					sbytes.Add(int64(len(data)))

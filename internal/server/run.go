@@ -99,7 +99,7 @@ func (s *Server) runScanning(ctx context.Context) (stop func()) {
 		rec.Logger = s.logger
 	}
 	// In-process workers yield to serving (docs/adr/0051-geometric-checkpoints.md).
-	wo := scanner.WorkerOptions{Cache: s.cache, Background: s.bgWork}
+	wo := scanner.WorkerOptions{Cache: s.cache, Background: s.bgWork, LFS: s.lfs}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
