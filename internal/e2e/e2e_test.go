@@ -22,6 +22,9 @@
 //	                                prints "status NNN", the headers but Date, the body
 //	waitref REMOTE REF ID           wait (up to a minute) until git ls-remote REMOTE REF
 //	                                names ID (a ref the server moves in the background)
+//	randfile FILE BYTES             write BYTES pseudo-random bytes to FILE, the same for
+//	                                the same FILE name (large LFS objects, without
+//	                                keeping them in testdata)
 package e2e
 
 import (
@@ -32,6 +35,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -40,6 +44,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -108,6 +113,7 @@ func TestScripts(t *testing.T) {
 			"expand":     cmdExpand,
 			"waitref":    cmdWaitRef,
 			"receiver":   cmdReceiver,
+			"randfile":   cmdRandFile,
 		},
 	})
 }
@@ -256,6 +262,22 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("%s did not appear within a minute", args[0])
 		}
 	}
+}
+
+func cmdRandFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: randfile FILE BYTES")
+	}
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil || n < 0 {
+		ts.Fatalf("randfile: bad size %q", args[1])
+	}
+	f, err := os.Create(ts.MkAbs(args[0]))
+	ts.Check(err)
+	seed := sha256.Sum256([]byte(args[0]))
+	_, err = io.CopyN(f, rand.NewChaCha8(seed), n)
+	ts.Check(err)
+	ts.Check(f.Close())
 }
 
 func cmdWaitRef(ts *testscript.TestScript, neg bool, args []string) {
