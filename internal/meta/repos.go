@@ -239,8 +239,8 @@ func (s *Store) ForkRepo(ctx context.Context, srcOwner, srcName, dstOwner, dstNa
 		if err := s.forks.CopyToFork(ctx, src.Owner, src.ID, rec.Owner, rec.ID); err != nil {
 			s.discardLog(rec.ID)
 			var oe *objstore.Error
-			if errors.As(err, &oe) {
-				err = unavailable(err)
+			if errors.As(err, &oe) && !errors.Is(err, objstore.ErrNotFound) {
+				err = unavailable(err) // the store failed to answer: 503
 			}
 			return Repo{}, fmt.Errorf("fork %s: copy its LFS objects: %w", src.repo().FullName(), err)
 		}
