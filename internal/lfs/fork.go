@@ -107,30 +107,33 @@ func (f *Forks) CopyToFork(ctx context.Context, srcTenant, srcRepoID, dstTenant,
 			return err
 		}
 	}
-	return f.eachPage(ctx, srcRepoID, func(ctx context.Context, oid string) error {
+	return f.eachPage(ctx, srcRepoID, func(ctx context.Context, oids []string) error {
 		var err error
 		if across {
-			err = f.copyAcross(ctx, srcTenant, srcRepoID, dstTenant, dstRepoID, oid)
+			err = f.copyAcross(ctx, srcTenant, srcRepoID, dstTenant, dstRepoID, oids)
 		} else {
-			err = f.share(ctx, srcTenant, srcRepoID, dstRepoID, oid)
+			err = f.parallel(ctx, oids, func(ctx context.Context, _ int, oid string) error {
+				return f.share(ctx, srcTenant, srcRepoID, dstRepoID, oid)
+			})
 		}
+		var oe *forkObjectError
 		switch {
-		case errors.Is(err, ErrCollecting):
+		case errors.Is(err, ErrCollecting) && errors.As(err, &oe):
 			return &ForkRefusal{Status: http.StatusServiceUnavailable, Err: err,
-				Message: fmt.Sprintf("LFS object %s is being garbage collected; retry the fork in a few minutes", oid)}
+				Message: fmt.Sprintf("LFS object %s is being garbage collected; retry the fork in a few minutes", oe.oid)}
 		case errors.Is(err, ErrQuota):
 			return &ForkRefusal{Status: http.StatusForbidden, Err: err,
 				Message: fmt.Sprintf("the LFS objects of the source would take %s over its LFS quota of %d bytes (%v)", dstTenant, f.opts.QuotaBytes, err)}
 		case err != nil:
-			return fmt.Errorf("lfs: fork: object %s: %w", oid, err)
+			return fmt.Errorf("lfs: fork: %w", err)
 		}
 		return nil
 	})
 }
 
-// eachPage calls fn for every oid repository repoID references, a LIST
-// page at a time, up to Parallel at once: memory holds one page.
-func (f *Forks) eachPage(ctx context.Context, repoID string, fn func(ctx context.Context, oid string) error) error {
+// eachPage calls fn with the oids repository repoID references, a LIST
+// page at a time: memory holds one page.
+func (f *Forks) eachPage(ctx context.Context, repoID string, fn func(ctx context.Context, oids []string) error) error {
 	prefix := refKey(repoID, "")
 	after := ""
 	for {
@@ -138,14 +141,13 @@ func (f *Forks) eachPage(ctx context.Context, repoID string, fn func(ctx context
 		if err != nil {
 			return fmt.Errorf("lfs: fork: list %s: %w", prefix, err)
 		}
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(f.opts.Parallel)
+		oids := make([]string, 0, len(page))
 		for _, in := range page {
 			if oid := strings.TrimPrefix(in.Key, prefix); validOID(oid) {
-				g.Go(func() error { return fn(gctx, oid) })
+				oids = append(oids, oid)
 			}
 		}
-		if err := g.Wait(); err != nil {
+		if err := fn(ctx, oids); err != nil {
 			return err
 		}
 		if len(page) < f.opts.PageSize {
@@ -154,6 +156,31 @@ func (f *Forks) eachPage(ctx context.Context, repoID string, fn func(ctx context
 		after = page[len(page)-1].Key
 	}
 }
+
+// parallel calls fn for each of oids, up to Parallel at once, and
+// returns the first error, as an *forkObjectError naming its oid.
+func (f *Forks) parallel(ctx context.Context, oids []string, fn func(ctx context.Context, i int, oid string) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(f.opts.Parallel)
+	for i, oid := range oids {
+		g.Go(func() error {
+			if err := fn(gctx, i, oid); err != nil {
+				return &forkObjectError{oid: oid, err: err}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// forkObjectError is a fork's failure on one object.
+type forkObjectError struct {
+	oid string
+	err error
+}
+
+func (e *forkObjectError) Error() string { return "object " + e.oid + ": " + e.err.Error() }
+func (e *forkObjectError) Unwrap() error { return e.err }
 
 // readRef reads repository repoID's reference to oid (ErrNotFound when
 // it has none).
@@ -206,34 +233,74 @@ func (f *Forks) share(ctx context.Context, tenant, src, dst, oid string) error {
 	return f.putRef(ctx, dst, oid, ref.Size)
 }
 
-// copyAcross gives dst, of another tenant than src, its own copy of oid,
-// admitted as an upload is: GC's fence, then the destination's quota when
-// it does not hold the object yet, then the copy, then the reference.
-func (f *Forks) copyAcross(ctx context.Context, srcTenant, src, dstTenant, dst, oid string) error {
-	ref, err := f.readRef(ctx, src, oid)
-	if errors.Is(err, objstore.ErrNotFound) {
-		return nil
+// copyAcross gives dst, of another tenant than src, its own copy of
+// each of oids (a page), admitted as uploads are
+// (docs/adr/0129-lfs-gc.md): GC's fence and a look for each object, then
+// one addition to the destination's usage, by compare-and-swap and
+// against its quota, for the objects it does not hold (one per object
+// would have the page's objects contend for the one record), then the
+// copies, then the references.
+func (f *Forks) copyAcross(ctx context.Context, srcTenant, src, dstTenant, dst string, oids []string) error {
+	type object struct {
+		size       int64
+		gone, held bool
 	}
-	if err != nil {
-		return err
-	}
-	held, err := admit(ctx, f.store, dstTenant, oid, ref.Size, f.opts.QuotaBytes, f.opts.Now())
-	if err != nil {
-		return err
-	}
-	if !held {
-		err := f.store.Copy(ctx, objectKey(srcTenant, oid), objectKey(dstTenant, oid))
+	objs := make([]object, len(oids))
+	now := f.opts.Now()
+	err := f.parallel(ctx, oids, func(ctx context.Context, i int, oid string) error {
+		ref, err := f.readRef(ctx, src, oid)
 		if errors.Is(err, objstore.ErrNotFound) {
-			// Collected since the source's reference went: the usage
-			// counts it until GC's next recount, as after a failed
-			// upload (docs/adr/0129-lfs-gc.md).
+			objs[i].gone = true // deleted meanwhile: its repository is being deleted
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("store object: %w", err)
+			return err
+		}
+		if err := gc.LFSFence(ctx, f.store, dstTenant, oid, now); err != nil {
+			return err
+		}
+		held, err := holds(ctx, f.store, dstTenant, oid)
+		objs[i] = object{size: ref.Size, held: held}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var add int64
+	for _, o := range objs {
+		if !o.gone && !o.held {
+			add += o.size
 		}
 	}
-	return f.putRef(ctx, dst, oid, ref.Size)
+	if add > 0 {
+		// An addition whose outcome is unknown fails the fork before any
+		// copy: the record may count too much, never too little.
+		if err := gc.AddLFSUsage(ctx, f.store, dstTenant, add, max(0, f.opts.QuotaBytes)); err != nil {
+			if errors.Is(err, ErrQuota) {
+				return err
+			}
+			return fmt.Errorf("count usage: %w", err)
+		}
+	}
+	return f.parallel(ctx, oids, func(ctx context.Context, i int, oid string) error {
+		o := objs[i]
+		if o.gone {
+			return nil
+		}
+		if !o.held {
+			err := f.store.Copy(ctx, objectKey(srcTenant, oid), objectKey(dstTenant, oid))
+			if errors.Is(err, objstore.ErrNotFound) {
+				// Collected since the source's reference went: the usage
+				// counts it until GC's next recount, as after a failed
+				// upload.
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("store object: %w", err)
+			}
+		}
+		return f.putRef(ctx, dst, oid, o.size)
+	})
 }
 
 // fits refuses, before anything is copied, a fork across tenants whose
@@ -244,20 +311,22 @@ func (f *Forks) copyAcross(ctx context.Context, srcTenant, src, dstTenant, dst, 
 // object's admission then refuses the one that would pass the quota.
 func (f *Forks) fits(ctx context.Context, src, dstTenant string) error {
 	var want atomic.Int64
-	err := f.eachPage(ctx, src, func(ctx context.Context, oid string) error {
-		ref, err := f.readRef(ctx, src, oid)
-		if errors.Is(err, objstore.ErrNotFound) {
+	err := f.eachPage(ctx, src, func(ctx context.Context, oids []string) error {
+		return f.parallel(ctx, oids, func(ctx context.Context, _ int, oid string) error {
+			ref, err := f.readRef(ctx, src, oid)
+			if errors.Is(err, objstore.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			held, err := holds(ctx, f.store, dstTenant, oid)
+			if err != nil || held {
+				return err
+			}
+			want.Add(ref.Size)
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		held, err := holds(ctx, f.store, dstTenant, oid)
-		if err != nil || held {
-			return err
-		}
-		want.Add(ref.Size)
-		return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("lfs: fork: %w", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
+	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/objstore/memstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -835,4 +836,78 @@ func TestForkBadInput(t *testing.T) {
 	if n := store.Count(faultstore.OpList) + store.Count(faultstore.OpGet) + store.Count(faultstore.OpPut); n != 0 {
 		t.Fatalf("%d store calls for bad input", n)
 	}
+}
+
+// TestForkAcrossManyAtOnce: a fork across tenants copies a page of
+// objects at once, and they all count in the one usage record of the
+// destination: one addition per page, not one per object racing the
+// others for the record (which, on the filesystem store, lost every
+// compare-and-swap).
+func TestForkAcrossManyAtOnce(t *testing.T) {
+	ctx := context.Background()
+	fsys, err := fsstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Options{Store: fsys, Auth: tableAuth{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := h.Repo(access.Grant{RepoID: "01SRC", Tenant: "alice", Level: access.Write})
+	objs := objectsOf(64, "many")
+	for _, o := range objs {
+		if err := src.Put(ctx, oidOf(o), int64(len(o)), bytes.NewReader(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := NewForks(fsys, ForkOptions{Parallel: 16})
+	if err := f.CopyToFork(ctx, "alice", "01SRC", "bob", "01DST"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := usage(ctx, fsys, "bob"); got != sizeOf(objs) {
+		t.Fatalf("bob's usage %d, want %d", got, sizeOf(objs))
+	}
+	dst := h.Repo(access.Grant{RepoID: "01DST", Tenant: "bob", Level: access.Read})
+	for _, o := range objs {
+		if _, err := dst.Size(ctx, oidOf(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestForkAcrossRacesGC: the destination tenant holds the object
+// already, unreferenced (its repository deleted) and sighted by GC more
+// than the grace period before; the fork finds it held and copies
+// nothing, and GC runs before the fork's reference lands. The fork's
+// fence revived the sighting, so GC's doom loses and the object stays.
+func TestForkAcrossRacesGC(t *testing.T) {
+	ctx := context.Background()
+	w := newForkWorld(t, 0, "alice", "bob")
+	src := w.create("alice", "src")
+	data := []byte("bob had it, then dropped it")
+	w.put(src, data)
+	old := w.create("bob", "old")
+	w.put(old, data)
+	if err := w.plain.DeleteRepo(ctx, "bob", "old"); err != nil {
+		t.Fatal(err)
+	}
+	w.gc() // sights bob's object
+	w.advance(2 * time.Hour)
+	var once sync.Once
+	w.fs.SetPlan(func(c faultstore.Call) faultstore.Fault {
+		if c.Op == faultstore.OpPut && strings.HasPrefix(c.Key, "lfs/refs/") {
+			once.Do(func() { w.gc() })
+		}
+		return faultstore.Fault{}
+	})
+	fork, err := w.meta.ForkRepo(ctx, "alice", "src", "bob", "fork")
+	w.fs.SetPlan(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.check("after the race")
+	w.serves(fork, data)
+	w.settle()
+	w.check("later runs")
+	w.serves(fork, data)
 }
