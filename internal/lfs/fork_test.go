@@ -535,7 +535,8 @@ func (w *forkWorld) slowUpload(r meta.Repo, data []byte) {
 // before it wrote its own; the object had been sighted more than the
 // grace period before (a slow upload). Without the fork's fence GC would
 // doom and delete the object the fork's new reference names; with it,
-// the doom loses and the object stays. Within a tenant and across.
+// the doom loses and the object stays. Across tenants, the destination's
+// own copy does not depend on the source's object that GC takes.
 func TestForkRacesGC(t *testing.T) {
 	for _, dst := range []string{"alice", "bob"} {
 		t.Run(dst, func(t *testing.T) {
