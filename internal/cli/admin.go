@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghost-scm/ghost/internal/config"
+	"github.com/ghost-scm/ghost/internal/lfs"
 	"github.com/ghost-scm/ghost/internal/meta"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/wal"
@@ -73,7 +74,10 @@ func openStores(ctx context.Context, cfg *config.Config) (stores, error) {
 		return stores{}, err
 	}
 	log := wal.New(objects, wal.Options{})
-	return stores{objects: objects, log: log, meta: meta.New(objects, log)}, nil
+	// A fork on the store copies its source's LFS references as the
+	// server's does; the operator is under no quota (docs/adr/0132-lfs-forks.md).
+	m := meta.New(objects, log, meta.WithForkCopier(lfs.NewForks(objects, lfs.ForkOptions{})))
+	return stores{objects: objects, log: log, meta: m}, nil
 }
 
 // splitRepo parses "owner/name".

@@ -305,6 +305,7 @@ func (c *Collector) lfsObjects(ctx context.Context, refs lfsRefSet, listedAt tim
 		return err
 	}
 	var errs []error
+	seen := map[string]bool{}
 	after := ""
 	for {
 		// The next tenant: one key past the last one's objects.
@@ -320,6 +321,7 @@ func (c *Collector) lfsObjects(ctx context.Context, refs lfsRefSet, listedAt tim
 			after = page[0].Key
 			continue
 		}
+		seen[tenant] = true
 		if err := c.lfsTenant(ctx, tenant, refs, listedAt, marks, rep); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -328,6 +330,22 @@ func (c *Collector) lfsObjects(ctx context.Context, refs lfsRefSet, listedAt tim
 		}
 		// Past every <tenant>/<hex> key: 'g' sorts after every hex digit.
 		after = lfsObjectsPrefix + tenant + "/g"
+	}
+	// A usage record whose tenant stores no object: an upload or a fork
+	// that counted an object and failed before its copy. Recount it too,
+	// or it would count that object until the tenant stores another.
+	err = c.walk(ctx, lfsUsagePrefix, func(o objstore.Info) error {
+		tenant := strings.TrimPrefix(o.Key, lfsUsagePrefix)
+		if seen[tenant] || strings.Contains(tenant, "/") {
+			return nil
+		}
+		if err := c.lfsTenant(ctx, tenant, refs, listedAt, marks, rep); err != nil {
+			errs = append(errs, err)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("gc: lfs: list %s: %w", lfsUsagePrefix, err))
 	}
 	// Records of objects that are gone: drop them, unless a doom is
 	// still at work (its run drops it).
@@ -396,6 +414,9 @@ func (c *Collector) lfsTenant(ctx context.Context, tenant string, refs lfsRefSet
 	}
 	if c.opts.DryRun {
 		return errors.Join(errs...)
+	}
+	if usage != nil && usage.Bytes == total-freed {
+		return errors.Join(errs...) // right already
 	}
 	// The recount: written only over the record read before the listing,
 	// so an upload's addition since is never lost; otherwise the bytes

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/ghost-scm/ghost/internal/gc"
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -30,27 +31,43 @@ var ErrCollecting = gc.ErrLFSCollecting
 // unknown fails the upload before anything is visible, so the record
 // can count too much (until GC's recount), never too little.
 func (h *Handler) admit(ctx context.Context, tenant, oid string, size int64) error {
-	if err := gc.LFSFence(ctx, h.opts.Store, tenant, oid, h.opts.Now()); err != nil {
-		return err
+	_, err := admit(ctx, h.opts.Store, tenant, oid, size, h.opts.QuotaBytes, h.opts.Now())
+	return err
+}
+
+// admit is Handler.admit for any writer that makes tenant's object oid
+// visible (an upload, a fork across tenants, docs/adr/0132-lfs-forks.md),
+// with quota (0 or negative: no bound) and now, GC's fence's clock. It
+// reports whether the tenant held the object already, after the fence:
+// then nothing was counted, and the object stays until a GC run that
+// begins more than the grace period from now (docs/adr/0129-lfs-gc.md).
+func admit(ctx context.Context, store objstore.Store, tenant, oid string, size, quota int64, now time.Time) (bool, error) {
+	if err := gc.LFSFence(ctx, store, tenant, oid, now); err != nil {
+		return false, err
 	}
-	held, err := h.holds(ctx, tenant, oid)
+	held, err := holds(ctx, store, tenant, oid)
 	if err != nil || held {
-		return err
+		return held, err
 	}
-	if err := gc.AddLFSUsage(ctx, h.opts.Store, tenant, size, max(0, h.opts.QuotaBytes)); err != nil {
+	if err := gc.AddLFSUsage(ctx, store, tenant, size, max(0, quota)); err != nil {
 		if errors.Is(err, ErrQuota) {
-			return err
+			return false, err
 		}
-		return fmt.Errorf("lfs: count usage: %w", err)
+		return false, fmt.Errorf("lfs: count usage: %w", err)
 	}
-	return nil
+	return false, nil
+}
+
+// holds reports whether tenant's object oid is stored.
+func (h *Handler) holds(ctx context.Context, tenant, oid string) (bool, error) {
+	return holds(ctx, h.opts.Store, tenant, oid)
 }
 
 // holds reports whether tenant's object oid is stored: one LIST of at
 // most one key (the port has no HEAD).
-func (h *Handler) holds(ctx context.Context, tenant, oid string) (bool, error) {
+func holds(ctx context.Context, store objstore.Store, tenant, oid string) (bool, error) {
 	key := objectKey(tenant, oid)
-	page, err := h.opts.Store.List(ctx, key, "", 1)
+	page, err := store.List(ctx, key, "", 1)
 	if err != nil {
 		return false, err
 	}
@@ -60,7 +77,11 @@ func (h *Handler) holds(ctx context.Context, tenant, oid string) (bool, error) {
 // usage returns tenant's stored LFS bytes as its usage record counts
 // them (0 without a record).
 func (h *Handler) usage(ctx context.Context, tenant string) (int64, error) {
-	u, _, err := record.Get(ctx, h.opts.Store, gc.LFSUsageCodec, gc.LFSUsageKey(tenant))
+	return usage(ctx, h.opts.Store, tenant)
+}
+
+func usage(ctx context.Context, store objstore.Store, tenant string) (int64, error) {
+	u, _, err := record.Get(ctx, store, gc.LFSUsageCodec, gc.LFSUsageKey(tenant))
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
 		return 0, nil

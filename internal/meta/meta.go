@@ -28,6 +28,7 @@
 package meta
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -220,12 +221,32 @@ type Store struct {
 	now     func() time.Time
 	newID   func() string
 	listing listingState
+	// forks copies what a fork takes besides its log (WithForkCopier).
+	forks ForkCopier
 }
+
+// ForkCopier copies what a repository keeps outside its log and its name
+// record to a fork: its Git LFS references (docs/adr/0132-lfs-forks.md),
+// implemented by internal/lfs, which meta does not know. ForkRepo calls it
+// after the fork's log is copied and before the fork's name is claimed,
+// so nobody sees the fork without them; an error fails the fork, which
+// leaves no name and a tombstoned log. Tenants are display names
+// (Repo.Owner), repository ids log ids.
+type ForkCopier interface {
+	CopyToFork(ctx context.Context, srcTenant, srcRepoID, dstTenant, dstRepoID string) error
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithForkCopier makes ForkRepo copy through c. Without it a fork copies
+// only its log and its settings.
+func WithForkCopier(c ForkCopier) Option { return func(s *Store) { s.forks = c } }
 
 // New returns a Store keeping metadata in objects and repository logs in
 // log; both normally wrap the same object store.
-func New(objects objstore.Store, log *wal.Log) *Store {
-	return &Store{
+func New(objects objstore.Store, log *wal.Log, opts ...Option) *Store {
+	s := &Store{
 		objects: objects,
 		log:     log,
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
@@ -234,6 +255,10 @@ func New(objects objstore.Store, log *wal.Log) *Store {
 		// negligible, and PutIfAbsent/Init would refuse one anyway.
 		newID: func() string { return ulid.Make().String() },
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Log returns the repository log the store creates, forks and deletes in,

@@ -195,9 +195,10 @@ func (s *Store) DeleteRepo(ctx context.Context, owner, name string) error {
 // ForkRepo copies srcOwner/srcName's log to a new repository
 // dstOwner/dstName with a fresh id (wal.Fork copies every layer, then
 // writes the new index). The copy happens before the name is claimed, so
-// no one can push into a half-made fork; if the name is lost to a racing
-// creator the copied log is deleted again. The fork keeps the source's
-// visibility.
+// no one can push into a half-made fork; so does the copy of its Git LFS
+// references through the store's ForkCopier. If the name is lost to a
+// racing creator, or the references cannot be copied, the copied log is
+// deleted again. The fork keeps the source's visibility.
 func (s *Store) ForkRepo(ctx context.Context, srcOwner, srcName, dstOwner, dstName string) (Repo, error) {
 	src, _, err := s.readRepo(ctx, srcOwner, srcName)
 	if err != nil {
@@ -231,6 +232,18 @@ func (s *Store) ForkRepo(ctx context.Context, srcOwner, srcName, dstOwner, dstNa
 			return Repo{}, fmt.Errorf("fork: repository %s: %w", src.repo().FullName(), ErrNotFound)
 		}
 		return Repo{}, fmt.Errorf("fork %s: %w", src.repo().FullName(), err)
+	}
+	if s.forks != nil {
+		// Before the name: a fork is never seen without its LFS
+		// references (docs/adr/0132-lfs-forks.md).
+		if err := s.forks.CopyToFork(ctx, src.Owner, src.ID, rec.Owner, rec.ID); err != nil {
+			s.discardLog(rec.ID)
+			var oe *objstore.Error
+			if errors.As(err, &oe) && !errors.Is(err, objstore.ErrNotFound) {
+				err = unavailable(err) // the store failed to answer: 503
+			}
+			return Repo{}, fmt.Errorf("fork %s: copy its LFS objects: %w", src.repo().FullName(), err)
+		}
 	}
 	if _, err := s.claimName(ctx, repoKey(o, n), &rec); err != nil {
 		s.discardLog(rec.ID)

@@ -250,7 +250,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.opts.Coordination = s.etcd
 	}
 	s.log = wal.New(opts.Store, opts.WAL)
-	s.meta = meta.New(opts.Store, s.log)
+	// A fork copies its source's LFS references before its name is
+	// claimed, admitted against the destination's quota across tenants
+	// (docs/adr/0132-lfs-forks.md).
+	s.meta = meta.New(opts.Store, s.log, meta.WithForkCopier(lfs.NewForks(opts.Store, lfs.ForkOptions{QuotaBytes: opts.LFSQuotaBytes})))
 	metrics := gitsvc.NewMetrics(opts.Registry)
 	s.bgWork = gitexec.NewBackground(opts.Background)
 	registerBackground(opts.Registry, s.bgWork)
