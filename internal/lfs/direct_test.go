@@ -598,7 +598,7 @@ func TestDirectStoredChecksum(t *testing.T) {
 	data := []byte("the bytes of the oid")
 	oid := oidOf(data)
 	o := batchObject{OID: oid, Size: int64(len(data))}
-	putWithSum := func(upload string, body []byte) {
+	putWithSum := func(t *testing.T, upload string, body []byte) {
 		t.Helper()
 		sum := sha256.Sum256(body)
 		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("g/" + directKey(upload)),
@@ -616,21 +616,23 @@ func TestDirectStoredChecksum(t *testing.T) {
 		{"another object, another size", []byte("short"), o.Size, "declared size"},
 		{"the oid's bytes, another declared size", data, o.Size + 1, "declared size"},
 	} {
-		_, ver := f.uploadActs(t, "alice/priv", writer, batchObject{OID: oid, Size: c.size})
-		putWithSum(ver.Header[UploadHeader], c.body)
-		reads := len(f.gate.nodeRequests("GET", "/lfs/tmp/"))
-		if code, b := send(t, "POST", ver, verifyBody(oid, c.size)); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), c.want) {
-			t.Fatalf("%s: verify %d %s, want 422 %q", c.name, code, b, c.want)
-		}
-		if got := len(f.gate.nodeRequests("GET", "/lfs/tmp/")); got != reads {
-			t.Fatalf("%s: verify read the upload back although the store's checksum decided", c.name)
-		}
-		if f.visible(t, "01PRIV", "alice", oid) {
-			t.Fatalf("%s became visible", c.name)
-		}
-		if _, err := f.store.GetRange(ctx, directKey(ver.Header[UploadHeader]), 0, 0); !errors.Is(err, objstore.ErrNotFound) {
-			t.Fatalf("%s: the wrong upload was kept: %v", c.name, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			_, ver := f.uploadActs(t, "alice/priv", writer, batchObject{OID: oid, Size: c.size})
+			putWithSum(t, ver.Header[UploadHeader], c.body)
+			reads := len(f.gate.nodeRequests("GET", "/lfs/tmp/"))
+			if code, b := send(t, "POST", ver, verifyBody(oid, c.size)); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), c.want) {
+				t.Fatalf("verify %d %s, want 422 %q", code, b, c.want)
+			}
+			if got := len(f.gate.nodeRequests("GET", "/lfs/tmp/")); got != reads {
+				t.Fatal("verify read the upload back although the store's checksum decided")
+			}
+			if f.visible(t, "01PRIV", "alice", oid) {
+				t.Fatal("it became visible")
+			}
+			if _, err := f.store.GetRange(ctx, directKey(ver.Header[UploadHeader]), 0, 0); !errors.Is(err, objstore.ErrNotFound) {
+				t.Fatalf("the wrong upload was kept: %v", err)
+			}
+		})
 	}
 	// Without a checksum (a store that keeps none for it): read back.
 	for _, c := range []struct {
