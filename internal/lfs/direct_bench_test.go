@@ -21,11 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/objstore/s3store"
+	"github.com/ghost-scm/ghost/internal/objstore/s3store/s3test"
 )
 
 // benchTransfers is how many objects move at once in the many-objects
@@ -36,13 +35,13 @@ const benchTransfers = 8
 // default lfs.transfer.batchSize.
 const benchBatch = 100
 
-// BenchmarkDirect pushes and fetches LFS objects against one gofakes3
-// server on 127.0.0.1 behind the presignGate with checksums on (it
-// checks presigned signatures and hashes bodies sent with
-// x-amz-checksum-sha256, as S3 does), each of these ways
-// (docs/adr/0126-lfs-direct-to-s3.md):
+// BenchmarkDirect pushes and fetches LFS objects against one S3 test
+// server on 127.0.0.1 (s3test: gofakes3 checking presigned signatures
+// and hashing bodies sent with x-amz-checksum-sha256, as S3 does), four
+// ways (docs/adr/0126-lfs-direct-to-s3.md):
 //
-//   - sdk: PutObject and GetObject with the AWS SDK, the reference;
+//   - sdk: PutObject and GetObject with the AWS SDK, no checksum, the
+//     reference;
 //   - sdk-sha256: the same, each PutObject carrying the object's
 //     x-amz-checksum-sha256 as a presigned PUT does, so the server hashes
 //     it too: what that hashing costs here, where the server shares the
@@ -60,19 +59,28 @@ const benchBatch = 100
 //     batches of 100, as git-lfs does by default. A 503 from the node is
 //     retried as git-lfs does, and counted (retries/op).
 //
-// gofakes3 keeps objects in memory: 1 GiB needs about 5 GiB. Compare the
-// MB/s of the paths of one workload in the same run:
+// Each iteration is a round of the four paths, in an order that turns
+// from round to round, each timed alone, so that a machine whose load
+// drifts (this one is shared) weighs on all four alike. It reports each
+// path's rate (MB/s, up and down) and the ratios to sdk; ns/op is a
+// whole round. gofakes3 keeps objects in memory: 1 GiB needs about
+// 5 GiB.
 //
-//	go test -run XXX -bench Direct -benchtime 5x ./internal/lfs
-//	GHOST_LFS_BENCH_BYTES=1073741824 GHOST_LFS_BENCH_OBJECTS=1000 go test -run XXX -bench Direct -benchtime 2x -timeout 60m ./internal/lfs
+//	go test -run XXX -bench Direct -benchtime 4x ./internal/lfs
+//	GHOST_LFS_BENCH_BYTES=1073741824 GHOST_LFS_BENCH_OBJECTS=1000 go test -run XXX -bench Direct -benchtime 4x -timeout 60m ./internal/lfs
 func BenchmarkDirect(b *testing.B) {
 	size := benchEnv(b, "GHOST_LFS_BENCH_BYTES", 64<<20)
 	count := benchEnv(b, "GHOST_LFS_BENCH_OBJECTS", 100)
 	ctx := context.Background()
-	gate := &presignGate{next: gofakes3.New(s3mem.New()).Server(), now: time.Now(), checksums: true, sums: map[string]string{}}
-	s3srv := httptest.NewServer(gate) // 127.0.0.1
+	s3srv := httptest.NewServer(s3test.New(s3test.Options{AccessKey: s3Key, Secret: s3Secret})) // 127.0.0.1
 	defer s3srv.Close()
-	client := s3.NewFromConfig(*s3Config(), func(o *s3.Options) { o.BaseEndpoint = aws.String(s3srv.URL); o.UsePathStyle = true })
+	// The reference client checksums only where S3 requires it, as
+	// s3store configures the SDK: by default it would add a CRC32 trailer
+	// (aws-chunked) to every PutObject.
+	cfg := s3Config()
+	cfg.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+	cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	client := s3.NewFromConfig(*cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(s3srv.URL); o.UsePathStyle = true })
 	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s3Bucket)}); err != nil {
 		b.Fatal(err)
 	}
@@ -84,6 +92,64 @@ func BenchmarkDirect(b *testing.B) {
 	auth := tableAuth{repos: map[string]string{"a/b": "01B"}, levels: map[string]map[string]access.Level{writer: {"a/b": access.Write}}}
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchTransfers}}
 	defer httpc.CloseIdleConnections()
+
+	newHandler := func(presign bool) *fixture {
+		opts := Options{Store: store, Auth: auth, MaxObjectSize: -1, IOTimeout: -1}
+		if presign {
+			opts.Presigner = store
+		}
+		h, err := New(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := httptest.NewServer(h) // 127.0.0.1
+		b.Cleanup(ts.Close)
+		return &fixture{store: store, url: ts.URL}
+	}
+	sdk := func(sum bool) func(*testing.B, []benchObject, *atomic.Int64) {
+		return func(b *testing.B, objs []benchObject, _ *atomic.Int64) {
+			parallel(b, len(objs), func(i int) error {
+				in := &s3.PutObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("bench/sdk/" + strconv.Itoa(i)),
+					Body: bytes.NewReader(objs[i].data), ContentLength: aws.Int64(objs[i].Size)}
+				if sum {
+					in.ChecksumSHA256 = aws.String(objs[i].sum64)
+				}
+				_, err := client.PutObject(ctx, in, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
+				return err
+			})
+			parallel(b, len(objs), func(i int) error {
+				out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("bench/sdk/" + strconv.Itoa(i))})
+				if err != nil {
+					return err
+				}
+				defer out.Body.Close()
+				if n, _ := io.Copy(io.Discard, out.Body); n != objs[i].Size {
+					return fmt.Errorf("got %d bytes", n)
+				}
+				return nil
+			})
+		}
+	}
+	lfs := func(f *fixture) func(*testing.B, []benchObject, *atomic.Int64) {
+		return func(b *testing.B, objs []benchObject, retries *atomic.Int64) {
+			benchLFS(b, f, httpc, objs, "upload", retries)
+			benchLFS(b, f, httpc, objs, "download", retries)
+			for _, o := range objs { // upload again next time (untimed: a round's paths are timed one by one)
+				if err := store.Delete(ctx, refKey("01B", o.OID)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	paths := []struct {
+		name string
+		run  func(*testing.B, []benchObject, *atomic.Int64)
+	}{
+		{"sdk", sdk(false)},
+		{"sdk-sha256", sdk(true)},
+		{"presigned", lfs(newHandler(true))},
+		{"proxied", lfs(newHandler(false))},
+	}
 
 	workloads := []struct {
 		name string
@@ -97,68 +163,26 @@ func BenchmarkDirect(b *testing.B) {
 		for _, o := range wl.objs {
 			total += o.Size
 		}
-		for _, sum := range []bool{false, true} {
-			name := "sdk"
-			if sum {
-				name = "sdk-sha256"
+		b.Run(wl.name, func(b *testing.B) {
+			took := make([]time.Duration, len(paths))
+			var retries atomic.Int64
+			for i := range b.N {
+				for k := range paths { // each round in another order
+					p := (i + k) % len(paths)
+					start := time.Now()
+					paths[p].run(b, wl.objs, &retries)
+					took[p] += time.Since(start)
+				}
 			}
-			b.Run(wl.name+"/"+name, func(b *testing.B) {
-				b.SetBytes(2 * total) // up and down
-				for range b.N {
-					parallel(b, len(wl.objs), func(i int) error {
-						o := wl.objs[i]
-						in := &s3.PutObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("bench/sdk/" + strconv.Itoa(i)),
-							Body: bytes.NewReader(o.data), ContentLength: aws.Int64(o.Size)}
-						if sum {
-							in.ChecksumSHA256 = aws.String(o.sum64)
-						}
-						_, err := client.PutObject(ctx, in, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
-						return err
-					})
-					parallel(b, len(wl.objs), func(i int) error {
-						out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s3Bucket), Key: aws.String("bench/sdk/" + strconv.Itoa(i))})
-						if err != nil {
-							return err
-						}
-						defer out.Body.Close()
-						if n, _ := io.Copy(io.Discard, out.Body); n != wl.objs[i].Size {
-							return fmt.Errorf("got %d bytes", n)
-						}
-						return nil
-					})
-				}
-			})
-		}
-		for _, direct := range []bool{true, false} {
-			name := "proxied"
-			opts := Options{Store: store, Auth: auth, MaxObjectSize: -1, IOTimeout: -1}
-			if direct {
-				name, opts.Presigner = "presigned", store
+			rate := func(p int) float64 { return float64(2*total*int64(b.N)) / took[p].Seconds() / 1e6 } // up and down
+			for p := range paths {
+				b.ReportMetric(rate(p), paths[p].name+"-MB/s")
 			}
-			b.Run(wl.name+"/"+name, func(b *testing.B) {
-				h, err := New(opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ts := httptest.NewServer(h) // 127.0.0.1
-				defer ts.Close()
-				f := &fixture{store: store, url: ts.URL}
-				b.SetBytes(2 * total)
-				var retries atomic.Int64
-				for range b.N {
-					benchLFS(b, f, httpc, wl.objs, "upload", &retries)
-					benchLFS(b, f, httpc, wl.objs, "download", &retries)
-					b.StopTimer()
-					for _, o := range wl.objs { // upload again next time
-						if err := store.Delete(ctx, refKey("01B", o.OID)); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.StartTimer()
-				}
-				b.ReportMetric(float64(retries.Load())/float64(b.N), "retries/op")
-			})
-		}
+			b.ReportMetric(rate(2)/rate(0), "presigned/sdk")
+			b.ReportMetric(rate(3)/rate(0), "proxied/sdk")
+			b.ReportMetric(rate(2)/rate(1), "presigned/sdk-sha256")
+			b.ReportMetric(float64(retries.Load())/float64(b.N), "retries/op")
+		})
 	}
 }
 

@@ -8,13 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,15 +19,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/faultstore"
 	"github.com/ghost-scm/ghost/internal/objstore/s3store"
+	"github.com/ghost-scm/ghost/internal/objstore/s3store/s3test"
 )
 
 // The S3 test server's credentials and bucket.
@@ -44,254 +39,13 @@ func s3Config() *aws.Config {
 	return &aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(s3Key, s3Secret, "")}
 }
 
-// presignGate is a declared fake in front of gofakes3, which checks no
-// signature and no checksum: it behaves as S3 does where gofakes3 does
-// not, so that what the tests show holds against S3.
-//
-//   - Presigned requests (a query signature): the SigV4 signature over
-//     the method, path, query and signed headers (Content-Length and
-//     x-amz-checksum-sha256 among them), and X-Amz-Date + X-Amz-Expires
-//     against its clock, which tests move forward (a fake clock: no test
-//     sleeps). Requests without a query signature (the node's own,
-//     header-signed) pass these checks.
-//   - With checksums on, SHA-256 checksums as S3 keeps them: a PUT
-//     carrying x-amz-checksum-sha256 is hashed as it streams to gofakes3
-//     and refused (400 BadDigest) if its body does not match, and then
-//     nothing is stored; the checksum of what was stored is remembered
-//     per key (a PUT without one, a DELETE or a completed multipart
-//     upload forgets it) and returned by HEAD and by a whole GET that
-//     ask for it (x-amz-checksum-mode: ENABLED) as x-amz-checksum-sha256
-//     with x-amz-checksum-type FULL_OBJECT; CopyObject carries it to the
-//     destination (docs/adr/0126-lfs-direct-to-s3.md). gofakes3 never
-//     sees the header. The memory is per key, not transactional with
-//     gofakes3's storage, which is enough for requests on one key that
-//     do not overlap.
-//   - With checksums off it is gofakes3 as it is: bodies are not
-//     checked, and every x-amz-* header of a PUT is stored and echoed on
-//     HEAD and GET as sent, so it reports as an object's checksum
-//     whatever its writer claimed: a server that keeps checksums it
-//     never checked.
-//
-// It logs the node's own requests ("METHOD /bucket/key", and " <- source"
-// for a copy), for tests that count what verify reads and copies.
-type presignGate struct {
-	next      http.Handler
-	checksums bool
-	mu        sync.Mutex
-	now       time.Time
-	sums      map[string]string // path → base64 sha256 of what is stored
-	log       []string          // the node's requests
-}
-
-func (g *presignGate) advance(d time.Duration) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.now = g.now.Add(d)
-}
-
-// nodeRequests returns the node's requests so far whose method is method
-// and whose path (not a copy's source) holds part.
-func (g *presignGate) nodeRequests(method, part string) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []string
-	for _, l := range g.log {
-		if path, _, _ := strings.Cut(l, " <- "); strings.HasPrefix(path, method+" ") && strings.Contains(path, part) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (g *presignGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if q.Get("X-Amz-Signature") == "" {
-		g.mu.Lock()
-		l := r.Method + " " + r.URL.Path
-		if src := r.Header.Get("X-Amz-Copy-Source"); src != "" {
-			l += " <- " + src
-		}
-		g.log = append(g.log, l)
-		g.mu.Unlock()
-		g.serve(w, r)
-		return
-	}
-	g.mu.Lock()
-	now := g.now
-	g.mu.Unlock()
-	signedAt, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
-	secs, err2 := strconv.Atoi(q.Get("X-Amz-Expires"))
-	if err != nil || err2 != nil {
-		http.Error(w, "AuthorizationQueryParametersError", http.StatusBadRequest)
-		return
-	}
-	if now.After(signedAt.Add(time.Duration(secs) * time.Second)) {
-		http.Error(w, "AccessDenied: Request has expired", http.StatusForbidden)
-		return
-	}
-	// Sign the same request again at the same time; the signatures
-	// match only if nothing signed was changed.
-	u := *r.URL
-	u.Scheme, u.Host = "http", r.Host
-	uq := u.Query()
-	for _, k := range []string{"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"} {
-		uq.Del(k)
-	}
-	u.RawQuery = uq.Encode()
-	again, _ := http.NewRequest(r.Method, u.String(), nil)
-	for _, hname := range strings.Split(q.Get("X-Amz-SignedHeaders"), ";") {
-		switch hname {
-		case "host":
-		case "content-length":
-			again.ContentLength = r.ContentLength
-		default:
-			if v := r.Header.Get(hname); v != "" {
-				again.Header.Set(hname, v)
-			}
-		}
-	}
-	signed, _, err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).PresignHTTP(
-		r.Context(), aws.Credentials{AccessKeyID: s3Key, SecretAccessKey: s3Secret}, again, "UNSIGNED-PAYLOAD", "s3", "us-east-1", signedAt)
-	su, _ := url.Parse(signed)
-	if err != nil || su.Query().Get("X-Amz-Signature") != q.Get("X-Amz-Signature") || su.Query().Get("X-Amz-SignedHeaders") != q.Get("X-Amz-SignedHeaders") {
-		http.Error(w, "SignatureDoesNotMatch", http.StatusForbidden)
-		return
-	}
-	g.serve(w, r)
-}
-
-// serve hands r to gofakes3, keeping checksums as S3 does when they are
-// on.
-func (g *presignGate) serve(w http.ResponseWriter, r *http.Request) {
-	if !g.checksums {
-		g.next.ServeHTTP(w, r)
-		return
-	}
-	q := r.URL.Query()
-	path := r.URL.Path
-	// remember runs once gofakes3 has answered r, if it succeeded.
-	remember := func(sw *statusWriter, change func()) {
-		if sw.done(); sw.code >= 200 && sw.code < 300 {
-			g.mu.Lock()
-			change()
-			g.mu.Unlock()
-		}
-	}
-	sw := &statusWriter{ResponseWriter: w}
-	switch {
-	case r.Method == "PUT" && r.Header.Get("X-Amz-Copy-Source") != "":
-		src, _ := url.PathUnescape(strings.SplitN(r.Header.Get("X-Amz-Copy-Source"), "?", 2)[0])
-		src = "/" + strings.TrimPrefix(src, "/")
-		g.next.ServeHTTP(sw, r)
-		remember(sw, func() {
-			if sum, ok := g.sums[src]; ok {
-				g.sums[path] = sum
-			} else {
-				delete(g.sums, path)
-			}
-		})
-	case r.Method == "PUT" && !q.Has("uploadId"):
-		want := r.Header.Get("X-Amz-Checksum-Sha256")
-		r.Header.Del("X-Amz-Checksum-Sha256")
-		if want != "" {
-			sum, err := base64.StdEncoding.DecodeString(want)
-			if err != nil || len(sum) != sha256.Size {
-				http.Error(w, "InvalidRequest: Value for x-amz-checksum-sha256 header is invalid.", http.StatusBadRequest)
-				return
-			}
-			r.Body = &sumReader{r: r.Body, h: sha256.New(), want: sum}
-		}
-		g.next.ServeHTTP(sw, r)
-		remember(sw, func() {
-			if want != "" {
-				g.sums[path] = want
-			} else {
-				delete(g.sums, path)
-			}
-		})
-	case r.Method == "DELETE" && !q.Has("uploadId"), r.Method == "POST" && q.Has("uploadId"):
-		g.next.ServeHTTP(sw, r)
-		remember(sw, func() { delete(g.sums, path) })
-	case (r.Method == "GET" || r.Method == "HEAD") && r.Header.Get("X-Amz-Checksum-Mode") == "ENABLED" &&
-		r.Header.Get("Range") == "" && !q.Has("partNumber"):
-		g.mu.Lock()
-		sum := g.sums[path]
-		g.mu.Unlock()
-		sw.onHeader = func(h http.Header, code int) {
-			if sum != "" && code >= 200 && code < 300 {
-				h.Set("X-Amz-Checksum-Sha256", sum)
-				h.Set("X-Amz-Checksum-Type", "FULL_OBJECT")
-			}
-		}
-		g.next.ServeHTTP(sw, r)
-		sw.done()
-	default:
-		g.next.ServeHTTP(w, r)
-	}
-}
-
-// sumReader hashes a PUT's body as gofakes3 reads it and, at its end,
-// fails the read with gofakes3's BadDigest if it is not the checksum the
-// request carried: gofakes3 then answers 400 BadDigest and stores
-// nothing, as S3 does.
-type sumReader struct {
-	r    io.ReadCloser
-	h    hash.Hash
-	want []byte
-}
-
-func (s *sumReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	s.h.Write(p[:n])
-	if err == io.EOF && !bytes.Equal(s.h.Sum(nil), s.want) {
-		return n, gofakes3.ErrBadDigest
-	}
-	return n, err
-}
-
-func (s *sumReader) Close() error { return s.r.Close() }
-
-// statusWriter records the status of an answer, and lets onHeader add
-// headers once it is known: at WriteHeader, or at done, after a handler
-// that wrote nothing (net/http then sends 200 and the headers).
-type statusWriter struct {
-	http.ResponseWriter
-	code     int
-	onHeader func(http.Header, int)
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-		if s.onHeader != nil {
-			s.onHeader(s.Header(), code)
-		}
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) done() {
-	if s.code == 0 {
-		s.code = http.StatusOK
-		if s.onHeader != nil {
-			s.onHeader(s.Header(), s.code)
-		}
-	}
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.WriteHeader(http.StatusOK)
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// directFixture is newFixture's repositories on gofakes3 behind a
-// presignGate, reached by the node at one address and by clients at
-// another, with the handler presigning.
+// directFixture is newFixture's repositories on the S3 test server
+// (s3test: it checks presigned requests' signatures and expiry, and
+// SHA-256 checksums as S3 does), reached by the node at one address and
+// by clients at another, with the handler presigning.
 type directFixture struct {
 	*fixture
-	gate    *presignGate
+	gate    *s3test.Server
 	s3      *s3.Client // straight to the bucket, with the node's credentials
 	clients string     // the clients' S3 endpoint
 }
@@ -315,7 +69,7 @@ func newDirectFixture(t *testing.T, expiry time.Duration) *directFixture {
 // newDirect is newFixture's repositories on the S3 test server.
 func newDirect(t *testing.T, o directOpts) *directFixture {
 	t.Helper()
-	gate := &presignGate{next: gofakes3.New(s3mem.New()).Server(), now: time.Now(), checksums: !o.unchecked, sums: map[string]string{}}
+	gate := s3test.New(s3test.Options{AccessKey: s3Key, Secret: s3Secret, Unchecked: o.unchecked})
 	nodeS3 := httptest.NewServer(gate) // 127.0.0.1
 	t.Cleanup(nodeS3.Close)
 	clientS3 := httptest.NewServer(gate) // 127.0.0.1, another port
@@ -457,7 +211,7 @@ func TestDirectRoundTrip(t *testing.T) {
 		if !f.visible(t, "01PRIV", "alice", oid) {
 			t.Fatal("verified object not visible")
 		}
-		reads, tmps, objs := f.gate.nodeRequests("GET", "/g/lfs/tmp/"), f.gate.nodeRequests("PUT", "/g/lfs/tmp/"), f.gate.nodeRequests("PUT", "/g/lfs/objects/")
+		reads, tmps, objs := f.gate.Requests(false, "GET", "/g/lfs/tmp/"), f.gate.Requests(false, "PUT", "/g/lfs/tmp/"), f.gate.Requests(false, "PUT", "/g/lfs/objects/")
 		if unchecked {
 			// The probe, the copy to its own key, read back and published.
 			if len(reads) != 1 || len(tmps) != 2 || len(objs) != 1 || strings.Contains(objs[0], "direct-") {
@@ -619,11 +373,11 @@ func TestDirectStoredChecksum(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, ver := f.uploadActs(t, "alice/priv", writer, batchObject{OID: oid, Size: c.size})
 			putWithSum(t, ver.Header[UploadHeader], c.body)
-			reads := len(f.gate.nodeRequests("GET", "/lfs/tmp/"))
+			reads := len(f.gate.Requests(false, "GET", "/lfs/tmp/"))
 			if code, b := send(t, "POST", ver, verifyBody(oid, c.size)); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), c.want) {
 				t.Fatalf("verify %d %s, want 422 %q", code, b, c.want)
 			}
-			if got := len(f.gate.nodeRequests("GET", "/lfs/tmp/")); got != reads {
+			if got := len(f.gate.Requests(false, "GET", "/lfs/tmp/")); got != reads {
 				t.Fatal("verify read the upload back although the store's checksum decided")
 			}
 			if f.visible(t, "01PRIV", "alice", oid) {
@@ -643,11 +397,11 @@ func TestDirectStoredChecksum(t *testing.T) {
 		if _, err := f.store.Put(ctx, directKey(ver.Header[UploadHeader]), bytes.NewReader(c.body), int64(len(c.body))); err != nil {
 			t.Fatal(err)
 		}
-		reads := len(f.gate.nodeRequests("GET", "/lfs/tmp/"))
+		reads := len(f.gate.Requests(false, "GET", "/lfs/tmp/"))
 		if code, b := send(t, "POST", ver, verifyBody(oid, o.Size)); code != c.code {
 			t.Fatalf("verify of %q without a checksum: %d %s, want %d", c.body, code, b, c.code)
 		}
-		if got := len(f.gate.nodeRequests("GET", "/lfs/tmp/")); got != reads+1 {
+		if got := len(f.gate.Requests(false, "GET", "/lfs/tmp/")); got != reads+1 {
 			t.Fatalf("verify of an upload without a checksum read back %d times, want once", got-reads)
 		}
 		if f.visible(t, "01PRIV", "alice", oid) != (c.code == 200) {
@@ -698,23 +452,23 @@ func TestDirectWithoutChecksumStore(t *testing.T) {
 	if code, b := send(t, "POST", ver, verifyBody(oid, o.Size)); code != 200 {
 		t.Fatalf("verify: %d %s", code, b)
 	}
-	if reads := f.gate.nodeRequests("GET", "/lfs/tmp/"); len(reads) != 2 {
+	if reads := f.gate.Requests(false, "GET", "/lfs/tmp/"); len(reads) != 2 {
 		t.Fatalf("reads back %q, want one per verify", reads)
 	}
-	if heads := f.gate.nodeRequests("HEAD", "/lfs/tmp/"); len(heads) != 0 {
+	if heads := f.gate.Requests(false, "HEAD", "/lfs/tmp/"); len(heads) != 0 {
 		t.Fatalf("checksums asked of a store that cannot report them: %q", heads)
 	}
 }
 
 // TestDirectExpired: a presigned URL used after its expiry is refused
-// by the store (presignGate's clock moved past X-Amz-Date+X-Amz-Expires),
+// by the store (the S3 test server's clock moved past X-Amz-Date+X-Amz-Expires),
 // so nothing lands and verify finds nothing.
 func TestDirectExpired(t *testing.T) {
 	f := newDirectFixture(t, 30*time.Second)
 	data := []byte("too late")
 	oid := oidOf(data)
 	up, ver := f.uploadActs(t, "alice/priv", writer, batchObject{OID: oid, Size: int64(len(data))})
-	f.gate.advance(31 * time.Second)
+	f.gate.Advance(31 * time.Second)
 	if code, b := send(t, "PUT", up, data); code != http.StatusForbidden || !strings.Contains(string(b), "expired") {
 		t.Fatalf("expired PUT: %d %s", code, b)
 	}
@@ -725,7 +479,7 @@ func TestDirectExpired(t *testing.T) {
 		t.Fatal("visible")
 	}
 	// A fresh batch gets a fresh URL; a download URL expires the same way.
-	f.gate.advance(-31 * time.Second)
+	f.gate.Advance(-31 * time.Second)
 	up, ver = f.uploadActs(t, "alice/priv", writer, batchObject{OID: oid, Size: int64(len(data))})
 	if code, _ := send(t, "PUT", up, data); code != 200 {
 		t.Fatal("fresh PUT")
@@ -738,7 +492,7 @@ func TestDirectExpired(t *testing.T) {
 	if code, _ := send(t, "GET", dl, nil); code != 200 {
 		t.Fatal("GET in time")
 	}
-	f.gate.advance(31 * time.Second)
+	f.gate.Advance(31 * time.Second)
 	if code, _ := send(t, "GET", dl, nil); code != http.StatusForbidden {
 		t.Fatalf("expired GET: %d", code)
 	}
