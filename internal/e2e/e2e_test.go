@@ -25,6 +25,14 @@
 //	randfile FILE BYTES             write BYTES pseudo-random bytes to FILE, the same for
 //	                                the same FILE name (large LFS objects, without
 //	                                keeping them in testdata)
+//	s3server NAME [unchecked]       start the S3 test server (s3test: gofakes3 checking
+//	                                presigned signatures and SHA-256 checksums as S3 does;
+//	                                "unchecked": checksums as gofakes3 keeps them) on
+//	                                loopback with a bucket "ghost"; sets $NAME (its URL)
+//	                                and the AWS_* credentials ghost reads
+//	s3requests NAME presigned|node METHOD PART
+//	                                print the S3 server's requests so far, presigned or
+//	                                the node's own, of METHOD on paths holding PART
 package e2e
 
 import (
@@ -51,9 +59,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/ghost-scm/ghost/internal/cli"
+	"github.com/ghost-scm/ghost/internal/objstore/s3store/s3test"
 )
 
 func TestMain(m *testing.M) {
@@ -101,6 +113,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("LC_ALL", "C")
 			env.Setenv("GHOST_DATA_DIR", filepath.Join(env.WorkDir, "data"))
 			env.Values[serversKey{}] = &servers{procs: map[string]*exec.Cmd{}}
+			env.Values[s3Key{}] = &s3Servers{byName: map[string]*s3test.Server{}}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -114,6 +127,8 @@ func TestScripts(t *testing.T) {
 			"waitref":    cmdWaitRef,
 			"receiver":   cmdReceiver,
 			"randfile":   cmdRandFile,
+			"s3server":   cmdS3Server,
+			"s3requests": cmdS3Requests,
 		},
 	})
 }
@@ -129,7 +144,8 @@ func scriptEnv(ts *testscript.TestScript) []string {
 	}
 	for _, k := range []string{"HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "LC_ALL", "GHOST_DATA_DIR", "GHOST_CACHE_DIR", "GHOST_LISTEN", "GHOST_SSH_LISTEN", "GHOST_SSH_ANONYMOUS_READ", "TMPDIR",
 		"GHOST_MAX_PUSH_BYTES", "GHOST_MAX_FETCH_REQUEST_BYTES", "GHOST_FETCH_REQUEST_TIMEOUT", "GHOST_IO_TIMEOUT",
-		"GHOST_MAX_GIT_PROCESSES", "GHOST_GIT_QUEUE", "GHOST_GIT_QUEUE_TIMEOUT", "GHOST_STORE_TEMP_MAX_AGE"} {
+		"GHOST_MAX_GIT_PROCESSES", "GHOST_GIT_QUEUE", "GHOST_GIT_QUEUE_TIMEOUT", "GHOST_STORE_TEMP_MAX_AGE",
+		"GHOST_S3_BUCKET", "GHOST_S3_ENDPOINT", "GHOST_S3_PATH_STYLE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} {
 		if v := ts.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
@@ -390,4 +406,64 @@ func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
 	go srv.Serve(ln)
 	ts.Defer(func() { srv.Close() })
 	ts.Setenv(name, "http://"+ln.Addr().String()+"/hook")
+}
+
+type s3Key struct{}
+
+// s3Servers are the S3 test servers of one script.
+type s3Servers struct {
+	mu     sync.Mutex
+	byName map[string]*s3test.Server
+}
+
+// The S3 test server's credentials, which ghost reads from AWS_*.
+const (
+	s3AccessKey = "AKIDE2E"
+	s3Secret    = "e2e-secret"
+)
+
+// cmdS3Server starts the S3 test server on 127.0.0.1 for the rest of the
+// script: "s3server NAME [unchecked]".
+func cmdS3Server(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 || (len(args) == 2 && args[1] != "unchecked") {
+		ts.Fatalf("usage: s3server NAME [unchecked]")
+	}
+	srv := s3test.New(s3test.Options{AccessKey: s3AccessKey, Secret: s3Secret, Unchecked: len(args) == 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	hs := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: srv}
+	go hs.Serve(ln)
+	ts.Defer(func() { hs.Close() })
+	url := "http://" + ln.Addr().String()
+	c := s3.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(s3AccessKey, s3Secret, "")},
+		func(o *s3.Options) { o.BaseEndpoint = aws.String(url); o.UsePathStyle = true })
+	_, err = c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("ghost")})
+	ts.Check(err)
+	all := ts.Value(s3Key{}).(*s3Servers)
+	all.mu.Lock()
+	all.byName[args[0]] = srv
+	all.mu.Unlock()
+	ts.Setenv(args[0], url)
+	ts.Setenv("AWS_ACCESS_KEY_ID", s3AccessKey)
+	ts.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
+	ts.Setenv("AWS_REGION", "us-east-1")
+}
+
+// cmdS3Requests prints an S3 test server's requests:
+// "s3requests NAME presigned|node METHOD PART".
+func cmdS3Requests(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 || (args[1] != "presigned" && args[1] != "node") {
+		ts.Fatalf("usage: s3requests NAME presigned|node METHOD PART")
+	}
+	all := ts.Value(s3Key{}).(*s3Servers)
+	all.mu.Lock()
+	srv := all.byName[args[0]]
+	all.mu.Unlock()
+	if srv == nil {
+		ts.Fatalf("no S3 server %s", args[0])
+	}
+	out := ts.Stdout() // asked for even when nothing is printed, so stdout is this command's
+	for _, l := range srv.Requests(args[1] == "presigned", args[2], args[3]) {
+		fmt.Fprintln(out, l)
+	}
 }

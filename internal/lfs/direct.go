@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghost-scm/ghost/internal/access"
@@ -131,14 +133,21 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request, rt route) {
 }
 
 // Verify makes visible what a presigned PUT wrote for upload, once it is
-// oid's bytes, size long (docs/adr/0126-lfs-direct-to-s3.md). The client
-// can still write the upload's key until its URL expires, so Verify
-// first copies it, server-side, to a key of its own that nobody else can
-// write, and checks and publishes that copy: what was checked is what
-// becomes visible. The check reads the copy back and hashes it,
-// streaming. A repository that holds the object already verifies
-// without an upload (a retried verify); otherwise a missing upload is
-// ErrNoObject.
+// oid's bytes, size long (docs/adr/0126-lfs-direct-to-s3.md). A
+// repository that holds the object already verifies without an upload
+// (a retried verify); otherwise a missing upload is ErrNoObject.
+//
+// When the store vouches for the upload (trustStored: it reports a
+// SHA-256 it checked on write, equal to the oid, and the signed size),
+// Verify publishes straight from the upload's key without reading it:
+// every body the presigned URL can write there hashes to the oid, since
+// the URL signs that checksum and the store refuses a body that does not
+// match it, so whichever of them the publishing copy finds is oid's
+// bytes. Otherwise it reads the upload back: the client can still write
+// the upload's key until its URL expires, so Verify first copies it,
+// server-side, to a key of its own that nobody else can write, and
+// checks (reading it back and hashing it, streaming) and publishes that
+// copy, so that what was checked is what becomes visible.
 func (r Repo) Verify(ctx context.Context, oid string, size int64, upload string) error {
 	switch {
 	case r.g.Level < access.Write:
@@ -164,10 +173,32 @@ func (r Repo) Verify(ctx context.Context, oid string, size int64, upload string)
 	if upload == "" {
 		return held()
 	}
+	key := directKey(upload)
+	trusted, err := r.trustStored(ctx, key, oid, size)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		return held()
+	case errors.Is(err, ErrHashMismatch), errors.Is(err, ErrSizeMismatch):
+		r.h.removeTemp(key) // wrong for good
+		return err
+	case err != nil:
+		return err
+	case trusted:
+		// The upload stays until the reference is written, for a
+		// retried verify.
+		err := r.publish(ctx, key, oid, size)
+		if errors.Is(err, objstore.ErrNotFound) {
+			return held() // a verify of the same upload published it first
+		}
+		if err == nil {
+			r.h.removeTemp(key)
+		}
+		return err
+	}
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	own := tempKey(hex.EncodeToString(nonce[:]))
-	err := r.h.opts.Store.Copy(ctx, directKey(upload), own)
+	err = r.h.opts.Store.Copy(ctx, key, own)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return held()
 	}
@@ -178,15 +209,107 @@ func (r Repo) Verify(ctx context.Context, oid string, size int64, upload string)
 	if err := r.check(ctx, own, oid, size); err != nil {
 		r.h.removeTemp(own)
 		if errors.Is(err, ErrHashMismatch) || errors.Is(err, ErrSizeMismatch) {
-			r.h.removeTemp(directKey(upload)) // wrong for good
+			r.h.removeTemp(key) // wrong for good
 		}
 		return err
 	}
-	if err := r.publish(ctx, own, oid, size); err != nil {
-		return err
+	err = r.publish(ctx, own, oid, size)
+	r.h.removeTemp(own)
+	if err == nil {
+		r.h.removeTemp(key) // kept until the reference is written, for a retry
 	}
-	r.h.removeTemp(directKey(upload))
-	return nil
+	return err
+}
+
+// ChecksumStore is a Presigner whose store can vouch for what a
+// presigned PUT wrote without the node reading it back: the SHA-256 it
+// checked the body against on write. s3store.Store implements it. A
+// Presigner without it, or one whose store does not check the checksums
+// it is sent, has every upload read back at verify
+// (docs/adr/0126-lfs-direct-to-s3.md).
+type ChecksumStore interface {
+	// StoredSHA256 returns key's size and the SHA-256 of its whole body
+	// as the store checked it on write; a nil sum when the store holds
+	// none of that kind; objstore.ErrNotFound when key is missing.
+	StoredSHA256(ctx context.Context, key string) (sum []byte, size int64, err error)
+	// ChecksSHA256 reports whether the store refuses a body that does
+	// not hash to the checksum sent with it, by trying one at key (which
+	// nothing else names; it is deleted if it was taken). An error is no
+	// answer.
+	ChecksSHA256(ctx context.Context, key string) (bool, error)
+}
+
+// checksumTrust is what a Handler learnt of its store's checksums:
+// whether it checks them, asked once (ChecksSHA256) and remembered.
+type checksumTrust struct {
+	answer atomic.Int32 // sumsUnknown, sumsChecked or sumsUnchecked
+	probe  sync.Mutex   // held by the one probe under way
+}
+
+// The answers of checksumTrust.
+const (
+	sumsUnknown = iota
+	sumsChecked
+	sumsUnchecked
+)
+
+// storeChecks reports whether cs checks the checksums it stores. The
+// first call asks it; verifies that come while that probe is under way
+// do not wait for it (they read back), and a probe that gets no answer
+// is not remembered: until one does, every upload is read back.
+func (h *Handler) storeChecks(ctx context.Context, cs ChecksumStore) bool {
+	switch h.sums.answer.Load() {
+	case sumsChecked:
+		return true
+	case sumsUnchecked:
+		return false
+	}
+	if !h.sums.probe.TryLock() {
+		return false
+	}
+	defer h.sums.probe.Unlock()
+	if a := h.sums.answer.Load(); a != sumsUnknown {
+		return a == sumsChecked
+	}
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	checks, err := cs.ChecksSHA256(ctx, tempKey("checksum-probe-"+hex.EncodeToString(nonce[:])))
+	switch {
+	case err != nil:
+		h.logger.Warn("lfs: cannot tell whether the store checks checksums; reading uploads back", "err", err)
+		return false
+	case checks:
+		h.sums.answer.Store(sumsChecked)
+	default:
+		h.logger.Warn("lfs: the store keeps checksums it does not check; presigned uploads are read back at verify")
+		h.sums.answer.Store(sumsUnchecked)
+	}
+	return checks
+}
+
+// trustStored reports whether the store vouches that key is oid's
+// bytes, size long, without reading them: the Presigner is a
+// ChecksumStore whose store checks checksums, and it reports for key a
+// full-object SHA-256 equal to oid and size bytes. A sum it reports
+// that is not oid's is ErrHashMismatch, another size ErrSizeMismatch
+// (never published); false with no error is "cannot tell": read back.
+func (r Repo) trustStored(ctx context.Context, key, oid string, size int64) (bool, error) {
+	cs, ok := r.h.opts.Presigner.(ChecksumStore)
+	if !ok || !r.h.storeChecks(ctx, cs) {
+		return false, nil
+	}
+	sum, n, err := cs.StoredSHA256(ctx, key)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("lfs: read the upload's checksum: %w", err)
+	case n != size:
+		return false, fmt.Errorf("%w: %d bytes, not %d", ErrSizeMismatch, n, size)
+	case sum == nil:
+		return false, nil
+	case hex.EncodeToString(sum) != oid:
+		return false, fmt.Errorf("%w: the store's checksum is %x, not %s", ErrHashMismatch, sum, oid)
+	}
+	return true, nil
 }
 
 // check reads key back, streaming, and reports whether it is size bytes

@@ -88,6 +88,7 @@ type Options struct {
 type Handler struct {
 	opts   Options
 	logger *slog.Logger
+	sums   checksumTrust // whether the store checks checksums (direct.go)
 }
 
 // New returns a Handler.

@@ -160,23 +160,23 @@ func (r Repo) Put(ctx context.Context, oid string, size int64, body io.Reader) e
 		r.h.removeTemp(tmp)
 		return fmt.Errorf("%w: they hash to %s, not %s", ErrHashMismatch, got, oid)
 	}
-	return r.publish(ctx, tmp, oid, size)
+	err = r.publish(ctx, tmp, oid, size)
+	r.h.removeTemp(tmp) // published or not, it is not needed again
+	return err
 }
 
 // publish makes a verified temporary visible: it admits the object
 // (the tenant's quota, and GC's fence, docs/adr/0129-lfs-gc.md), copies
-// it to the object's key, removes the temporary, then writes the
-// repository's reference, so that a reference never names a missing
-// object (docs/adr/0104-lfs-storage.md). A refused admission removes the
-// temporary and publishes nothing.
+// it to the object's key, then writes the repository's reference, so
+// that a reference never names a missing object
+// (docs/adr/0104-lfs-storage.md). A refused admission publishes nothing.
+// The temporary is the caller's to remove, or to keep until the
+// reference is written, for a retry (a presigned upload, direct.go).
 func (r Repo) publish(ctx context.Context, tmp, oid string, size int64) error {
 	if err := r.h.admit(ctx, r.g.Tenant, oid, size); err != nil {
-		r.h.removeTemp(tmp)
 		return err
 	}
-	err := r.h.opts.Store.Copy(ctx, tmp, objectKey(r.g.Tenant, oid))
-	r.h.removeTemp(tmp)
-	if err != nil {
+	if err := r.h.opts.Store.Copy(ctx, tmp, objectKey(r.g.Tenant, oid)); err != nil {
 		return fmt.Errorf("lfs: store object: %w", err)
 	}
 	b, _ := json.Marshal(refRecord{Size: size})
