@@ -46,11 +46,7 @@ func TestLFSMemoryStaysFlat(t *testing.T) {
 		count, size = n, b
 	}
 	bin := buildGhost(t)
-	data := t.TempDir()
-	ghostCmd(t, bin, data, "init")
-	ghostCmd(t, bin, data, "tenant", "create", "mem")
-	token := strings.TrimSpace(strings.SplitN(ghostCmd(t, bin, data, "token", "create", "mem", "--scope", "write"), "\n", 2)[0])
-	ghostCmd(t, bin, data, "repo", "create", "mem/assets")
+	data, token := memRepo(t, bin, "assets")
 	srv := startGhost(t, bin, nil, "--data-dir", data)
 	// Idle: the server answered its health check and settled.
 	time.Sleep(2 * time.Second)

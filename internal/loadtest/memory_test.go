@@ -113,11 +113,7 @@ func TestPushMemoryStaysFlat(t *testing.T) {
 	}
 	const limit = 150 << 20
 	bin := buildGhost(t)
-	data := t.TempDir()
-	ghostCmd(t, bin, data, "init")
-	ghostCmd(t, bin, data, "tenant", "create", "mem")
-	token := strings.TrimSpace(strings.SplitN(ghostCmd(t, bin, data, "token", "create", "mem", "--scope", "write"), "\n", 2)[0])
-	ghostCmd(t, bin, data, "repo", "create", "mem/big")
+	data, token := memRepo(t, bin, "big")
 
 	srv := startGhost(t, bin, nil, "--data-dir", data)
 	addr := srv.Addr
@@ -147,6 +143,18 @@ func TestPushMemoryStaysFlat(t *testing.T) {
 	if peak > limit {
 		t.Fatalf("server peak RSS %d bytes exceeds %d", peak, limit)
 	}
+}
+
+// memRepo sets up a store with tenant mem and its repository mem/name,
+// and returns the data directory and a write token of mem.
+func memRepo(t *testing.T, bin, name string) (data, token string) {
+	t.Helper()
+	data = t.TempDir()
+	ghostCmd(t, bin, data, "init")
+	ghostCmd(t, bin, data, "tenant", "create", "mem")
+	token = strings.TrimSpace(strings.SplitN(ghostCmd(t, bin, data, "token", "create", "mem", "--scope", "write"), "\n", 2)[0])
+	ghostCmd(t, bin, data, "repo", "create", "mem/"+name)
+	return data, token
 }
 
 func waitHealthy(t *testing.T, url string) {
