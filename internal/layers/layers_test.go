@@ -25,8 +25,7 @@ var floors = map[string]int{
 	// 1: the ports' backends, the record helper and the log.
 	"internal/objstore/fsstore": 1, "internal/objstore/s3store": 1, "internal/objstore/memstore": 1,
 	"internal/objstore/faultstore": 1, "internal/objstore/countstore": 1, "internal/objstore/storetest": 1,
-	"internal/objstore/s3store/s3test": 1,
-	"internal/coord/etcdcoord":         1, "internal/coord/memcoord": 1, "internal/coord/coordtest": 1,
+	"internal/coord/etcdcoord": 1, "internal/coord/memcoord": 1, "internal/coord/coordtest": 1, "internal/objstore/s3store/s3test": 1,
 	"internal/etcdserver/etcdtest": 1, "internal/record": 1, "internal/wal": 1, "internal/testkit": 1,
 	// 2: the one way to run git.
 	"internal/gitexec": 2,
@@ -58,9 +57,8 @@ var floors = map[string]int{
 var httpEdge = []string{
 	"internal/httpx", "internal/githttp", "internal/api", "internal/web",
 	"internal/objstore/s3store", "internal/server", "internal/cli",
-	"internal/client", "internal/lfs",
-	"internal/webhook",                 // outbound: it posts events to hook URLs
-	"internal/objstore/s3store/s3test", // the S3 test server
+	"internal/client", "internal/lfs", "internal/objstore/s3store/s3test", // the S3 test server
+	"internal/webhook", // outbound: it posts events to hook URLs
 }
 
 // debts are known arrows against the plan, each with the issue item that
