@@ -21,7 +21,7 @@ var floors = map[string]int{
 	"internal/objstore": 0, "internal/coord": 0, "internal/gitsvc/pktline": 0,
 	"internal/secretscan/codec": 0, "internal/httpx": 0, "internal/etcdserver": 0,
 	"internal/gittest": 0, "internal/layers": 0, "internal/access": 0, "internal/ids": 0,
-	"internal/client": 0, "internal/certfile": 0, "internal/tracing": 0,
+	"internal/client": 0, "internal/certfile": 0, "internal/tracing": 0, "internal/lfs/pointer": 0,
 	// 1: the ports' backends, the record helper and the log.
 	"internal/objstore/fsstore": 1, "internal/objstore/s3store": 1, "internal/objstore/memstore": 1,
 	"internal/objstore/faultstore": 1, "internal/objstore/countstore": 1, "internal/objstore/storetest": 1,
