@@ -171,6 +171,20 @@ func (w *forkWorld) check(when string) {
 	}
 }
 
+// empty fails the test unless no LFS object, reference or GC record is
+// left and tenant's usage is back to 0.
+func (w *forkWorld) empty(t *testing.T, tenant, when string) {
+	t.Helper()
+	for _, p := range []string{"lfs/objects/", "lfs/refs/", "gc/lfs/"} {
+		if left := w.keys(p); len(left) != 0 {
+			t.Fatalf("left %s: %v", when, left)
+		}
+	}
+	if got := w.usage(tenant); got != 0 {
+		t.Fatalf("usage %d %s", got, when)
+	}
+}
+
 func (w *forkWorld) usage(tenant string) int64 {
 	w.t.Helper()
 	n, err := usage(context.Background(), w.inner, tenant)
@@ -256,14 +270,7 @@ func TestForkSharesObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.settle()
-	for _, p := range []string{"lfs/objects/", "lfs/refs/", "gc/lfs/"} {
-		if left := w.keys(p); len(left) != 0 {
-			t.Fatalf("left after both repositories went: %v", left)
-		}
-	}
-	if got := w.usage("alice"); got != 0 {
-		t.Fatalf("usage %d after everything went", got)
-	}
+	w.empty(t, "alice", "after both repositories went")
 }
 
 // TestForkAcrossTenants: a fork into another tenant gives it its own
@@ -736,14 +743,7 @@ func TestDeleteAndRecreate(t *testing.T) {
 		t.Fatalf("object gone before the grace period: %v", got)
 	}
 	w.settle()
-	for _, p := range []string{"lfs/objects/", "lfs/refs/", "gc/lfs/"} {
-		if got := w.keys(p); len(got) != 0 {
-			t.Fatalf("left after the purge: %v", got)
-		}
-	}
-	if got := w.usage("alice"); got != 0 {
-		t.Fatalf("usage %d after the purge", got)
-	}
+	w.empty(t, "alice", "after the purge")
 }
 
 // TestForkSourceDeletedMidway: the source is deleted, and GC takes its

@@ -36,9 +36,9 @@ func (w *Worker) scanLFS(ctx context.Context, spec Spec, scan *secretscan.BlobSc
 	if w.o.LFS == nil || len(ptrs) == 0 {
 		return nil
 	}
-	max := w.o.MaxLFSObject
-	if max == 0 {
-		max = DefaultMaxLFSObject
+	limit := w.o.MaxLFSObject
+	if limit == 0 {
+		limit = DefaultMaxLFSObject
 	}
 	ids := make([]string, 0, len(ptrs))
 	for id := range ptrs {
@@ -57,7 +57,7 @@ func (w *Worker) scanLFS(ctx context.Context, spec Spec, scan *secretscan.BlobSc
 			missing++
 			continue
 		}
-		if max < 0 || size > max {
+		if limit < 0 || size > limit {
 			rc.Close()
 			st.Blobs++
 			st.Bytes += size

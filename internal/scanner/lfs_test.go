@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -133,4 +134,50 @@ func (f failingLFS) OpenLFS(ctx context.Context, tenant, repoID, oid string) (io
 		return nil, 0, false, errOutage
 	}
 	return f.LFSObjects.OpenLFS(ctx, tenant, repoID, oid)
+}
+
+// TestScanRunRefusesShortLFSObject: an object whose body ends before the
+// size the store gave fails the batch rather than being scanned cut (a
+// secret past the cut would be missed while the run reported it read).
+func TestScanRunRefusesShortLFSObject(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.tenant("alice")
+	repo := f.repo("alice", "assets")
+	ctx := context.Background()
+	if err := f.srv.Meta().SetAllowMissingLFS(ctx, "alice", "assets", true); err != nil {
+		t.Fatal(err)
+	}
+	oid := hex.EncodeToString(make([]byte, 32))
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	ptr := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 100\n", oid)
+	if err := os.WriteFile(filepath.Join(dir, "prod.env"), []byte(ptr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "-m", "cut")
+	git(t, dir, "push", "-q", f.remote("alice", "assets"), "main")
+
+	s := f.scanner(scanner.Options{})
+	if _, _, err := s.StartFull(ctx, "alice", repo.ID); err != nil {
+		t.Fatal(err)
+	}
+	w := f.worker(s, scanner.WorkerOptions{LFS: shortLFS{}})
+	var err error
+	for range 20 {
+		if _, err = w.Step(ctx); err != nil {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "not 100") {
+		t.Fatalf("a cut LFS object was scanned: step error %v", err)
+	}
+}
+
+// shortLFS is a fault-injecting reader (a test double, declared): every
+// object it opens says 100 bytes and ends after 10.
+type shortLFS struct{}
+
+func (shortLFS) OpenLFS(context.Context, string, string, string) (io.ReadCloser, int64, bool, error) {
+	return io.NopCloser(strings.NewReader("TOKEN=abc\n")), 100, true, nil
 }
