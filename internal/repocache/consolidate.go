@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/ghost-scm/ghost/internal/gitexec"
 )
 
 // consolidateLater starts a background consolidation of repo unless one
@@ -105,12 +107,19 @@ func (c *Cache) consolidateBackground(ctx context.Context, repo string) (bool, e
 		return false, err
 	}
 	recorded := recordedNames(st)
-	if c.maxPks < 0 || len(recorded) <= c.maxPks {
-		return false, nil
+	var roll []string
+	var counts map[string]int64
+	if c.maxPks >= 0 && len(recorded) > c.maxPks {
+		if roll, counts, err = geometricRoll(packDir, recorded, 2); err != nil {
+			return false, err
+		}
 	}
-	roll, counts, err := geometricRoll(packDir, recorded, 2)
-	if err != nil || len(roll) < 2 {
-		return false, err
+	if len(roll) < 2 {
+		// Nothing to roll up; the packs may still lack a bitmap.
+		if !c.wantsBitmap(dir) {
+			return false, nil
+		}
+		return false, c.writeBitmap(ctx, git, dir, recorded)
 	}
 	c.hook("planned")
 
@@ -187,6 +196,39 @@ func (c *Cache) consolidateBackground(ctx context.Context, repo string) (bool, e
 		return nil
 	})
 	return recordedIt, err
+}
+
+// writeBitmap writes a multi-pack index with a reachability bitmap over
+// the recorded packs of the repository in dir, preferring the one with
+// the most objects (a clone sends it verbatim). It changes no pack and
+// records nothing: git replaces the index atomically, and an index that
+// names a pack a later consolidation removes is removed with it
+// (removeUnrecorded). Packs an install adds meanwhile are in neither,
+// and git reads them beside the index.
+func (c *Cache) writeBitmap(ctx context.Context, git *gitexec.Runner, dir string, recorded []string) error {
+	if len(recorded) == 0 {
+		return nil
+	}
+	packDir := filepath.Join(dir, "objects", "pack")
+	var list strings.Builder
+	preferred, most := "", int64(-1)
+	for _, p := range recorded {
+		n, err := idxObjects(filepath.Join(packDir, "pack-"+p+".idx"))
+		if err != nil {
+			return err
+		}
+		if n > most {
+			preferred, most = p, n
+		}
+		fmt.Fprintf(&list, "pack-%s.idx\n", p)
+	}
+	mi := git.Command(ctx, dir, nil, "multi-pack-index", "write", "--bitmap", "--stdin-packs", "--preferred-pack=pack-"+preferred+".pack")
+	mi.Stdin = strings.NewReader(list.String())
+	if err := mi.Run(); err != nil {
+		return mi.Wrap(err)
+	}
+	c.hook("bitmap")
+	return nil
 }
 
 // removeUnrecorded deletes from packDir the packs that recorded does not

@@ -24,3 +24,9 @@ func RecordedPacks(dir string) []string {
 	}
 	return recordedNames(st)
 }
+
+// BitmapDue is c.bitmapDue.
+func BitmapDue(c *Cache, repo string) bool { return c.bitmapDue(repo) }
+
+// WantsBitmap is c.wantsBitmap.
+func WantsBitmap(c *Cache, dir string) bool { return c.wantsBitmap(dir) }

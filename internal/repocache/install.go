@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -38,10 +39,70 @@ func (c *Cache) apply(ctx context.Context, repo string, x *wal.Index, dir string
 	}
 	if c.bg == nil {
 		c.consolidate(ctx, repo, x, dir, st, ev)
-	} else if c.maxPks >= 0 && len(recordedNames(st)) > c.maxPks {
+	} else if (c.maxPks >= 0 && len(recordedNames(st)) > c.maxPks) || (c.wantsBitmap(dir) && c.bitmapDue(repo)) {
 		c.consolidateLater(repo)
 	}
 	return nil
+}
+
+// bitmapRetry is how long after starting to write a repository's bitmap
+// the cache tries again when the repository still has none: a git that
+// fails to write one, or writes none (a repository without commits),
+// must not make every request start the work again.
+const bitmapRetry = time.Hour
+
+// bitmapDue reports whether a bitmap for repo may be started now, and if
+// so notes that it was. The notes are bounded: past 4096 of them, those
+// older than bitmapRetry are dropped, and while 4096 are younger no
+// bitmap starts.
+func (c *Cache) bitmapDue(repo string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if t, ok := c.bitmapTried[repo]; ok && now.Sub(t) < bitmapRetry {
+		return false
+	}
+	if len(c.bitmapTried) >= 4096 {
+		for r, t := range c.bitmapTried {
+			if now.Sub(t) >= bitmapRetry {
+				delete(c.bitmapTried, r)
+			}
+		}
+		if len(c.bitmapTried) >= 4096 {
+			return false // thousands of repositories in an hour: later
+		}
+	}
+	c.bitmapTried[repo] = now
+	return true
+}
+
+// wantsBitmap reports whether the repository in dir has no reachability
+// bitmap although its packs hold at least bitmapMin bytes: then every
+// clone counts every object, which on git.git costs a clone 1.3 to 1.5
+// times its time with one (docs/design.md §3.8). A cold node that
+// installed checkpoints, or a warm one that never held MaxPacks packs,
+// is in that state.
+func (c *Cache) wantsBitmap(dir string) bool {
+	if c.bitmapMin < 0 {
+		return false
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "objects", "pack"))
+	if err != nil {
+		return false
+	}
+	var size int64
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, ".bitmap") {
+			return false
+		}
+		if strings.HasPrefix(name, "pack-") && strings.HasSuffix(name, ".pack") {
+			if info, err := e.Info(); err == nil {
+				size += info.Size()
+			}
+		}
+	}
+	return size >= c.bitmapMin
 }
 
 // applyObjects installs what the cache lacks of x's objects: the

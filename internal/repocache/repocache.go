@@ -40,6 +40,14 @@ type Options struct {
 	// (docs/design.md §5.6, docs/adr/0051-geometric-checkpoints.md). Nil
 	// consolidates inside the materialization.
 	Background *gitexec.Background
+	// BitmapMinBytes is the size of a repository's packs from which the
+	// cache, with a Background, writes a multi-pack index with a
+	// reachability bitmap when the repository has none (default 4 MiB;
+	// negative disables). Consolidating (MaxPacks) writes one too, but a
+	// node that installed a repository's checkpoints, or holds fewer
+	// packs than MaxPacks, would otherwise serve every clone by counting
+	// every object (docs/design.md §5.6).
+	BitmapMinBytes int64
 	// VerifyInterval is how often, at most, one repository's packs are
 	// checksummed after Suspect (default 1 minute): a client that makes
 	// git fail on purpose must not make the node hash a large repository
@@ -98,8 +106,10 @@ type Cache struct {
 	tmpLock     *os.File // shared lock on tmp/ held while the cache is open
 	closeOnce   sync.Once
 
-	bg   *gitexec.Background // nil: consolidate inside materializations
-	bgWG sync.WaitGroup      // background consolidations
+	bg *gitexec.Background // nil: consolidate inside materializations
+	// bitmapMin is Options.BitmapMinBytes.
+	bitmapMin int64
+	bgWG      sync.WaitGroup // background consolidations
 	// testHook, when set, runs at the steps of a background consolidation.
 	testHook func(step string)
 
@@ -114,6 +124,9 @@ type Cache struct {
 	// consolidating holds the repositories being consolidated in the
 	// background.
 	consolidating map[string]bool
+	// bitmapTried holds when a bitmap was last started for a repository
+	// (bitmapDue).
+	bitmapTried map[string]time.Time
 }
 
 // New returns a cache rooted at dir, creating it if needed, and removes
@@ -144,12 +157,15 @@ func New(dir string, log *wal.Log, opts Options) (*Cache, error) {
 	if opts.VerifyInterval <= 0 {
 		opts.VerifyInterval = time.Minute
 	}
+	if opts.BitmapMinBytes == 0 {
+		opts.BitmapMinBytes = 4 << 20
+	}
 	base, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		dir: abs, log: log, git: opts.Git, logger: opts.Logger, observe: opts.Observe,
 		timeout: opts.Timeout, maxPks: opts.MaxPacks, base: base, cancel: cancel, slots: map[string]*slot{},
 		verifyEvery: opts.VerifyInterval, suspects: map[string]bool{}, verified: map[string]time.Time{},
-		bg: opts.Background, consolidating: map[string]bool{},
+		bg: opts.Background, consolidating: map[string]bool{}, bitmapTried: map[string]time.Time{}, bitmapMin: opts.BitmapMinBytes,
 	}
 	if err := c.ensureDirs(); err != nil {
 		cancel()

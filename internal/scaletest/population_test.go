@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -135,7 +136,9 @@ func populate(t testing.TB, base objstore.Store, p population) {
 	if p.runs > 0 {
 		populateRuns(t, base, log, as, p)
 	}
-	t.Logf("populated %v in %v", p, time.Since(start).Round(time.Millisecond))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("populated %v in %v; heap in use %.1f GiB", p, time.Since(start).Round(time.Millisecond), float64(ms.HeapInuse)/(1<<30))
 }
 
 func btoi(b bool) int {

@@ -1,0 +1,124 @@
+package repocache_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/repocache"
+	"github.com/ghost-scm/ghost/internal/wal"
+)
+
+// TestBitmapWhenMissing: a node that builds a repository from the log
+// and holds fewer packs than MaxPacks (here two layers' packs) gets a
+// multi-pack index with a reachability bitmap in the background, so that a clone does not count
+// every object (docs/design.md §5.6); the repository stays whole and git
+// answers the same with the bitmap as without it. Below BitmapMinBytes,
+// and with it negative, none is written.
+func TestBitmapWhenMissing(t *testing.T) {
+	f := newFixture(t)
+	src := newSource(t)
+	prev := z()
+	for range 2 {
+		cm := src.commit("main")
+		var excl []string
+		if prev != z() {
+			excl = []string{prev}
+		}
+		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: prev, New: cm})
+		prev = cm
+	}
+	open := func(minBytes int64) (*repocache.Cache, <-chan struct{}) {
+		t.Helper()
+		wrote := make(chan struct{}, 8)
+		c, err := repocache.New(t.TempDir(), f.log, repocache.Options{
+			BitmapMinBytes: minBytes,
+			Background:     gitexec.NewBackground(gitexec.BackgroundOptions{}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		repocache.SetTestHook(c, func(step string) {
+			if step == "bitmap" {
+				wrote <- struct{}{}
+			}
+		})
+		return c, wrote
+	}
+	bitmaps := func(dir string) int {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.bitmap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+
+	c, wrote := open(1)
+	snap, err := c.Materialize(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wrote:
+	case <-time.After(time.Minute):
+		t.Fatal("no bitmap written for a repository without one")
+	}
+	c.Close() // waits for the background work
+	if n := bitmaps(snap.Dir); n != 1 {
+		t.Fatalf("%d bitmaps after the background write, want 1", n)
+	}
+	if repocache.WantsBitmap(c, snap.Dir) {
+		t.Error("a repository with a bitmap still wants one")
+	}
+	gitT(t, snap.Dir, "multi-pack-index", "verify")
+	with := gitT(t, snap.Dir, "rev-list", "--objects", "--use-bitmap-index", "--all")
+	without := gitT(t, snap.Dir, "-c", "core.multiPackIndex=false", "rev-list", "--objects", "--all")
+	if got, want := len(strings.Fields(with)), len(strings.Fields(without)); got == 0 || got > want {
+		t.Errorf("rev-list with the bitmap lists %d words, without %d", got, want)
+	}
+	f.checkMatches(t, repo, snap)
+
+	// Too small for the bound, or turned off: nothing is written.
+	for _, min := range []int64{1 << 40, -1} {
+		c, wrote := open(min)
+		snap, err := c.Materialize(context.Background(), repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		select {
+		case <-wrote:
+			t.Errorf("BitmapMinBytes %d: a bitmap was written", min)
+		default:
+		}
+		if n := bitmaps(snap.Dir); n != 0 {
+			t.Errorf("BitmapMinBytes %d: %d bitmaps", min, n)
+		}
+	}
+}
+
+// TestBitmapRetryBounded: a repository that still has no bitmap after
+// one was started (git failed, or wrote none) is not started again on
+// the next request, only after the retry interval.
+func TestBitmapRetryBounded(t *testing.T) {
+	f := newFixture(t)
+	c, err := repocache.New(t.TempDir(), f.log, repocache.Options{BitmapMinBytes: 1, Background: gitexec.NewBackground(gitexec.BackgroundOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !repocache.BitmapDue(c, "a") {
+		t.Fatal("the first bitmap of a repository is not due")
+	}
+	if repocache.BitmapDue(c, "a") {
+		t.Error("a bitmap is due again at once")
+	}
+	if !repocache.BitmapDue(c, "b") {
+		t.Error("another repository's bitmap is not due")
+	}
+}
