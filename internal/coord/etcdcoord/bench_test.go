@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,12 @@ func benchClient(b *testing.B) *clientv3.Client {
 // every worker does the same share (k cycles, or 12k raw transactions),
 // so that all three end their rounds alike too. "ratio" is mutations/s
 // over raw txn/s, "ratio-nocache" the same without the cache.
+// "ratio-shaped" is over a fourth loop, also alternating, that sends the
+// very transactions a cycle sends, by shape (compares, puts of the same
+// bytes, deletes, Else reads; recorded from one cycle first), with no
+// decision between them: what is left between it and the cycle is the
+// backend's own work; what is left between it and the raw loop is the
+// shape of the transactions.
 //
 //	go test -run '^$' -bench 'Cycle' -benchtime 160x -count 6 ./internal/coord/etcdcoord/
 func BenchmarkCycle(b *testing.B) {
@@ -53,15 +60,17 @@ func BenchmarkCycle(b *testing.B) {
 			ns := fmt.Sprintf("/bench/cycle%d/i%d", par, benchRuns.Add(1))
 			cached := newBenchBackend(b, c, ns+"/cached", 0)
 			uncached := newBenchBackend(b, c, ns+"/uncached", -1)
+			shape := cycleShape(b, c, ns+"/probe")
 			const rounds = 4
 			k := max(1, b.N/(rounds*par)) // cycles per worker and round
 			cw, uw := newCycleWork(b, cached, par, rounds*k), newCycleWork(b, uncached, par, rounds*k)
-			var tc, tu, tr time.Duration
+			var tc, tu, tr, ts time.Duration
 			b.ResetTimer()
 			for r := 0; r < rounds; r++ {
 				tc += cw.run(b, k)
 				tr += benchRawTxn(b, c, par, 12*k, fmt.Sprintf("%s/raw/r%d", ns, r))
 				tu += uw.run(b, k)
+				ts += benchShapedTxn(b, c, par, k, shape, fmt.Sprintf("%s/shaped/r%d", ns, r))
 			}
 			n := float64(rounds * k * par) // cycles of each kind
 			b.ReportMetric(n/tc.Seconds(), "cycles/s")
@@ -70,6 +79,7 @@ func BenchmarkCycle(b *testing.B) {
 			b.ReportMetric(12*n/tr.Seconds(), "txn/s")
 			b.ReportMetric(tr.Seconds()/tc.Seconds(), "ratio")
 			b.ReportMetric(tr.Seconds()/tu.Seconds(), "ratio-nocache")
+			b.ReportMetric(ts.Seconds()/tc.Seconds(), "ratio-shaped")
 		})
 	}
 }
@@ -177,6 +187,80 @@ func benchRawTxn(b *testing.B, c *clientv3.Client, par, n int, prefix string) ti
 					return
 				}
 				rev = resp.Header.Revision
+			}
+		}(fmt.Sprintf("%s/%d", prefix, w))
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// cycleShape records the transactions one worker cycle sends (with the
+// record cache, as a worker runs), by shape.
+func cycleShape(b *testing.B, c *clientv3.Client, ns string) []txnShape {
+	probe, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Close()
+	rec := &shapeKV{KV: probe.KV}
+	probe.KV = rec
+	be := newBenchBackend(b, probe, ns, 0)
+	w := newCycleWork(b, be, 1, 2)
+	w.run(b, 1) // the first cycle of a process fills the cache
+	rec.take()
+	w.run(b, 1)
+	shape := rec.take()
+	if len(shape) != 12 {
+		b.Fatalf("a cycle sent %d transactions, want 12", len(shape))
+	}
+	return shape
+}
+
+// benchShapedTxn has each of par workers send k cycles of the
+// transactions in shape, each with its compares, puts of the same bytes,
+// deletes and Else reads, on keys of its own, and returns how long they
+// took. The first compare of each is on a key nobody writes (as a
+// mutation compares its run), the others on the key it puts.
+func benchShapedTxn(b *testing.B, c *clientv3.Client, par, k int, shape []txnShape, prefix string) time.Duration {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func(base string) {
+			defer wg.Done()
+			fixed, key := base+"/run", base+"/shard"
+			rev := int64(0)
+			for range k {
+				for _, s := range shape {
+					cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fixed), "=", 0)}
+					for range s.cmps - 1 {
+						cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+					}
+					var ops []clientv3.Op
+					for j := range s.puts {
+						kk := key
+						if j > 0 {
+							kk = fmt.Sprintf("%s/extra%d", base, j)
+						}
+						ops = append(ops, clientv3.OpPut(kk, strings.Repeat("v", max(1, s.putBytes/s.puts-len(kk)))))
+					}
+					for j := range s.dels {
+						ops = append(ops, clientv3.OpDelete(fmt.Sprintf("%s/gone%d", base, j)))
+					}
+					var orElse []clientv3.Op
+					for range s.elseOps {
+						orElse = append(orElse, clientv3.OpGet(key))
+					}
+					resp, err := c.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
+					if err != nil || !resp.Succeeded {
+						b.Errorf("shaped txn: %v (succeeded %v)", err, err == nil && resp.Succeeded)
+						return
+					}
+					if s.puts > 0 {
+						rev = resp.Header.Revision
+					}
+				}
 			}
 		}(fmt.Sprintf("%s/%d", prefix, w))
 	}
