@@ -20,9 +20,9 @@ import (
 //
 // GHOST_SCALE_OUT=file also writes the tables there. GHOST_SCALE_ALERTS=n
 // populates n alerts on every size of at least 100,000 repositories in
-// place of the default (as many as repositories, at most 1M), for a
-// machine with the memory: 10 million beside 1M repositories filled this
-// one's 23 GiB before the population ended (docs/design.md §9.1).
+// place of the default (as many as repositories, at most 1M): 10 million
+// take about 14 GiB of the (deflated) in-memory store, so set GOMEMLIMIT
+// under the machine's memory (docs/design.md §9.1).
 func TestScale(t *testing.T) {
 	sizes, nodes := []int{2000, 6000}, []int{1, 8}
 	minutes := 20

@@ -4,6 +4,7 @@ package memstore
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +17,10 @@ import (
 )
 
 type object struct {
-	data []byte
+	data []byte // deflated when z
+	size int64
 	etag string
+	z    bool
 }
 
 // Store is a map guarded by one mutex, with its keys also kept in order
@@ -27,11 +30,54 @@ type Store struct {
 	objects map[string]object
 	keys    keyIndex
 	gen     uint64
+	// deflate, when set, keeps objects of deflateMin bytes or more
+	// deflated (NewDeflated).
+	deflate bool
 }
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{objects: make(map[string]object)}
+}
+
+// NewDeflated returns an empty store that keeps each object of at least
+// deflateMin bytes deflated, when that is smaller, and inflates it on
+// every read: the scale benchmark holds tens of millions of small JSON
+// records (issue 22), about twice as many in the same memory. It behaves
+// as New's in every other way.
+func NewDeflated() *Store {
+	return &Store{objects: make(map[string]object), deflate: true}
+}
+
+// deflateMin is the smallest object NewDeflated's store deflates.
+const deflateMin = 128
+
+// bytes returns o's content.
+func (o object) bytes() ([]byte, error) {
+	if !o.z {
+		return o.data, nil
+	}
+	out := make([]byte, o.size)
+	zr := flate.NewReader(bytes.NewReader(o.data))
+	defer zr.Close()
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, fmt.Errorf("memstore: inflate: %w", err)
+	}
+	return out, nil
+}
+
+// deflated returns data deflated in a slice of its exact length, or
+// false when that is not smaller.
+func deflated(data []byte) ([]byte, bool) {
+	var buf bytes.Buffer
+	zw, err := flate.NewWriter(&buf, flate.BestSpeed)
+	if err != nil {
+		return nil, false
+	}
+	if _, err := zw.Write(data); err != nil || zw.Close() != nil || buf.Len() >= len(data) {
+		return nil, false
+	}
+	return bytes.Clone(buf.Bytes()), true
 }
 
 var _ objstore.Store = (*Store)(nil)
@@ -58,7 +104,11 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.In
 	if err != nil {
 		return nil, objstore.Info{}, opError("Get", key, err)
 	}
-	return io.NopCloser(bytes.NewReader(o.data)), objstore.Info{Key: key, Size: int64(len(o.data)), ETag: o.etag}, nil
+	data, err := o.bytes()
+	if err != nil {
+		return nil, objstore.Info{}, opError("Get", key, err)
+	}
+	return io.NopCloser(bytes.NewReader(data)), objstore.Info{Key: key, Size: o.size, ETag: o.etag}, nil
 }
 
 // GetRange implements objstore.Store.
@@ -73,12 +123,16 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	if err != nil {
 		return nil, opError("GetRange", key, err)
 	}
-	n := int64(len(o.data))
+	data, err := o.bytes()
+	if err != nil {
+		return nil, opError("GetRange", key, err)
+	}
+	n := int64(len(data))
 	start, end := min(offset, n), min(offset+length, n)
 	if offset+length < offset { // overflow
 		end = n
 	}
-	return io.NopCloser(bytes.NewReader(o.data[start:end])), nil
+	return io.NopCloser(bytes.NewReader(data[start:end])), nil
 }
 
 // cond selects the precondition of a put.
@@ -100,6 +154,12 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 	if err != nil {
 		return objstore.Info{}, err
 	}
+	o := object{data: data, size: size}
+	if s.deflate && len(data) >= deflateMin {
+		if z, ok := deflated(data); ok {
+			o.data, o.z = z, true
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return objstore.Info{}, err
 	}
@@ -113,7 +173,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, c 
 		return objstore.Info{}, objstore.ErrPreconditionFailed
 	}
 	s.gen++
-	o := object{data: data, etag: `"` + strconv.FormatUint(s.gen, 16) + `"`}
+	o.etag = `"` + strconv.FormatUint(s.gen, 16) + `"`
 	if !exists {
 		s.keys.insert(key)
 	}
@@ -198,7 +258,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 			return false // past the prefix's range
 		}
 		o := s.objects[k]
-		out = append(out, objstore.Info{Key: k, Size: int64(len(o.data)), ETag: o.etag})
+		out = append(out, objstore.Info{Key: k, Size: o.size, ETag: o.etag})
 		return len(out) < limit
 	})
 	return out, nil
@@ -210,7 +270,11 @@ func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return opError("Copy", src, err)
 	}
-	_, err = s.put(ctx, dst, bytes.NewReader(o.data), int64(len(o.data)), none, "")
+	data, err := o.bytes()
+	if err != nil {
+		return opError("Copy", src, err)
+	}
+	_, err = s.put(ctx, dst, bytes.NewReader(data), o.size, none, "")
 	return opError("Copy", dst, err)
 }
 

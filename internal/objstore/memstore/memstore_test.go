@@ -13,3 +13,9 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) objstore.Store { return memstore.New() }, storetest.LargeObject(0))
 }
+
+// TestConformanceDeflated runs the same suite on the store that keeps
+// objects deflated.
+func TestConformanceDeflated(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) objstore.Store { return memstore.NewDeflated() }, storetest.LargeObject(0))
+}
