@@ -8,11 +8,14 @@
 #   GB  G with a multi-pack index and bitmap
 #   H   http-backend's: one `git repack -a -d -b` pack with its bitmap to
 #       push 1,985, and the 15 completed pushes after it
+#   W   a warm node's: the full repack to push 1,500, a pack to push 1,900,
+#       a multi-pack bitmap over those two, and ten 10-push packs after
+#       it (run with W as the fourth argument; it is built only then)
 #
-# Usage: clone-layouts.sh /path/to/git.git WORKDIR [ROUNDS]
+# Usage: clone-layouts.sh /path/to/git.git WORKDIR [ROUNDS [W]]
 # The source must hold master's history; nothing is written to it.
 set -euo pipefail
-SRC=$(cd "$1" && pwd); W=$2; ROUNDS=${3:-3}
+SRC=$(cd "$1" && pwd); W=$2; ROUNDS=${3:-3}; LAYOUTS="G GB H"
 mkdir -p "$W"; W=$(cd "$W" && pwd)
 mapfile -t L < <(git -C "$SRC" rev-list --first-parent --reverse master)
 X=${L[14999]}; Y=${L[19979]}; L1=${L[19989]}; L2=${L[19999]}; Z=${L[19849]}
@@ -41,8 +44,24 @@ git -C "$W/H" fsck --connectivity-only 2>/dev/null
 rm -rf "$W/GB"; cp -r "$W/G" "$W/GB"
 s=$(date +%s%N); git -C "$W/GB" multi-pack-index write --bitmap; e=$(date +%s%N)
 echo "GB's bitmap written in $(( (e - s) / 1000000 )) ms"
+if [ "${4:-}" = W ]; then
+	LAYOUTS="G GB H W"
+	Yp=${L[18999]}
+	mk W
+	git -C "$SRC" rev-list --objects "$X" | git -C "$SRC" pack-objects -q --delta-base-offset "$W/W/objects/pack/pack" >/dev/null
+	printf '%s\n^%s\n' "$Yp" "$X" | git -C "$SRC" pack-objects -q --revs --delta-base-offset "$W/W/objects/pack/pack" >/dev/null
+	rm "$W/W/objects/info/alternates"
+	git -C "$W/W" update-ref refs/heads/main "$Yp"
+	git -C "$W/W" multi-pack-index write --bitmap
+	echo "$SRC/objects" > "$W/W/objects/info/alternates"
+	prev=$Yp
+	for i in $(seq 19099 100 19999); do c=${L[$i]}; thin W "$prev" "$c"; prev=$c; done
+	rm "$W/W/objects/info/alternates"
+	git -C "$W/W" update-ref refs/heads/main "$L2"
+	git -C "$W/W" fsck --connectivity-only 2>/dev/null
+fi
 for _ in $(seq 1 "$ROUNDS"); do
-	for t in G GB H; do
+	for t in $LAYOUTS; do
 		rm -rf "$W/clone.git"
 		s=$(date +%s%N); git clone -q --bare "file://$W/$t" "$W/clone.git"; e=$(date +%s%N)
 		echo "$t $(( (e - s) / 1000000 )) ms"
