@@ -383,12 +383,13 @@ func (n *busyNode) scanLag(ctx context.Context) uint64 {
 	return x.Seq - wm
 }
 
-// drain waits until every push is scanned and no compaction runs.
+// drain waits until every push is scanned and no compaction, and none of
+// the cache's background work, runs.
 func (n *busyNode) drain(ctx context.Context, b *testing.B) {
 	deadline := time.Now().Add(2 * time.Hour)
 	for time.Now().Before(deadline) {
 		act, err := n.srv.Scanner().Active(ctx)
-		if err == nil && len(act) == 0 && n.srv.Background().Stats().Running == 0 {
+		if err == nil && len(act) == 0 && n.srv.Background().Stats().Running == 0 && n.srv.Cache().Consolidating() == 0 {
 			return
 		}
 		time.Sleep(time.Second) // polling background work, not a timed assertion

@@ -69,6 +69,9 @@ func TestBitmapWhenMissing(t *testing.T) {
 		t.Fatal("no bitmap written for a repository without one")
 	}
 	c.Close() // waits for the background work
+	if n := c.Consolidating(); n != 0 {
+		t.Errorf("%d repositories still counted as in background work after it ended", n)
+	}
 	if n := bitmaps(snap.Dir); n != 1 {
 		t.Fatalf("%d bitmaps after the background write, want 1", n)
 	}

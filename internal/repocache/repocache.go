@@ -204,6 +204,15 @@ func (c *Cache) Close() {
 	})
 }
 
+// Consolidating returns how many repositories have background work of
+// the cache in flight (a consolidation or a bitmap), so that a benchmark
+// can wait for it to end.
+func (c *Cache) Consolidating() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.consolidating)
+}
+
 // Dir returns the cache's root directory.
 func (c *Cache) Dir() string { return c.dir }
 
