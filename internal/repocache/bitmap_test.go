@@ -9,7 +9,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // TestBitmapWhenMissing: a node that builds a repository from the log
@@ -23,13 +22,7 @@ func TestBitmapWhenMissing(t *testing.T) {
 	src := newSource(t)
 	prev := z()
 	for range 2 {
-		cm := src.commit("main")
-		var excl []string
-		if prev != z() {
-			excl = []string{prev}
-		}
-		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: prev, New: cm})
-		prev = cm
+		prev = f.commitNext(t, src, prev)
 	}
 	open := func(minBytes int64) (*repocache.Cache, <-chan struct{}) {
 		t.Helper()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/repocache"
-	"github.com/ghost-scm/ghost/internal/wal"
 )
 
 // TestConsolidateInBackground: with a Background, the packs past
@@ -55,13 +54,7 @@ func TestConsolidateInBackground(t *testing.T) {
 	prev := z()
 	push := func() *repocache.Snapshot {
 		t.Helper()
-		cm := src.commit("main")
-		var excl []string
-		if prev != z() {
-			excl = []string{prev}
-		}
-		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: prev, New: cm})
-		prev = cm
+		prev = f.commitNext(t, src, prev)
 		snap, err := c.Materialize(context.Background(), repo)
 		if err != nil {
 			t.Fatal(err)
@@ -137,13 +130,7 @@ func TestConsolidationCrashLeavesNoPack(t *testing.T) {
 	prev := z()
 	push := func(c *repocache.Cache) *repocache.Snapshot {
 		t.Helper()
-		cm := src.commit("main")
-		var excl []string
-		if prev != z() {
-			excl = []string{prev}
-		}
-		f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: prev, New: cm})
-		prev = cm
+		prev = f.commitNext(t, src, prev)
 		snap, err := c.Materialize(context.Background(), repo)
 		if err != nil {
 			t.Fatal(err)

@@ -128,6 +128,19 @@ func (f *fixture) materialize(t *testing.T, repo string) *repocache.Snapshot {
 	return snap
 }
 
+// commitNext commits a new commit of src's main to repo's log as a push
+// after prev (z() when main does not exist yet) would, and returns it.
+func (f *fixture) commitNext(t *testing.T, src *source, prev string) string {
+	t.Helper()
+	cm := src.commit("main")
+	var excl []string
+	if prev != z() {
+		excl = []string{prev}
+	}
+	f.commit(t, repo, src.pack([]string{cm}, excl), wal.Transition{Ref: "refs/heads/main", Old: prev, New: cm})
+	return cm
+}
+
 // checkMatches asserts the cached repository's refs equal the log's and
 // that it is a sound repository.
 func (f *fixture) checkMatches(t *testing.T, repo string, snap *repocache.Snapshot) {
