@@ -24,9 +24,9 @@ func TestBitmapWhenMissing(t *testing.T) {
 	for range 2 {
 		prev = f.commitNext(t, src, prev)
 	}
-	open := func(minBytes int64) (*repocache.Cache, <-chan struct{}) {
+	open := func(minBytes int64) (*repocache.Cache, <-chan int) {
 		t.Helper()
-		wrote := make(chan struct{}, 8)
+		wrote := make(chan int, 8) // what Consolidating said while it wrote
 		c, err := repocache.New(t.TempDir(), f.log, repocache.Options{
 			BitmapMinBytes: minBytes,
 			Background:     gitexec.NewBackground(gitexec.BackgroundOptions{}),
@@ -37,7 +37,7 @@ func TestBitmapWhenMissing(t *testing.T) {
 		t.Cleanup(c.Close)
 		repocache.SetTestHook(c, func(step string) {
 			if step == "bitmap" {
-				wrote <- struct{}{}
+				wrote <- c.Consolidating()
 			}
 		})
 		return c, wrote
@@ -57,7 +57,10 @@ func TestBitmapWhenMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-wrote:
+	case n := <-wrote:
+		if n != 1 {
+			t.Errorf("Consolidating was %d while the bitmap was written, want 1", n)
+		}
 	case <-time.After(time.Minute):
 		t.Fatal("no bitmap written for a repository without one")
 	}
@@ -79,12 +82,16 @@ func TestBitmapWhenMissing(t *testing.T) {
 	}
 	f.checkMatches(t, repo, snap)
 
-	// Too small for the bound, or turned off: nothing is written.
+	// Too small for the bound, or turned off: nothing is wanted, and
+	// nothing is written.
 	for _, min := range []int64{1 << 40, -1} {
 		c, wrote := open(min)
 		snap, err := c.Materialize(context.Background(), repo)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if repocache.WantsBitmap(c, snap.Dir) {
+			t.Errorf("BitmapMinBytes %d: the repository wants a bitmap", min)
 		}
 		c.Close()
 		select {
