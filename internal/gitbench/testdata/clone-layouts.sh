@@ -20,27 +20,30 @@ mkdir -p "$W"; W=$(cd "$W" && pwd)
 mapfile -t L < <(git -C "$SRC" rev-list --first-parent --reverse master)
 X=${L[14999]}; Y=${L[19979]}; L1=${L[19989]}; L2=${L[19999]}; Z=${L[19849]}
 mk() { rm -rf "$W/$1"; git init -q --bare "$W/$1"; echo "$SRC/objects" > "$W/$1/objects/info/alternates"; }
+# full: every object TIP reaches, in one pack (a full repack).
+full() { git -C "$SRC" rev-list --objects "$2" | git -C "$SRC" pack-objects -q --delta-base-offset "$W/$1/objects/pack/pack" >/dev/null; }
+# between: the objects of FROM..TO, in one self-contained pack (a roll-up).
+between() { printf '%s\n^%s\n' "$3" "$2" | git -C "$SRC" pack-objects -q --revs --delta-base-offset "$W/$1/objects/pack/pack" >/dev/null; }
 # thin: the pack of A..B as a push sends it, completed (--fix-thin) as a
 # receiving server stores it.
 thin() { printf '%s\n^%s\n' "$3" "$2" | git -C "$SRC" pack-objects --revs --thin --stdout --delta-base-offset -q | git -C "$W/$1" index-pack --stdin --fix-thin >/dev/null; }
+# pushes: thin packs from first-parent commit FROM to LAST, STEP apart.
+pushes() { local prev=${L[$2]} c; for i in $(seq $(($2 + $3)) "$3" "$4"); do c=${L[$i]}; thin "$1" "$prev" "$c"; prev=$c; done; }
+# detach: the repository stops borrowing the source's objects, main
+# points at TIP, and everything TIP reaches is there.
+detach() { rm "$W/$1/objects/info/alternates"; git -C "$W/$1" update-ref refs/heads/main "$2"; git -C "$W/$1" fsck --connectivity-only 2>/dev/null; }
 mk G
-git -C "$SRC" rev-list --objects "$X" | git -C "$SRC" pack-objects -q --delta-base-offset "$W/G/objects/pack/pack" >/dev/null
-printf '%s\n^%s\n' "$Y" "$X" | git -C "$SRC" pack-objects -q --revs --delta-base-offset "$W/G/objects/pack/pack" >/dev/null
+full G "$X"
+between G "$X" "$Y"
 thin G "$Y" "$L1"; thin G "$L1" "$L2"
-rm "$W/G/objects/info/alternates"
-git -C "$W/G" update-ref refs/heads/main "$L2"
-git -C "$W/G" fsck --connectivity-only 2>/dev/null
+detach G "$L2"
 mk H
-git -C "$SRC" rev-list --objects "$Z" | git -C "$SRC" pack-objects -q --delta-base-offset "$W/H/objects/pack/pack" >/dev/null
-rm "$W/H/objects/info/alternates"
-git -C "$W/H" update-ref refs/heads/main "$Z"
+full H "$Z"
+detach H "$Z"
 git -C "$W/H" repack -a -d -q -b
 echo "$SRC/objects" > "$W/H/objects/info/alternates"
-prev=$Z
-for i in $(seq 19859 10 19999); do c=${L[$i]}; thin H "$prev" "$c"; prev=$c; done
-rm "$W/H/objects/info/alternates"
-git -C "$W/H" update-ref refs/heads/main "$L2"
-git -C "$W/H" fsck --connectivity-only 2>/dev/null
+pushes H 19849 10 19999
+detach H "$L2"
 rm -rf "$W/GB"; cp -r "$W/G" "$W/GB"
 s=$(date +%s%N); git -C "$W/GB" multi-pack-index write --bitmap; e=$(date +%s%N)
 echo "GB's bitmap written in $(( (e - s) / 1000000 )) ms"
@@ -48,17 +51,13 @@ if [ "${4:-}" = W ]; then
 	LAYOUTS="G GB H W"
 	Yp=${L[18999]}
 	mk W
-	git -C "$SRC" rev-list --objects "$X" | git -C "$SRC" pack-objects -q --delta-base-offset "$W/W/objects/pack/pack" >/dev/null
-	printf '%s\n^%s\n' "$Yp" "$X" | git -C "$SRC" pack-objects -q --revs --delta-base-offset "$W/W/objects/pack/pack" >/dev/null
-	rm "$W/W/objects/info/alternates"
-	git -C "$W/W" update-ref refs/heads/main "$Yp"
+	full W "$X"
+	between W "$X" "$Yp"
+	detach W "$Yp"
 	git -C "$W/W" multi-pack-index write --bitmap
 	echo "$SRC/objects" > "$W/W/objects/info/alternates"
-	prev=$Yp
-	for i in $(seq 19099 100 19999); do c=${L[$i]}; thin W "$prev" "$c"; prev=$c; done
-	rm "$W/W/objects/info/alternates"
-	git -C "$W/W" update-ref refs/heads/main "$L2"
-	git -C "$W/W" fsck --connectivity-only 2>/dev/null
+	pushes W 18999 100 19999
+	detach W "$L2"
 fi
 for _ in $(seq 1 "$ROUNDS"); do
 	for t in $LAYOUTS; do
