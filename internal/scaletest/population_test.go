@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,8 +116,10 @@ func populate(t testing.TB, base objstore.Store, p population) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("populated %d repositories in %v", p.repos, time.Since(start).Round(time.Millisecond))
 	as := alerts.New(base)
 	if p.alerts > 0 {
+		var done atomic.Int64
 		err = parallel(tenants, func(i int) error {
 			// This tenant's share of the alerts, on its first repository.
 			n := p.alerts/tenants + btoi(i < p.alerts%tenants)
@@ -127,7 +130,17 @@ func populate(t testing.TB, base objstore.Store, p population) {
 			if err != nil {
 				return err
 			}
-			return recordAlerts(ctx, as, tenantName(i), r.ID, n)
+			if err := recordAlerts(ctx, as, tenantName(i), r.ID, n); err != nil {
+				return err
+			}
+			// A line a million alerts: ten million take long enough to
+			// want to see the rate and the heap on the way.
+			if d := done.Add(int64(n)); d/1000000 != (d-int64(n))/1000000 {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				t.Logf("%d alerts recorded after %v; heap in use %.1f GiB", d, time.Since(start).Round(time.Second), float64(ms.HeapInuse)/(1<<30))
+			}
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
