@@ -326,7 +326,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
-		s.ensureListings()
+		s.migrate()
 	}()
 	apiOpts := []api.Option{api.WithAlerts(s.alerts), api.WithHooks(s.hooks)}
 	var onCommit func(gitsvc.Request, wal.Result)
@@ -548,21 +548,52 @@ func (s *Server) background(timeout time.Duration, fn func(ctx context.Context))
 	}()
 }
 
+// migrate runs ensureListings once on this node. With a coordination
+// store it runs under an election, one node at a time: on an
+// installation that predates the listings or the alerts' state index,
+// the first node to lead reads every record and writes the markers, and
+// each node after it finds them with a GET or two; without it, every node
+// started together read all of it (ten million alerts at a hundred nodes
+// is a billion GETs; docs/adr/0133-migrations-under-an-election.md).
+// Until it has run here, lists read the records, which is slower, not
+// wrong.
+func (s *Server) migrate() {
+	if s.opts.Coordination == nil {
+		s.ensureListings(s.bg)
+		s.logger.Debug("the listings and the alerts' state index are complete")
+		return
+	}
+	ctx, done := context.WithCancel(s.bg)
+	defer done()
+	_ = s.lead(ctx, "listings", migrateLeaderTTL, func(lctx context.Context) {
+		s.ensureListings(lctx)
+		if lctx.Err() == nil { // else leadership was lost: do it again when won
+			s.logger.Debug("the listings and the alerts' state index are complete")
+			done()
+		}
+	})
+}
+
+// migrateLeaderTTL is how long a node that died while migrating keeps
+// the others from taking over.
+const migrateLeaderTTL = 30 * time.Second
+
 // ensureListings builds the listing keys of an installation whose
 // records predate them (docs/adr/0027-listing-keys.md), and the alerts'
 // state index (docs/adr/0122-alert-state-index.md); until then lists
-// read the records. Every node may run it at once: it is idempotent.
-func (s *Server) ensureListings() {
-	built, tenants, repos, err := s.meta.EnsureListings(s.bg)
+// read the records. It is idempotent, so two nodes that both believe
+// they lead (migrate) do nothing wrong.
+func (s *Server) ensureListings(ctx context.Context) {
+	built, tenants, repos, err := s.meta.EnsureListings(ctx)
 	switch {
-	case err != nil && s.bg.Err() == nil:
+	case err != nil && ctx.Err() == nil:
 		s.logger.Warn("building the listings of tenants and repositories failed; lists read every record until a restart builds them", "err", err)
 	case built && err == nil:
 		s.logger.Info("built the listings of tenants and repositories", "tenants", tenants, "repositories", repos)
 	}
-	built, alerts, err := s.alerts.EnsureStateIndex(s.bg)
+	built, alerts, err := s.alerts.EnsureStateIndex(ctx)
 	switch {
-	case err != nil && s.bg.Err() == nil:
+	case err != nil && ctx.Err() == nil:
 		s.logger.Warn("building the alerts' state index failed; lists by state read every alert until a restart builds it", "err", err)
 	case built && err == nil:
 		s.logger.Info("built the alerts' state index", "alerts", alerts)

@@ -223,6 +223,31 @@ type leader interface {
 	Lead(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context)) error
 }
 
+// lead runs fn while this node leads name among the nodes of its
+// coordination store (etcdcoord's election, which campaigns again when
+// fn returns or leadership is lost), waiting for the store to open
+// first; a backend that cannot elect (tests) runs fn here. The caller
+// must have a coordination store.
+func (s *Server) lead(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context)) error {
+	for ctx.Err() == nil {
+		b, ok := s.opts.Coordination.Backend()
+		if !ok {
+			t := time.NewTimer(time.Second)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			continue
+		}
+		if l, ok := b.(leader); ok {
+			return l.Lead(ctx, name, ttl, fn)
+		}
+		fn(ctx)
+	}
+	return ctx.Err()
+}
+
 // RunWebhooks delivers webhook events until ctx ends: the dispatcher,
 // and the reconciler of pending marks under an election. Without a
 // coordination store nothing is delivered, and events wait in the object
@@ -238,26 +263,7 @@ func (s *Server) RunWebhooks(ctx context.Context) error {
 		defer wg.Done()
 		_ = s.dispatcher.Run(ctx)
 	}()
-	lead := func(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context)) error {
-		for ctx.Err() == nil {
-			b, ok := s.opts.Coordination.Backend()
-			if !ok {
-				t := time.NewTimer(time.Second)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-				case <-t.C:
-				}
-				continue
-			}
-			if l, ok := b.(leader); ok {
-				return l.Lead(ctx, name, ttl, fn)
-			}
-			fn(ctx)
-		}
-		return ctx.Err()
-	}
-	_ = s.dispatcher.RunReconciler(ctx, lead, s.webhookOpts.Reconcile)
+	_ = s.dispatcher.RunReconciler(ctx, s.lead, s.webhookOpts.Reconcile)
 	wg.Wait()
 	s.boards.close()
 	return ctx.Err()
