@@ -1,11 +1,6 @@
 package memstore_test
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/ghost-scm/ghost/internal/objstore"
@@ -23,35 +18,4 @@ func TestConformance(t *testing.T) {
 // objects deflated.
 func TestConformanceDeflated(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) objstore.Store { return memstore.NewDeflated() }, storetest.LargeObject(0))
-}
-
-// TestDeflatedReusesCompressors fails when the deflated store allocates a
-// compressor or decompressor per request (over a megabyte each), which
-// made populating the scale benchmark take hours. It counts bytes, not
-// time: a collection may empty the pools a few times, never a hundred.
-func TestDeflatedReusesCompressors(t *testing.T) {
-	ctx := context.Background()
-	s := memstore.NewDeflated()
-	body := strings.Repeat(`{"rule":"generic-api-key","path":"config/1.env"},`, 8)
-	const n = 200
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := range n {
-		key := fmt.Sprintf("k/%d", i)
-		if _, err := s.Put(ctx, key, strings.NewReader(body), int64(len(body))); err != nil {
-			t.Fatal(err)
-		}
-		rc, _, err := s.Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(rc)
-		if err != nil || string(got) != body {
-			t.Fatalf("read back %q, %v", got, err)
-		}
-	}
-	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 64<<10 {
-		t.Fatalf("a put and a get allocated %d bytes on average; a compressor is not being reused", per)
-	}
 }
