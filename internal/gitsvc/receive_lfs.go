@@ -2,7 +2,6 @@ package gitsvc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -46,7 +45,10 @@ const DefaultMaxLFSPointers = 10000
 // pre-push upload was skipped (--no-verify, GIT_LFS_SKIP_PUSH) or failed,
 // and the commit would point at bytes nobody can download. It reads the
 // pushed pack's object list, the types and sizes of its objects, and the
-// blobs small enough to be pointers, all bounded by the push itself. A
+// first pointer.PrefixSize bytes of each blob (git-lfs smudges a blob of
+// any size whose prefix is a pointer), all bounded by the push itself. A
+// blob shaped like a pointer that is none is named in a warning
+// (pointer.Shaped): it was scanned as the file it is. A
 // store that cannot answer is an error: the push is refused as Busy.
 //
 // It returns the pushed pack's pointer blobs and the oids they name, for
@@ -74,26 +76,52 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 	if err != nil {
 		return nil, fmt.Errorf("lfs check: object sizes: %w", err)
 	}
-	var small strings.Builder
+	var blobs strings.Builder
 	for _, l := range strings.Split(string(checked), "\n") {
 		f := strings.Fields(l)
 		if len(f) != 3 || f[1] != "blob" {
 			continue
 		}
-		if n, err := strconv.Atoi(f[2]); err == nil && n > 0 && n <= pointer.MaxSize {
-			small.WriteString(f[0] + "\n")
+		if n, err := strconv.Atoi(f[2]); err == nil && n > 0 {
+			blobs.WriteString(f[0] + "\n")
 		}
 	}
-	if small.Len() == 0 {
+	if blobs.Len() == 0 {
 		return nil, nil
 	}
-	blobs, err := s.opts.Git.Run(ctx, dir, env, strings.NewReader(small.String()), "cat-file", "--batch")
-	if err != nil {
-		return nil, fmt.Errorf("lfs check: read small blobs: %w", err)
-	}
-	pointers, err := lfsPointers(blobs)
+	// Every blob, not only small ones: git-lfs smudges a blob of any size
+	// whose first 1024 bytes are a pointer (pointer.PrefixSize). Only
+	// that much of each is kept.
+	cmd := s.opts.Git.Command(ctx, dir, env, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(blobs.String())
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("lfs check: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("lfs check: read blobs: %w", err)
+	}
+	pointers, shaped, err := lfsPointers(out)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("lfs check: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("lfs check: read blobs: %w", cmd.Wrap(err))
+	}
+	for i, id := range shaped {
+		if i == 0 {
+			rep.detail = append(rep.detail, "warning: these blobs look like Git LFS pointers but are not pointers git-lfs reads; they were checked as the files they are:")
+		}
+		if i == lfsShownMissing {
+			rep.detail = append(rep.detail, fmt.Sprintf("warning:   ... and %d more", len(shaped)-i))
+			break
+		}
+		rep.detail = append(rep.detail, "warning:   "+id)
+	}
+	if len(shaped) > 0 {
+		s.logger.Info("push has malformed Git LFS pointers", "repo", r.Repo, "by", r.Principal, "blobs", len(shaped))
 	}
 	if len(pointers) == 0 {
 		return nil, nil
@@ -146,32 +174,50 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 }
 
 // lfsPointers reads git cat-file --batch output and returns the blobs
-// that are Git LFS pointers, with the oids they name.
-func lfsPointers(batch []byte) (map[string]string, error) {
-	oids := map[string]string{}
-	br := bufio.NewReader(bytes.NewReader(batch))
+// that are Git LFS pointers, with the oids they name, and the blobs
+// shaped like pointers that are none (pointer.Shaped). It keeps the
+// first pointer.PrefixSize bytes of each blob and skips the rest.
+func lfsPointers(batch io.Reader) (oids map[string]string, shaped []string, err error) {
+	oids = map[string]string{}
+	br := bufio.NewReaderSize(batch, 64<<10)
+	prefix := make([]byte, pointer.PrefixSize)
 	for {
 		header, err := br.ReadString('\n')
 		if err == io.EOF && header == "" {
-			return oids, nil
+			return oids, shaped, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read cat-file output: %w", err)
+			return nil, nil, fmt.Errorf("read cat-file output: %w", err)
 		}
 		f := strings.Fields(header)
 		if len(f) != 3 {
-			return nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
+			return nil, nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
 		}
-		n, err := strconv.Atoi(f[2])
-		if err != nil || n < 0 || n > pointer.MaxSize {
-			return nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
+		n, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || n < 0 {
+			return nil, nil, fmt.Errorf("unexpected cat-file header %q", strings.TrimSpace(header))
 		}
-		body := make([]byte, n+1) // the content and git's newline
-		if _, err := io.ReadFull(br, body); err != nil {
-			return nil, fmt.Errorf("read cat-file output: %w", err)
+		b := prefix[:min(n, pointer.PrefixSize)]
+		if _, err := io.ReadFull(br, b); err != nil {
+			return nil, nil, fmt.Errorf("read cat-file output: %w", err)
 		}
-		if oid, ok := pointer.Parse(body[:n]); ok {
+		rest := n - int64(len(b)) + 1 // and git's newline
+		if m, err := io.CopyN(io.Discard, br, rest); err != nil || m != rest {
+			return nil, nil, fmt.Errorf("read cat-file output: %s cut short: %w", f[0], cmpErr(err))
+		}
+		switch oid, ok := pointer.Parse(b); {
+		case ok:
 			oids[f[0]] = oid
+		case pointer.Shaped(b) && n <= pointer.MaxSize:
+			shaped = append(shaped, f[0])
 		}
 	}
+}
+
+// cmpErr names a short read that io.CopyN reported as EOF or not at all.
+func cmpErr(err error) error {
+	if err == nil || err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

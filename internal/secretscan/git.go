@@ -728,7 +728,9 @@ func (e *Engine) scanList(ctx context.Context, repo Repo, list io.Reader, s *Blo
 						s.blobs[j.oid] = append(s.blobs[j.oid], cs...)
 						mu.Unlock()
 					}
-					if !wholeHistory && len(data) <= pointer.MaxSize {
+					// Any size: git-lfs smudges a blob whose first
+					// 1024 bytes are a pointer (pointer.PrefixSize).
+					if !wholeHistory {
 						if oid, ok := pointer.Parse(data); ok {
 							mu.Lock()
 							s.pointers[j.oid] = oid

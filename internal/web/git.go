@@ -587,6 +587,23 @@ func (c *catFile) contents(obj string, limit int64) (object, []byte, error) {
 	return o, b[:o.Size], nil
 }
 
+// prefix returns an object's first n bytes (all of a smaller one) and
+// skips the rest.
+func (c *catFile) prefix(obj string, n int64) ([]byte, error) {
+	o, err := c.send("contents", obj)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, min(n, o.Size))
+	if _, err := io.ReadFull(c.out, b); err != nil {
+		return nil, fmt.Errorf("git cat-file: %w", err)
+	}
+	if _, err := c.out.Discard(int(o.Size-int64(len(b))) + 1); err != nil { // and the newline
+		return nil, fmt.Errorf("git cat-file: %w", err)
+	}
+	return b, nil
+}
+
 // errTooLarge reports an object over what the page reads.
 var errTooLarge = errors.New("object too large")
 

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 )
@@ -16,10 +15,6 @@ import (
 // shows the object it points to (its size, whether it was uploaded, a
 // download link), and raw serves the object's bytes, not the pointer
 // text (issue 23 §7).
-
-// maxPointerBytes bounds what is read of a file to tell a pointer: the
-// git-lfs specification's pointers are under 1 KiB.
-const maxPointerBytes = 1024
 
 // lfsFile is a pointer file's object.
 type lfsFile struct {
@@ -31,25 +26,22 @@ type lfsFile struct {
 
 // pointer reads the blob obj (size bytes) and returns the object it
 // points to, or nil when it is no LFS pointer or LFS is not served here.
+// It reads the blob's first pointer.PrefixSize bytes, whatever its size:
+// git-lfs smudges a longer blob whose prefix is a pointer, and the page
+// shows what a clone checks out.
 func (h *Handler) pointer(cf *catFile, obj string, size int64) (*lfsFile, error) {
-	if h.opts.LFS == nil || size > maxPointerBytes {
+	if h.opts.LFS == nil || size == 0 {
 		return nil, nil
 	}
-	_, b, err := cf.contents(obj, maxPointerBytes)
+	b, err := cf.prefix(obj, pointer.PrefixSize)
 	if err != nil {
 		return nil, err
 	}
-	oid, ok := pointer.Parse(b)
-	if !ok {
+	p, err := pointer.Decode(b)
+	if err != nil {
 		return nil, nil
 	}
-	f := &lfsFile{OID: oid}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "size "); ok {
-			f.Size, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return f, nil
+	return &lfsFile{OID: p.OID, Size: p.Size}, nil
 }
 
 // lfsFile tells the blob page about a pointer file's object: one read of
