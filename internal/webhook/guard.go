@@ -11,7 +11,8 @@ import (
 
 // ErrBlockedAddress reports a hook URL whose host resolves to an address
 // the policy refuses: loopback, link-local (cloud metadata among them),
-// private, CGNAT, unspecified or multicast. A hook could otherwise make
+// private, CGNAT, unspecified, multicast, or an IPv6 address that embeds
+// an IPv4 one (6to4, NAT64, Teredo, IPv4-compatible). A hook could otherwise make
 // a ghost node fetch its own admin endpoints or the cloud's metadata
 // service for anyone who may add a hook (server-side request forgery).
 var ErrBlockedAddress = errors.New("webhook address refused")
@@ -28,16 +29,29 @@ type Policy struct {
 
 // blocked are the networks refused by default, beyond what netip's
 // predicates name: CGNAT, the IETF protocol assignments, benchmarking,
-// the reserved class E, and NAT64's well-known prefix (which can carry
-// any of the refused IPv4 addresses).
+// the reserved class E, and every IPv6 form that carries an IPv4
+// address inside it, which could otherwise smuggle any refused IPv4
+// address (10.0.0.1, 169.254.169.254) past a check that reads only the
+// IPv6 address: NAT64's well-known and local prefixes, 6to4, Teredo,
+// IPv4-compatible and IPv4-translated addresses. IPv4-mapped addresses
+// (::ffff:a.b.c.d) are unmapped and checked as the IPv4 address they
+// are. These forms are refused whole, public IPv4 inside or not: 6to4
+// and Teredo are deprecated relays, and an operator who needs one lists
+// it in Policy.Allow.
 var blocked = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64, well-known
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // NAT64, local use
+	netip.MustParsePrefix("2002::/16"),       // 6to4
+	netip.MustParsePrefix("2001::/32"),       // Teredo
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated)
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT)
+	netip.MustParsePrefix("100::/64"),        // discard-only
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
 }
 
 // Check returns nil if a delivery may connect to addr, and an error

@@ -188,6 +188,8 @@ func TestPolicyRefusesInternalAddresses(t *testing.T) {
 		"loopback.example": addrs("127.0.0.1"),
 		"meta.example":     addrs("169.254.169.254"),
 		"mixed.example":    addrs("10.0.0.1", "fd00:ec2::254"),
+		"6to4.example":     addrs("2002:a9fe:a9fe::1"),
+		"compat.example":   addrs("::7f00:1"),
 	}
 	body := []byte(`{}`)
 	cases := []struct {
@@ -205,6 +207,12 @@ func TestPolicyRefusesInternalAddresses(t *testing.T) {
 		{"http://[::1]:" + port + "/", false, true},
 		{"http://100.64.0.1/", false, true},
 		{"http://0.0.0.0:" + port + "/", false, true},
+		{"http://[2002:7f00:1::1]:" + port + "/", false, true},
+		{"http://6to4.example/", false, true},
+		{"http://[::7f00:1]:" + port + "/", false, true},
+		{"http://compat.example:" + port + "/", false, true},
+		{"http://[64:ff9b::7f00:1]:" + port + "/", false, true},
+		{"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {
@@ -290,6 +298,13 @@ func TestPolicy(t *testing.T) {
 		{"192.168.1.1", true}, {"169.254.169.254", true}, {"fe80::1", true}, {"fd00:ec2::254", true},
 		{"100.64.0.1", true}, {"0.0.0.0", true}, {"::", true}, {"224.0.0.1", true}, {"255.255.255.255", true},
 		{"::ffff:10.0.0.1", true}, {"::ffff:100.64.0.1", true}, {"64:ff9b::a00:1", true}, {"198.18.0.1", true},
+		// IPv6 forms that carry an IPv4 address (issue 44): 6to4 of
+		// 10.0.0.1, 127.0.0.1, 169.254.169.254 and a public address;
+		// NAT64 local; IPv4-compatible; IPv4-translated; Teredo.
+		{"2002:a00:1::1", true}, {"2002:7f00:1::", true}, {"2002:a9fe:a9fe::1", true}, {"2002:5db8:d822::1", true},
+		{"64:ff9b:1::a00:1", true}, {"::a00:1", true}, {"::7f00:1", true}, {"::a9fe:a9fe", true},
+		{"::ffff:0:a00:1", true}, {"2001:0:4136:e378:8000:63bf:3fff:fdd2", true},
+		{"::ffff:93.184.216.34", false}, {"2003::1", false}, {"2001:4860:4860::8888", false},
 	} {
 		err := Policy{}.Check(netip.MustParseAddr(tc.addr))
 		if (err != nil) != tc.refused {
