@@ -37,6 +37,9 @@ type Options struct {
 	FingerprintKey []byte
 	// Matcher overrides the default KeywordMatcher (for other backends).
 	Matcher Matcher
+	// Window is the window of stream scans (ScanStream, ScanLFSStream);
+	// 0 means DefaultWindow. Tests make it small to cross boundaries.
+	Window int
 	// MaxDecodeDepth is how many times encoded segments (base64, hex,
 	// percent, unicode escapes) are decoded and rescanned; gitleaks'
 	// default is 5, 0 turns decoding off.
