@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -180,4 +181,78 @@ type shortLFS struct{}
 
 func (shortLFS) OpenLFS(context.Context, string, string, string) (io.ReadCloser, int64, bool, error) {
 	return io.NopCloser(strings.NewReader("TOKEN=abc\n")), 100, true, nil
+}
+
+// TestScanRunReadsLargeLFS: a scan run reads Git LFS objects of any size
+// (issue 43): a secret after 5 MiB of an object (past the size held whole
+// and past a stream window) is alerted at the object's line, also when
+// the file was renamed in a later commit; an object cut short of its size
+// fails the batch rather than being reported scanned.
+func TestScanRunReadsLargeLFS(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.tenant("alice")
+	repo := f.repo("alice", "assets")
+	ctx := context.Background()
+	reader, err := lfs.NewReader(f.srv.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := reader.Repo(access.Grant{RepoID: repo.ID, Tenant: "alice", Level: access.Write})
+	const fillerLines = 5 << 20 / 10
+	big := append(bytes.Repeat([]byte("# padding\n"), fillerLines), []byte("TOKEN="+secret(7)+"\n")...)
+	sum := sha256.Sum256(big)
+	oid := hex.EncodeToString(sum[:])
+	if err := store.Put(ctx, oid, int64(len(big)), bytes.NewReader(big)); err != nil {
+		t.Fatal(err)
+	}
+	ptr := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", oid, len(big))
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(dir, "secret.env"), []byte(ptr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "-m", "settings")
+	ptrBlob := git(t, dir, "rev-parse", "HEAD:secret.env")
+	git(t, dir, "mv", "secret.env", "notes.bin")
+	git(t, dir, "commit", "-q", "-m", "renamed")
+	git(t, dir, "push", "-q", f.remote("alice", "assets"), "main")
+
+	s := f.scanner(scanner.Options{})
+	if _, _, err := s.StartFull(ctx, "alice", repo.ID); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, s, f.worker(s, scanner.WorkerOptions{LFS: reader}))
+	got := view(t, f.srv.Alerts(), "alice", repo.ID)
+	want := fmt.Sprintf("secret.env:%d:%s", fillerLines+1, ptrBlob)
+	if len(got) != 1 || !slices.Contains(got[0].Places, want) {
+		t.Fatalf("alerts = %+v, want one at %s", got, want)
+	}
+
+	// A cut stream: the store says 3 MiB and the body ends at 2.
+	s = f.scanner(scanner.Options{})
+	os.WriteFile(filepath.Join(dir, "README"), []byte("again\n"), 0o644)
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "-m", "again")
+	git(t, dir, "push", "-q", f.remote("alice", "assets"), "main")
+	if _, _, err := s.StartFull(ctx, "alice", repo.ID); err != nil {
+		t.Fatal(err)
+	}
+	w := f.worker(s, scanner.WorkerOptions{LFS: cutLFS{}})
+	for range 20 {
+		if _, err = w.Step(ctx); err != nil {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("not %d", 3<<20)) {
+		t.Fatalf("a cut LFS stream was scanned: step error %v", err)
+	}
+}
+
+// cutLFS is a fault-injecting reader (a test double, declared): every
+// object it opens says 3 MiB and ends after 2.
+type cutLFS struct{}
+
+func (cutLFS) OpenLFS(context.Context, string, string, string) (io.ReadCloser, int64, bool, error) {
+	return io.NopCloser(bytes.NewReader(bytes.Repeat([]byte("x\n"), 1<<20))), 3 << 20, true, nil
 }

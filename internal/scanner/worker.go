@@ -85,14 +85,14 @@ type WorkerOptions struct {
 	Background *gitexec.Background
 
 	// LFS opens the repositories' Git LFS objects: the object of each
-	// pointer blob a batch reads, at most MaxLFSObject bytes, is scanned
-	// as the pointer's content, so a secret in a file LFS tracks is found
-	// where the pointer was added (docs/adr/0130-lfs-push-protection.md).
-	// nil scans only what git holds.
+	// pointer blob a batch reads, of any size, is scanned as the
+	// pointer's content (larger ones as a stream, in bounded memory), so
+	// a secret in a file LFS tracks is found where the pointer was added
+	// (docs/adr/0130-lfs-push-protection.md). nil scans only what git
+	// holds.
 	LFS LFSObjects
-	// MaxLFSObject is the largest LFS object scanned (default
-	// DefaultMaxLFSObject; negative: none). Larger ones are counted as
-	// skipped.
+	// MaxLFSObject, when positive, is the largest LFS object scanned;
+	// larger ones are counted as skipped. 0 (the default) scans all.
 	MaxLFSObject int64
 
 	// OnClaim and OnBatch observe the worker (tests, metrics): a shard
