@@ -26,7 +26,7 @@ var floors = map[string]int{
 	"internal/objstore/fsstore": 1, "internal/objstore/s3store": 1, "internal/objstore/memstore": 1,
 	"internal/objstore/faultstore": 1, "internal/objstore/countstore": 1, "internal/objstore/storetest": 1,
 	"internal/coord/etcdcoord": 1, "internal/coord/memcoord": 1, "internal/coord/coordtest": 1, "internal/objstore/s3store/s3test": 1,
-	"internal/etcdserver/etcdtest": 1, "internal/record": 1, "internal/wal": 1, "internal/testkit": 1,
+	"internal/etcdserver/etcdtest": 1, "internal/record": 1, "internal/wal": 1, "internal/testkit": 1, "internal/objstore/latencystore": 1,
 	// 2: the one way to run git.
 	"internal/gitexec": 2,
 	// 3: what reads git and the records of tenants and repositories.
