@@ -63,6 +63,9 @@ type Grant struct {
 	// AllowMissingLFS is the repository's setting: pushes may name Git
 	// LFS objects it does not hold (a mirror).
 	AllowMissingLFS bool
+	// LFSScanAfterPush is the repository's setting: Git LFS objects too
+	// large for push protection's budget are left to the scan run.
+	LFSScanAfterPush bool
 	// DefaultBranch is the repository's setting: the branch HEAD names,
 	// without refs/heads/ ("" when unset; docs/adr/0110-default-branch.md).
 	DefaultBranch string

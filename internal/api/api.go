@@ -355,6 +355,9 @@ type repoJSON struct {
 	// AllowMissingLFS is whether pushes may name Git LFS objects the
 	// repository does not hold (a mirror's); single answers only.
 	AllowMissingLFS *bool `json:"allow_missing_lfs,omitempty"`
+	// LFSScanAfterPush is whether Git LFS objects too large for push
+	// protection's budget are left to the scan run; single answers only.
+	LFSScanAfterPush *bool `json:"lfs_scan_after_push,omitempty"`
 }
 
 // withSettings is toRepo of a single repository, with the settings
@@ -363,8 +366,8 @@ func withSettings(r meta.Repo) repoJSON {
 	out := toRepo(r)
 	m, s, rb := r.AllowsMerge("merge"), r.AllowsMerge("squash"), r.AllowsMerge("rebase")
 	out.AllowMergeCommit, out.AllowSquashMerge, out.AllowRebaseMerge = &m, &s, &rb
-	lfs := r.AllowMissingLFS
-	out.AllowMissingLFS = &lfs
+	lfs, later := r.AllowMissingLFS, r.LFSScanAfterPush
+	out.AllowMissingLFS, out.LFSScanAfterPush = &lfs, &later
 	return out
 }
 

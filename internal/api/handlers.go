@@ -409,6 +409,7 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		PushProtection   *bool   `json:"push_protection"`
 		AllowReplaceRefs *bool   `json:"allow_replace_refs"`
 		AllowMissingLFS  *bool   `json:"allow_missing_lfs"`
+		LFSScanAfterPush *bool   `json:"lfs_scan_after_push"`
 		DefaultBranch    *string `json:"default_branch"`
 		AllowMergeCommit *bool   `json:"allow_merge_commit"`
 		AllowSquashMerge *bool   `json:"allow_squash_merge"`
@@ -418,8 +419,8 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 		return 0, nil, err
 	}
 	merges := req.AllowMergeCommit != nil || req.AllowSquashMerge != nil || req.AllowRebaseMerge != nil
-	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.AllowMissingLFS == nil && req.DefaultBranch == nil && !merges {
-		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"allow_missing_lfs\": true|false}, {\"default_branch\": \"<branch>\"}, {\"allow_merge_commit\", \"allow_squash_merge\", \"allow_rebase_merge\": true|false}", meta.ErrInvalidArgument)
+	if req.Public == nil && req.PushProtection == nil && req.AllowReplaceRefs == nil && req.AllowMissingLFS == nil && req.LFSScanAfterPush == nil && req.DefaultBranch == nil && !merges {
+		return 0, nil, fmt.Errorf("%w: nothing to change: want any of {\"public\": true|false}, {\"push_protection\": true|false}, {\"allow_replace_refs\": true|false}, {\"allow_missing_lfs\": true|false}, {\"lfs_scan_after_push\": true|false}, {\"default_branch\": \"<branch>\"}, {\"allow_merge_commit\", \"allow_squash_merge\", \"allow_rebase_merge\": true|false}", meta.ErrInvalidArgument)
 	}
 	// The default branch goes first: a request naming a branch that is
 	// malformed or missing changes nothing.
@@ -461,6 +462,12 @@ func (h *handler) patchRepo(w http.ResponseWriter, r *http.Request, p *meta.Prin
 			return 0, nil, err
 		}
 		h.log.InfoContext(r.Context(), "repository missing LFS objects setting changed", "repo", repo.FullName(), "allow_missing_lfs", *req.AllowMissingLFS, "by", p.Tenant, "token_id", p.TokenID)
+	}
+	if req.LFSScanAfterPush != nil {
+		if err := h.store.SetLFSScanAfterPush(r.Context(), repo.Owner, repo.Name, *req.LFSScanAfterPush); err != nil {
+			return 0, nil, err
+		}
+		h.log.InfoContext(r.Context(), "repository LFS scan after push setting changed", "repo", repo.FullName(), "lfs_scan_after_push", *req.LFSScanAfterPush, "by", p.Tenant, "token_id", p.TokenID)
 	}
 	if merges {
 		if err := h.store.SetMergeMethods(r.Context(), repo.Owner, repo.Name, meta.MergeMethods{Merge: req.AllowMergeCommit, Squash: req.AllowSquashMerge, Rebase: req.AllowRebaseMerge}); err != nil {

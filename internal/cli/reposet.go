@@ -14,9 +14,9 @@ import (
 // flag each, so that more can join without new subcommands. Only the
 // flags given are changed.
 func newRepoSetCmd(env *Env) *cobra.Command {
-	var pushProtection, replaceRefs, defaultBranch, mergeCommit, squashMerge, rebaseMerge, missingLFS string
+	var pushProtection, replaceRefs, defaultBranch, mergeCommit, squashMerge, rebaseMerge, missingLFS, lfsLater string
 	cmd := &cobra.Command{
-		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>] [--allow-merge-commit|--allow-squash-merge|--allow-rebase-merge on|off] [--allow-missing-lfs on|off]",
+		Use:   "set <owner>/<name> [--push-protection on|off] [--allow-replace-refs on|off] [--default-branch <branch>] [--allow-merge-commit|--allow-squash-merge|--allow-rebase-merge on|off] [--allow-missing-lfs on|off] [--lfs-scan-after-push on|off]",
 		Short: "change a repository's settings",
 		Long: `Change a repository's settings. Only the settings named by flags change.
 
@@ -41,7 +41,13 @@ three are allowed by default, and at least one must stay allowed.
 
 --allow-missing-lfs on lets pushes name Git LFS objects never uploaded to
 the repository, as a mirror's do (its objects live elsewhere); by default
-such a push is refused with the missing objects named.`,
+such a push is refused with the missing objects named.
+
+--lfs-scan-after-push on lets a push with push protection on land when Git
+LFS objects it adds are too large for what push protection reads before a
+push lands (256 MiB a push); the push's scan run reads them, of any size,
+and alerts on their secrets. By default such a push is refused, naming the
+objects it could not scan.`,
 		Args: exactArgs(1),
 	}
 	t := newTarget(env, cmd)
@@ -52,6 +58,7 @@ such a push is refused with the missing objects named.`,
 	cmd.Flags().StringVar(&squashMerge, "allow-squash-merge", "", "let pull requests merge squashed: on or off")
 	cmd.Flags().StringVar(&rebaseMerge, "allow-rebase-merge", "", "let pull requests merge rebased: on or off")
 	cmd.Flags().StringVar(&missingLFS, "allow-missing-lfs", "", "let pushes name Git LFS objects the repository does not hold (a mirror): on or off")
+	cmd.Flags().StringVar(&lfsLater, "lfs-scan-after-push", "", "let pushes land with Git LFS objects too large for push protection, scanned after the push: on or off")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		owner, name, err := splitRepo(args[0])
 		if err != nil {
@@ -69,6 +76,7 @@ such a push is refused with the missing objects named.`,
 			{"--allow-squash-merge", "squash merges allowed", squashMerge, &s.AllowSquashMerge},
 			{"--allow-rebase-merge", "rebase merges allowed", rebaseMerge, &s.AllowRebaseMerge},
 			{"--allow-missing-lfs", "missing LFS objects allowed", missingLFS, &s.AllowMissingLFS},
+			{"--lfs-scan-after-push", "LFS objects scanned after the push", lfsLater, &s.LFSScanAfterPush},
 		} {
 			switch st.value {
 			case "":
@@ -88,7 +96,7 @@ such a push is refused with the missing objects named.`,
 			said = append(said, "default branch "+defaultBranch)
 		}
 		if len(said) == 0 {
-			return usageErrorf("nothing to change: want --push-protection, --allow-replace-refs, --allow-merge-commit, --allow-squash-merge, --allow-rebase-merge or --allow-missing-lfs, on or off, or --default-branch <branch>")
+			return usageErrorf("nothing to change: want --push-protection, --allow-replace-refs, --allow-merge-commit, --allow-squash-merge, --allow-rebase-merge, --allow-missing-lfs or --lfs-scan-after-push, on or off, or --default-branch <branch>")
 		}
 		return t.runAPI(true, storeOptions{}, func(ctx context.Context, c *conn, _ []string) error {
 			if _, err := c.UpdateRepo(ctx, owner, name, s); err != nil {

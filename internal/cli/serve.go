@@ -158,16 +158,17 @@ func newServeCmd(env *Env) *cobra.Command {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		srv, err := server.New(ctx, server.Options{
-			Registry:          reg,
-			Store:             store,
-			CacheDir:          cfg.Cache(),
-			Logger:            logger,
-			Limits:            limits.Git(),
-			StoreTempMaxAge:   config.Off(limits.StoreTempMaxAge),
-			LFSMaxObjectBytes: config.Off(limits.LFSMaxObjectBytes),
-			LFSQuotaBytes:     limits.LFSQuotaBytes,
-			LFSPresigner:      presigner,
-			LFSPresignExpiry:  lfsDirect.expiry,
+			Registry:            reg,
+			Store:               store,
+			CacheDir:            cfg.Cache(),
+			Logger:              logger,
+			Limits:              limits.Git(),
+			StoreTempMaxAge:     config.Off(limits.StoreTempMaxAge),
+			LFSMaxObjectBytes:   config.Off(limits.LFSMaxObjectBytes),
+			PushProtectLFSBytes: config.Off(limits.PushProtectLFSBytes),
+			LFSQuotaBytes:       limits.LFSQuotaBytes,
+			LFSPresigner:        presigner,
+			LFSPresignExpiry:    lfsDirect.expiry,
 
 			SSHHandshakeTimeout:            config.Off(limits.SSHHandshakeTimeout),
 			SSHMaxUnauthenticated:          config.Off(limits.SSHMaxUnauthenticated),

@@ -69,6 +69,9 @@ type Repo struct {
 	// AllowMissingLFS: pushes may name Git LFS objects the repository
 	// does not hold (a mirror's); set in single answers.
 	AllowMissingLFS *bool `json:"allow_missing_lfs,omitempty"`
+	// LFSScanAfterPush: Git LFS objects too large for push protection's
+	// budget are left to the scan run; set in single answers.
+	LFSScanAfterPush *bool `json:"lfs_scan_after_push,omitempty"`
 }
 
 // RepoSettings changes a repository's settings: only the fields set.
@@ -82,6 +85,7 @@ type RepoSettings struct {
 	AllowSquashMerge *bool   `json:"allow_squash_merge,omitempty"`
 	AllowRebaseMerge *bool   `json:"allow_rebase_merge,omitempty"`
 	AllowMissingLFS  *bool   `json:"allow_missing_lfs,omitempty"`
+	LFSScanAfterPush *bool   `json:"lfs_scan_after_push,omitempty"`
 }
 
 // AlertLocation is one place an alert's secret was found.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/gitsvc"
 	"github.com/ghost-scm/ghost/internal/lfs"
+	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/sshd"
 )
 
@@ -32,6 +33,9 @@ type Limits struct {
 	// LFSQuotaBytes bounds the Git LFS bytes one tenant stores, counted
 	// once for all its repositories (0: no bound; docs/adr/0129-lfs-gc.md).
 	LFSQuotaBytes int64
+	// PushProtectLFSBytes bounds the Git LFS bytes push protection reads
+	// before a push lands (docs/adr/0130-lfs-push-protection.md).
+	PushProtectLFSBytes int64
 
 	// The SSH transport's (docs/adr/0090-bounded-serving.md).
 	SSHHandshakeTimeout            time.Duration
@@ -67,6 +71,9 @@ func (l *Limits) Register(fs *pflag.FlagSet) {
 		usage("largest Git LFS object accepted", "GHOST_LFS_MAX_OBJECT_BYTES"))
 	Var(fs, (*bytesValue)(&l.LFSQuotaBytes), "lfs-quota-bytes", "GHOST_LFS_QUOTA_BYTES",
 		usage("Git LFS bytes one tenant may store, counted once for all its repositories and forks", "GHOST_LFS_QUOTA_BYTES"))
+	l.PushProtectLFSBytes = pushprotect.DefaultMaxLFSBytes
+	Var(fs, (*bytesValue)(&l.PushProtectLFSBytes), "push-protection-lfs-bytes", "GHOST_PUSH_PROTECTION_LFS_BYTES",
+		usage("Git LFS bytes push protection reads before a push lands, riskiest files first; a push adding more is refused unless its repository scans LFS objects after the push", "GHOST_PUSH_PROTECTION_LFS_BYTES"))
 	DurationVar(fs, &l.StoreTempMaxAge, "store-temp-max-age", "GHOST_STORE_TEMP_MAX_AGE", DefaultStoreTempMaxAge,
 		usage("at start, remove filesystem-store write temporaries older than this", "GHOST_STORE_TEMP_MAX_AGE"))
 	DurationVar(fs, &l.SSHHandshakeTimeout, "ssh-handshake-timeout", "GHOST_SSH_HANDSHAKE_TIMEOUT", sshd.DefaultHandshakeTimeout,
@@ -117,7 +124,7 @@ func (l *Limits) Err() error {
 		"fetch-request-timeout": int64(l.FetchRequestTimeout), "io-timeout": int64(l.IOTimeout),
 		"max-git-processes": int64(l.MaxGitProcesses), "git-queue": int64(l.GitQueue),
 		"git-queue-timeout": int64(l.GitQueueTimeout), "store-temp-max-age": int64(l.StoreTempMaxAge),
-		"lfs-max-object-bytes": l.LFSMaxObjectBytes, "lfs-quota-bytes": l.LFSQuotaBytes,
+		"lfs-max-object-bytes": l.LFSMaxObjectBytes, "lfs-quota-bytes": l.LFSQuotaBytes, "push-protection-lfs-bytes": l.PushProtectLFSBytes,
 		"ssh-handshake-timeout": int64(l.SSHHandshakeTimeout), "ssh-max-unauthenticated": int64(l.SSHMaxUnauthenticated),
 		"ssh-max-unauthenticated-per-source": int64(l.SSHMaxUnauthenticatedPerSource),
 		"ssh-max-connections-per-principal":  int64(l.SSHMaxConnsPerPrincipal),

@@ -215,6 +215,10 @@ type Request struct {
 	// AllowMissingLFS is the repository's setting: a push may name Git
 	// LFS objects the repository does not hold (a mirror's).
 	AllowMissingLFS bool
+	// LFSScanAfterPush is the repository's setting: Git LFS objects too
+	// large for push protection's budget do not refuse the push; its scan
+	// run reads them (pushprotect.Push.LFSScanAfterPush).
+	LFSScanAfterPush bool
 	// DefaultBranch is the repository's setting: the branch HEAD names,
 	// which clones check out and a push may not delete, without
 	// refs/heads/ ("" lets the cache choose; docs/adr/0110-default-branch.md).
@@ -305,6 +309,6 @@ func GrantRequest(g access.Grant) Request {
 	return Request{
 		Repo: g.RepoID, Principal: g.Principal, Actor: g.Actor, Tenant: g.Tenant, Name: g.Name,
 		PushProtection: g.PushProtection, AllowReplaceRefs: g.AllowReplaceRefs, DefaultBranch: g.DefaultBranch,
-		BranchRules: g.BranchRules, AllowMissingLFS: g.AllowMissingLFS,
+		BranchRules: g.BranchRules, AllowMissingLFS: g.AllowMissingLFS, LFSScanAfterPush: g.LFSScanAfterPush,
 	}
 }

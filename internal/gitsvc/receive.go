@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -266,7 +267,7 @@ func (s *Service) push(ctx context.Context, r Request, req *pushRequest, spool *
 
 	// 4a. Git LFS: the objects the push's pointers name were uploaded
 	// (docs/design.md §7.10).
-	var lfsPointers map[string]string
+	var lfsPointers map[string]pointer.Pointer
 	if s.opts.LFS != nil && packHash != "" {
 		if lfsPointers, err = s.checkLFS(ctx, r, snap.Dir, env, filepath.Join(q, "pack", "pack-"+packHash+".idx"), rep); err != nil {
 			return nil, res, err

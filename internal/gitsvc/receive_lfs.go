@@ -53,7 +53,7 @@ const DefaultMaxLFSPointers = 10000
 //
 // It returns the pushed pack's pointer blobs and the oids they name, for
 // push protection to scan the objects (nil when it refused the push).
-func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []string, packIdx string, rep *report) (map[string]string, error) {
+func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []string, packIdx string, rep *report) (map[string]pointer.Pointer, error) {
 	idx, err := os.Open(packIdx)
 	if err != nil {
 		return nil, fmt.Errorf("lfs check: %w", err)
@@ -127,8 +127,8 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 		return nil, nil
 	}
 	oids := make([]string, 0, len(pointers))
-	for _, oid := range pointers {
-		oids = append(oids, oid)
+	for _, p := range pointers {
+		oids = append(oids, p.OID)
 	}
 	slices.Sort(oids)
 	oids = slices.Compact(oids)
@@ -151,8 +151,8 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 		for _, oid := range missing {
 			gone[oid] = true
 		}
-		for blob, oid := range pointers {
-			if gone[oid] {
+		for blob, p := range pointers {
+			if gone[p.OID] {
 				delete(pointers, blob)
 			}
 		}
@@ -174,17 +174,17 @@ func (s *Service) checkLFS(ctx context.Context, r Request, dir string, env []str
 }
 
 // lfsPointers reads git cat-file --batch output and returns the blobs
-// that are Git LFS pointers, with the oids they name, and the blobs
+// that are Git LFS pointers, with what they name, and the blobs
 // shaped like pointers that are none (pointer.Shaped). It keeps the
 // first pointer.PrefixSize bytes of each blob and skips the rest.
-func lfsPointers(batch io.Reader) (oids map[string]string, shaped []string, err error) {
-	oids = map[string]string{}
+func lfsPointers(batch io.Reader) (ptrs map[string]pointer.Pointer, shaped []string, err error) {
+	ptrs = map[string]pointer.Pointer{}
 	br := bufio.NewReaderSize(batch, 64<<10)
 	prefix := make([]byte, pointer.PrefixSize)
 	for {
 		header, err := br.ReadString('\n')
 		if err == io.EOF && header == "" {
-			return oids, shaped, nil
+			return ptrs, shaped, nil
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("read cat-file output: %w", err)
@@ -205,9 +205,9 @@ func lfsPointers(batch io.Reader) (oids map[string]string, shaped []string, err 
 		if m, err := io.CopyN(io.Discard, br, rest); err != nil || m != rest {
 			return nil, nil, fmt.Errorf("read cat-file output: %s cut short: %w", f[0], cmpErr(err))
 		}
-		switch oid, ok := pointer.Parse(b); {
-		case ok:
-			oids[f[0]] = oid
+		switch p, err := pointer.Decode(b); {
+		case err == nil && len(b) > 0:
+			ptrs[f[0]] = p
 		case pointer.Shaped(b) && n <= pointer.MaxSize:
 			shaped = append(shaped, f[0])
 		}

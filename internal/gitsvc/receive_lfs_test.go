@@ -19,7 +19,7 @@ func TestLFSPointersReadsBatch(t *testing.T) {
 		"cccc blob " + itoa(len(padded)) + "\n" + padded + "\n" +
 		"dddd blob " + itoa(len(malformed)) + "\n" + malformed + "\n"
 	oids, shaped, err := lfsPointers(strings.NewReader(batch))
-	if err != nil || len(oids) != 2 || oids["aaaa"] != testOID || oids["cccc"] != testOID {
+	if err != nil || len(oids) != 2 || oids["aaaa"].OID != testOID || oids["cccc"].OID != testOID || oids["aaaa"].Size != 3 {
 		t.Fatalf("lfsPointers = %v, %v", oids, err)
 	}
 	if len(shaped) != 1 || shaped[0] != "dddd" {

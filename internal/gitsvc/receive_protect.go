@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 	"github.com/ghost-scm/ghost/internal/pushprotect"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 )
@@ -20,7 +21,7 @@ const replacePrefix = "refs/replace/"
 //
 // lfsPointers are the push's Git LFS pointer blobs and their oids
 // (checkLFS): their objects are scanned as the pointers' files.
-func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir string, env []string, lfsPointers map[string]string, rep *report) error {
+func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir string, env []string, lfsPointers map[string]pointer.Pointer, rep *report) error {
 	updates := make([]pushprotect.Update, len(req.cmds))
 	for i, c := range req.cmds {
 		updates[i] = pushprotect.Update{Ref: c.Ref, Old: c.Old, New: c.New}
@@ -31,6 +32,7 @@ func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir 
 	}
 	if s.opts.LFS != nil && len(lfsPointers) > 0 {
 		p.LFSPointers, p.LFS = lfsPointers, lfsRepo{s.opts.LFS, r.Tenant, r.Repo}
+		p.LFSScanAfterPush = r.LFSScanAfterPush
 	}
 	v, err := s.opts.PushProtect.Check(ctx, p)
 	var oe *pushprotect.OptionError
@@ -48,10 +50,14 @@ func (s *Service) protect(ctx context.Context, r Request, req *pushRequest, dir 
 		return &Error{Kind: Busy, Msg: "push protection could not check the push; nothing was changed, retry the push", Err: err, RetryAfter: 1}
 	}
 	rep.message = v.Message
-	attrs := []any{"repo", r.Repo, "by", r.Principal, "findings", len(v.Findings), "blobs", v.Stats.BlobsScanned, "bytes", v.Stats.BytesScanned, "duration", v.Duration}
+	attrs := []any{"repo", r.Repo, "by", r.Principal, "findings", len(v.Findings), "blobs", v.Stats.BlobsScanned, "bytes", v.Stats.BytesScanned, "lfs_unscanned", len(v.Unscanned), "duration", v.Duration}
 	switch {
 	case v.Blocked:
-		rep.failAll(pushprotect.Reason)
+		reason := v.Reason
+		if reason == "" {
+			reason = pushprotect.Reason
+		}
+		rep.failAll(reason)
 		s.logger.Info("push protection: push blocked", attrs...)
 	case v.Bypass != "" && len(v.Findings) > 0:
 		s.logger.Info("push protection: bypassed", append(attrs, "reason", v.Bypass)...)

@@ -116,6 +116,12 @@ type Repo struct {
 	// the repository, as a mirror's pushes do (docs/design.md §7.10).
 	// Off by default: such a push is refused. A fork starts with it off.
 	AllowMissingLFS bool
+	// LFSScanAfterPush lets a push with push protection on land when Git
+	// LFS objects it adds are too large for the push's scan budget; the
+	// push's scan run reads them and alerts (docs/adr/0130-lfs-push-protection.md).
+	// Off by default: such a push is refused, naming the objects. A fork
+	// starts with it off.
+	LFSScanAfterPush bool
 	// DefaultBranch is the branch a clone checks out and HEAD names
 	// ("dev", without refs/heads/), or "" until an admin of the
 	// repository sets one: then, and whenever the branch is missing, the

@@ -118,6 +118,9 @@ type repoRecord struct {
 	// AllowMissingLFS lets pushes name Git LFS objects the repository
 	// does not hold (a mirror's); absent in older records, so refused.
 	AllowMissingLFS bool `json:"allow_missing_lfs,omitempty"`
+	// LFSScanAfterPush leaves LFS objects past push protection's budget
+	// to the scan run; absent in older records, so such pushes are refused.
+	LFSScanAfterPush bool `json:"lfs_scan_after_push,omitempty"`
 	// DenyMergeCommit, DenySquashMerge and DenyRebaseMerge turn off a
 	// strategy of merging pull requests (docs/adr/0119-server-side-merge.md);
 	// absent in older records, so every strategy is allowed, as on GitHub.
@@ -136,7 +139,7 @@ type repoRecord struct {
 
 func (r *repoRecord) repo() Repo {
 	return Repo{ID: r.ID, Owner: r.Owner, Name: r.Name, Public: r.Public, CreatedAt: r.CreatedAt, ForkedFrom: r.ForkedFrom, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch,
-		AllowMissingLFS: r.AllowMissingLFS, DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge,
+		AllowMissingLFS: r.AllowMissingLFS, LFSScanAfterPush: r.LFSScanAfterPush, DenyMergeCommit: r.DenyMergeCommit, DenySquashMerge: r.DenySquashMerge, DenyRebaseMerge: r.DenyRebaseMerge,
 		BranchRules: cloneRules(r.BranchRules)}
 }
 

@@ -32,6 +32,14 @@ func (s *Store) SetAllowMissingLFS(ctx context.Context, owner, name string, on b
 	return s.setFlag(ctx, owner, name, "missing LFS objects", func(r *repoRecord) *bool { return &r.AllowMissingLFS }, on)
 }
 
+// SetLFSScanAfterPush lets pushes into owner/name land with Git LFS
+// objects too large for push protection's budget, leaving them to the
+// push's scan run, or refuses such pushes again (the default;
+// docs/adr/0130-lfs-push-protection.md).
+func (s *Store) SetLFSScanAfterPush(ctx context.Context, owner, name string, on bool) error {
+	return s.setFlag(ctx, owner, name, "LFS scan after push", func(r *repoRecord) *bool { return &r.LFSScanAfterPush }, on)
+}
+
 // setFlag sets one boolean setting of owner/name's record to on, by
 // compare-and-swap (record.Update): the outcome follows
 // docs/adr/0006-write-outcomes.md, and setting a value is idempotent, so a

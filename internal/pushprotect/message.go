@@ -1,6 +1,7 @@
 package pushprotect
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"unicode"
@@ -144,4 +145,62 @@ func printable(s string) string {
 		}
 	}
 	return s
+}
+
+// maxUnscannedListed bounds the unscanned LFS objects a message names.
+const maxUnscannedListed = 10
+
+func (s *Checker) unscannedMessage(objs []LFSObject) []string {
+	budget := cmp.Or(s.opts.MaxLFSBytes, DefaultMaxLFSBytes)
+	out := []string{
+		"error: push declined: Git LFS objects could not be scanned for secrets",
+		"",
+		"- GHOST PUSH PROTECTION",
+		rule,
+		fmt.Sprintf("    This push adds Git LFS objects past the %s push protection reads", mib(budget)),
+		"    before a push lands; it scanned the others, in order of risk:",
+		"",
+	}
+	out = append(out, listObjects(objs)...)
+	out = append(out,
+		"",
+		"     (?) Push them in smaller pushes (fewer large files each), or ask a",
+		"         writer of the repository to scan Git LFS objects after the push:",
+		"         ghost repo set <owner>/<name> --lfs-scan-after-push on",
+		"         (they then land, and the push's scan run alerts on their secrets).",
+		"",
+	)
+	return out
+}
+
+func (s *Checker) scanLaterMessage(objs []LFSObject) []string {
+	out := []string{
+		"",
+		"- GHOST PUSH PROTECTION",
+		rule,
+		fmt.Sprintf("    %d Git LFS object(s) were too large to scan before the push; the", len(objs)),
+		"    repository scans them after it, and alerts on what it finds:",
+		"",
+	}
+	return append(append(out, listObjects(objs)...), "")
+}
+
+func listObjects(objs []LFSObject) []string {
+	var out []string
+	for i, o := range objs {
+		if i == maxUnscannedListed {
+			out = append(out, fmt.Sprintf("       and %d more (%d in all)", len(objs)-i, len(objs)))
+			break
+		}
+		out = append(out, fmt.Sprintf("       - %s (%s, sha256:%s)", printable(o.Path), mib(o.Size), o.OID))
+	}
+	return out
+}
+
+// mib writes n bytes in MiB, or in bytes under one.
+func mib(n int64) string {
+	if n < 1<<20 {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/alerts"
 	"github.com/ghost-scm/ghost/internal/gitexec"
+	"github.com/ghost-scm/ghost/internal/lfs/pointer"
 	"github.com/ghost-scm/ghost/internal/secretscan"
 	"github.com/ghost-scm/ghost/internal/wal"
 )
@@ -54,6 +55,10 @@ const (
 // Reason is the report-status reason of every ref of a blocked push:
 // git shows it as "! [remote rejected] <ref> (<Reason>)".
 const Reason = "secret detected by push protection"
+
+// ReasonUnscanned is the reason of a push refused because Git LFS objects
+// it adds could not be scanned within its budget (lfs.go).
+const ReasonUnscanned = "Git LFS objects too large to scan before the push"
 
 // Update is one ref update of a push: Old is the zero id for a create,
 // New is the zero id for a delete.
@@ -88,11 +93,13 @@ type Options struct {
 	// MaxBypass secrets in one push may be bypassed (default
 	// DefaultMaxBypass); a push with more is blocked even with a bypass.
 	MaxBypass int
-	// MaxLFSObject is the largest Git LFS object scanned (default
-	// DefaultMaxLFSObject; negative: none), and MaxLFSBytes bounds the
-	// LFS bytes one push has scanned (default DefaultMaxLFSBytes).
-	MaxLFSObject int64
-	MaxLFSBytes  int64
+	// WholeLFSObject is the largest Git LFS object read whole (default
+	// DefaultWholeLFSObject); larger ones are scanned as a stream.
+	// MaxLFSBytes bounds the LFS bytes one push reads (default
+	// DefaultMaxLFSBytes; negative: no bound); objects past it are not
+	// read, and refuse the push unless Push.LFSScanAfterPush (lfs.go).
+	WholeLFSObject int64
+	MaxLFSBytes    int64
 }
 
 // Checker checks pushes. It holds the compiled rules, shared by every
@@ -151,10 +158,14 @@ type Push struct {
 	// Options are the push options as the client sent them.
 	Options []string
 	// LFSPointers maps the blobs of the push that are Git LFS pointers
-	// to the oids they name, and LFS opens those objects, whose text is
+	// to what they name, and LFS opens those objects, whose text is
 	// scanned as the pointer's file (lfs.go). Nil LFS scans none.
-	LFSPointers map[string]string
+	LFSPointers map[string]pointer.Pointer
 	LFS         LFSObjects
+	// LFSScanAfterPush is the repository's setting: LFS objects past the
+	// push's budget do not refuse it; they are left to the push's scan
+	// run, which reads objects of any size, and alerts.
+	LFSScanAfterPush bool
 }
 
 // Verdict is the outcome of a check.
@@ -171,6 +182,13 @@ type Verdict struct {
 	// Message holds lines for the pusher's terminal (git prints each as
 	// "remote: <line>"); empty for a clean push.
 	Message []string
+	// Reason is the report-status reason of a blocked push's refs:
+	// Reason, or ReasonUnscanned when only unscanned LFS objects block.
+	Reason string
+	// Unscanned are the push's LFS objects past its budget, not read
+	// before the commit point: they blocked the push, or, with
+	// Push.LFSScanAfterPush, are left to its scan run.
+	Unscanned []LFSObject
 	// Stats counts what was scanned.
 	Stats secretscan.Stats
 	// Duration is how long the check took.
@@ -243,39 +261,64 @@ func (s *Checker) Check(ctx context.Context, p Push) (*Verdict, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pushprotect: scan: %w", err)
 	}
-	v.Stats = bs.Stats
-	lfs, err := s.scanLFS(ctx, e, p, refs, paths)
+	lfs, err := s.scanLFS(ctx, e, bs, p, paths)
 	if err != nil {
 		return nil, err
 	}
-	v.Stats.Add(lfs.stats)
-	if bs.FindingBlobs() == 0 && bs.FindingMessages() == 0 && len(lfs.findings) == 0 {
+	v.Stats = bs.Stats
+	v.Stats.Add(lfs.stats) // the objects not read
+	v.Unscanned = lfs.unscanned
+	// Objects past the budget refuse the push, secrets or not, unless the
+	// repository leaves them to the scan run; then the pusher is told.
+	refuseUnscanned := len(v.Unscanned) > 0 && !p.LFSScanAfterPush
+	var later []string
+	if len(v.Unscanned) > 0 && p.LFSScanAfterPush {
+		later = s.scanLaterMessage(v.Unscanned)
+	}
+	if bs.FindingBlobs() == 0 && bs.FindingMessages() == 0 {
+		if refuseUnscanned {
+			v.Blocked, v.Reason = true, ReasonUnscanned
+			v.Message = s.unscannedMessage(v.Unscanned)
+		}
+		v.Message = append(v.Message, later...)
 		return v, nil
 	}
-	fs, err := s.place(ctx, e, p.Repo, bs, tips, refs, paths)
+	fs, err := s.place(ctx, e, p.Repo, bs, tips, refs, paths, p.LFS)
 	if err != nil {
 		return nil, err
 	}
 	fs = append(fs, bs.MessageFindings()...)
-	fs = append(fs, lfs.findings...)
 	v.Findings = fs
 	if len(fs) == 0 {
+		if refuseUnscanned {
+			v.Blocked, v.Reason = true, ReasonUnscanned
+			v.Message = s.unscannedMessage(v.Unscanned)
+		}
+		v.Message = append(v.Message, later...)
 		return v, nil
 	}
 	switch {
 	case opts.Bypass == "":
-		v.Blocked = true
+		v.Blocked, v.Reason = true, Reason
 		v.Message = s.blockedMessage(fs)
-		return v, nil
 	case len(fs) > s.opts.MaxBypass:
-		v.Blocked = true
+		v.Blocked, v.Reason = true, Reason
 		v.Message = s.tooManyMessage(fs)
+	case refuseUnscanned:
+		// Nothing is recorded: the push is refused whole, the bypass
+		// with it.
+		v.Blocked, v.Reason = true, ReasonUnscanned
+	}
+	if v.Blocked {
+		if refuseUnscanned {
+			v.Message = append(v.Message, s.unscannedMessage(v.Unscanned)...)
+		}
 		return v, nil
 	}
 	if err := s.recordBypass(ctx, p, opts.Bypass, fs, key, lfs.content); err != nil {
 		return nil, err
 	}
-	v.Message = s.bypassedMessage(fs, opts.Bypass)
+	v.Message = append(s.bypassedMessage(fs, opts.Bypass), later...)
 	return v, nil
 }
 
@@ -290,7 +333,7 @@ func (s *Checker) Check(ctx context.Context, p Push) (*Verdict, error) {
 // (only those of files with candidates: the cost stays with the push),
 // and the blobs attributed again. What no diff of the pushed commits
 // adds is located under the pushed refs.
-func (s *Checker) place(ctx context.Context, e *secretscan.Engine, repo secretscan.Repo, bs *secretscan.BlobScan, tips []string, refs []secretscan.RefTip, paths map[string]string) ([]secretscan.Finding, error) {
+func (s *Checker) place(ctx context.Context, e *secretscan.Engine, repo secretscan.Repo, bs *secretscan.BlobScan, tips []string, refs []secretscan.RefTip, paths map[string]string, lfs LFSObjects) ([]secretscan.Finding, error) {
 	if bs.FindingBlobs() == 0 {
 		return nil, nil
 	}
@@ -306,17 +349,17 @@ func (s *Checker) place(ctx context.Context, e *secretscan.Engine, repo secretsc
 		}
 	}
 	if len(prev) > 0 {
-		// The blobs with candidates again, with their paths so that
-		// path-only rules match as in the first pass; the previous
-		// versions need none (only content candidates are compared).
-		ids := prev
-		for _, id := range bs.CandidateBlobs() {
-			ids = append(ids, id+" "+paths[id])
-		}
-		bs, err = e.ScanObjects(ctx, repo, ids, nil)
+		// The previous versions need no paths (only content candidates
+		// are compared); a previous version that is a Git LFS pointer is
+		// compared by its object, read as the push's are.
+		ps, err := e.ScanObjects(ctx, repo, prev, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pushprotect: scan previous versions: %w", err)
 		}
+		if err := s.scanPreviousLFS(ctx, ps, lfs); err != nil {
+			return nil, err
+		}
+		bs.Merge(ps)
 		if a, err = bs.AttributeAll(ctx, repo, revs); err != nil {
 			return nil, fmt.Errorf("pushprotect: attribute: %w", err)
 		}

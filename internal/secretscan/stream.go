@@ -180,3 +180,41 @@ func (s *BlobScan) ScanLFSStream(id string, r io.Reader) (Stats, error) {
 	s.Stats.Add(st)
 	return st, nil
 }
+
+// HasPathRule reports whether a rule restricted to paths applies at p: a
+// file there is one the rules single out (a key store, a credentials
+// file), which callers that must order their work read first.
+func (e *Engine) HasPathRule(p string) bool {
+	for i := range e.cfg.Rules {
+		if r := e.cfg.Rules[i].Path; r != nil && r.MatchString(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Merge adds the candidates of o, a scan of more objects with the same
+// engine (a push's previous versions of the files it changes), to s, so
+// that attribution compares each file with its previous version with
+// the candidates of both, a Git LFS object's included (ScanLFS on either
+// scan), without scanning s's blobs again. o's pointer blobs join s's.
+func (s *BlobScan) Merge(o *BlobScan) {
+	for id, cs := range o.blobs {
+		s.blobs[id] = append(s.blobs[id], cs...)
+	}
+	for id, bits := range o.skipRules {
+		if _, ok := s.skipRules[id]; !ok {
+			if s.skipRules == nil {
+				s.skipRules = map[string]uint64{}
+			}
+			s.skipRules[id] = bits
+		}
+	}
+	for id, oid := range o.pointers {
+		if s.pointers == nil {
+			s.pointers = map[string]string{}
+		}
+		s.pointers[id] = oid
+	}
+	s.Stats.Add(o.Stats)
+}

@@ -102,6 +102,10 @@ type Options struct {
 	// LFSMaxObjectBytes bounds one Git LFS object (lfs.Options
 	// MaxObjectSize: 0 the default, negative none).
 	LFSMaxObjectBytes int64
+	// PushProtectLFSBytes bounds the Git LFS bytes push protection reads
+	// before a push lands (pushprotect.Options.MaxLFSBytes: 0 the
+	// default, negative no bound).
+	PushProtectLFSBytes int64
 	// LFSQuotaBytes bounds one tenant's stored Git LFS bytes (lfs.Options
 	// QuotaBytes; 0 or negative: none).
 	LFSQuotaBytes int64
@@ -370,7 +374,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	svc.Logger, svc.Metrics = opts.Logger, metrics
 	svc.Limits = opts.Limits
 	svc.Serving = s.bgWork
-	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{})
+	protect, err := pushprotect.New(nil, s.alerts, pushprotect.Options{MaxLFSBytes: opts.PushProtectLFSBytes})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -724,7 +728,7 @@ func (a metaAuth) grant(ctx context.Context, p *meta.Principal, owner, name stri
 	if err != nil {
 		return access.Grant{}, gitAuthError("authorize write", err)
 	}
-	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch, BranchRules: r.BranchRules, AllowMissingLFS: r.AllowMissingLFS}
+	g := access.Grant{RepoID: r.ID, Tenant: r.Owner, Name: r.Name, PushProtection: r.PushProtection, AllowReplaceRefs: r.AllowReplaceRefs, DefaultBranch: r.DefaultBranch, BranchRules: r.BranchRules, AllowMissingLFS: r.AllowMissingLFS, LFSScanAfterPush: r.LFSScanAfterPush}
 	switch {
 	case write:
 		g.Level = access.Write

@@ -50,7 +50,7 @@ func (p PullPusher) Push(ctx context.Context, pp pulls.Push) (pulls.PushResult, 
 	req := gitsvc.Request{
 		Repo: pp.Repo.ID, Principal: pp.By, Tenant: pp.Repo.Owner,
 		PushProtection: pp.Repo.PushProtection, AllowReplaceRefs: pp.Repo.AllowReplaceRefs,
-		BranchRules: pp.Repo.BranchRules, AllowMissingLFS: pp.Repo.AllowMissingLFS,
+		BranchRules: pp.Repo.BranchRules, AllowMissingLFS: pp.Repo.AllowMissingLFS, LFSScanAfterPush: pp.Repo.LFSScanAfterPush,
 	}
 	sp := gitsvc.ServerPush{Request: req, Pack: pp.Pack}
 	for _, u := range pp.Updates {
