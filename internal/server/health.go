@@ -75,6 +75,10 @@ type meteredProtect struct {
 	inner    gitsvc.PushProtector
 	checks   *prometheus.CounterVec
 	duration prometheus.Histogram
+	// unscanned counts the Git LFS objects pushes added past push
+	// protection's budget: work refused or deferred to the scan run,
+	// never dropped (docs/adr/0130-lfs-push-protection.md).
+	unscanned *prometheus.CounterVec
 }
 
 func newMeteredProtect(inner gitsvc.PushProtector, reg prometheus.Registerer) *meteredProtect {
@@ -90,10 +94,17 @@ func newMeteredProtect(inner gitsvc.PushProtector, reg prometheus.Registerer) *m
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
 		}),
 	}
+	m.unscanned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ghost_push_protection_lfs_unscanned_total",
+		Help: "Git LFS objects pushes added past push protection's budget, by what became of the push: refused, or landed with the objects left to its scan run (deferred).",
+	}, []string{"outcome"})
 	for _, o := range []string{"clean", "blocked", "bypassed", "refused", "error"} {
 		m.checks.WithLabelValues(o)
 	}
-	reg.MustRegister(m.checks, m.duration)
+	for _, o := range []string{"refused", "deferred"} {
+		m.unscanned.WithLabelValues(o)
+	}
+	reg.MustRegister(m.checks, m.duration, m.unscanned)
 	return m
 }
 
@@ -102,6 +113,13 @@ func (m *meteredProtect) Check(ctx context.Context, p pushprotect.Push) (*pushpr
 	start := time.Now()
 	v, err := m.inner.Check(ctx, p)
 	m.duration.Observe(time.Since(start).Seconds())
+	if err == nil && len(v.Unscanned) > 0 {
+		o := "deferred"
+		if v.Blocked {
+			o = "refused"
+		}
+		m.unscanned.WithLabelValues(o).Add(float64(len(v.Unscanned)))
+	}
 	var oe *pushprotect.OptionError
 	switch {
 	case errors.As(err, &oe), errors.Is(err, pushprotect.ErrBypassNotRecorded):
