@@ -88,33 +88,102 @@ type Tally struct {
 	inFlight  int
 	busySince time.Time
 	busy      time.Duration
+	recording bool
+	reqs      []Request
 }
 
-// NewTally returns an empty tally.
+// Request is one request a recording tally kept.
+type Request struct {
+	Op  string // OpGet, OpPut, ...
+	Key string // the key; a List's prefix, a Copy's destination
+	// Depth is the request's place on the longest chain that ends with
+	// it: one more than the deepest request that had returned when it
+	// was sent.
+	Depth          int
+	Sent, Returned time.Time // Returned is zero while it is in flight
+}
+
+// NewTally returns an empty tally, which counts.
 func NewTally() *Tally { return &Tally{ops: map[string]int{}} }
 
-// start counts a request of op being sent and returns its depth.
-func (t *Tally) start(op string) int {
+// NewRecordingTally returns an empty tally that also keeps every request
+// (Requests, CriticalPath), for a caller that wants to see which
+// requests an operation waited for, not only how many. Its memory grows
+// with the requests it sees.
+func NewRecordingTally() *Tally { return &Tally{ops: map[string]int{}, recording: true} }
+
+// start counts a request of op being sent and returns its depth and,
+// when recording, its index in reqs.
+func (t *Tally) start(op, key string) (depth, idx int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	t.sent++
 	t.ops[op]++
 	if t.inFlight == 0 {
-		t.busySince = time.Now()
+		t.busySince = now
 	}
 	t.inFlight++
-	return t.path + 1
+	depth, idx = t.path+1, -1
+	if t.recording {
+		idx = len(t.reqs)
+		t.reqs = append(t.reqs, Request{Op: op, Key: key, Depth: depth, Sent: now})
+	}
+	return depth, idx
 }
 
 // end counts the return of a request of the given depth.
-func (t *Tally) end(depth int) {
+func (t *Tally) end(depth, idx int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	t.path = max(t.path, depth)
 	t.inFlight--
 	if t.inFlight == 0 {
-		t.busy += time.Since(t.busySince)
+		t.busy += now.Sub(t.busySince)
 	}
+	if idx >= 0 {
+		t.reqs[idx].Returned = now
+	}
+}
+
+// Requests returns the requests a recording tally kept, in the order
+// they were sent (none for a tally made by NewTally).
+func (t *Tally) Requests() []Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.reqs)
+}
+
+// CriticalPath returns one longest chain of a recording tally's returned
+// requests, first to last, each sent after the one before it returned:
+// the round trips the operation waited for one after another. Of the
+// requests that could precede one on the chain it picks the one that
+// returned last, the answer the next request most likely waited for.
+func (t *Tally) CriticalPath() []Request {
+	reqs := t.Requests()
+	var chain []Request
+	for _, r := range reqs {
+		if !r.Returned.IsZero() && (len(chain) == 0 || r.Depth > chain[0].Depth) {
+			chain = []Request{r}
+		}
+	}
+	for len(chain) > 0 && chain[0].Depth > 1 {
+		next := chain[0]
+		var prev *Request
+		for i := range reqs {
+			r := &reqs[i]
+			if r.Depth == next.Depth-1 && !r.Returned.IsZero() && !r.Returned.After(next.Sent) &&
+				(prev == nil || r.Returned.After(prev.Returned)) {
+				prev = r
+			}
+		}
+		if prev == nil {
+			break // cannot happen: a request of depth d had one of d-1 before it
+		}
+		chain = append([]Request{*prev}, chain...)
+	}
+	return chain
 }
 
 // Sent is how many requests the operation sent.
@@ -194,18 +263,19 @@ func (s *Store) Track(t *Tally) (stop func()) {
 
 // pending is a request in flight in one tally.
 type pending struct {
-	t     *Tally
-	depth int
+	t          *Tally
+	depth, idx int
 }
 
 // begin starts op's request in the tallies of ctx and of the store, each
 // once.
-func (s *Store) begin(ctx context.Context, op string) []pending {
+func (s *Store) begin(ctx context.Context, op, key string) []pending {
 	var ps []pending
 	add := func(ts []*Tally) {
 		for _, t := range ts {
 			if !slices.ContainsFunc(ps, func(p pending) bool { return p.t == t }) {
-				ps = append(ps, pending{t, t.start(op)})
+				depth, idx := t.start(op, key)
+				ps = append(ps, pending{t, depth, idx})
 			}
 		}
 	}
@@ -221,7 +291,7 @@ func (s *Store) begin(ctx context.Context, op string) []pending {
 // done ends the request begin started and reports it to the observer.
 func (s *Store) done(ps []pending, op string, err error) {
 	for _, p := range ps {
-		p.t.end(p.depth)
+		p.t.end(p.depth, p.idx)
 	}
 	if s.observe != nil {
 		s.observe(op, err)
@@ -230,7 +300,7 @@ func (s *Store) done(ps []pending, op string, err error) {
 
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
-	ps := s.begin(ctx, OpGet)
+	ps := s.begin(ctx, OpGet, key)
 	rc, info, err := s.inner.Get(ctx, key)
 	s.done(ps, OpGet, err)
 	return rc, info, err
@@ -238,7 +308,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.In
 
 // GetRange implements objstore.Store.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	ps := s.begin(ctx, OpGetRange)
+	ps := s.begin(ctx, OpGetRange, key)
 	rc, err := s.inner.GetRange(ctx, key, offset, length)
 	s.done(ps, OpGetRange, err)
 	return rc, err
@@ -246,7 +316,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 
 // Put implements objstore.Store.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
-	ps := s.begin(ctx, OpPut)
+	ps := s.begin(ctx, OpPut, key)
 	info, err := s.inner.Put(ctx, key, r, size)
 	s.done(ps, OpPut, err)
 	return info, err
@@ -254,7 +324,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (o
 
 // PutIfMatch implements objstore.Store.
 func (s *Store) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (objstore.Info, error) {
-	ps := s.begin(ctx, OpPutIfMatch)
+	ps := s.begin(ctx, OpPutIfMatch, key)
 	info, err := s.inner.PutIfMatch(ctx, key, r, size, etag)
 	s.done(ps, OpPutIfMatch, err)
 	return info, err
@@ -262,7 +332,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, r io.Reader, size in
 
 // PutIfAbsent implements objstore.Store.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (objstore.Info, error) {
-	ps := s.begin(ctx, OpPutIfAbsent)
+	ps := s.begin(ctx, OpPutIfAbsent, key)
 	info, err := s.inner.PutIfAbsent(ctx, key, r, size)
 	s.done(ps, OpPutIfAbsent, err)
 	return info, err
@@ -270,7 +340,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size i
 
 // Delete implements objstore.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	ps := s.begin(ctx, OpDelete)
+	ps := s.begin(ctx, OpDelete, key)
 	err := s.inner.Delete(ctx, key)
 	s.done(ps, OpDelete, err)
 	return err
@@ -278,7 +348,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 
 // List implements objstore.Store.
 func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.Info, error) {
-	ps := s.begin(ctx, OpList)
+	ps := s.begin(ctx, OpList, prefix)
 	page, err := s.inner.List(ctx, prefix, startAfter, limit)
 	s.done(ps, OpList, err)
 	return page, err
@@ -286,7 +356,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 
 // Copy implements objstore.Store.
 func (s *Store) Copy(ctx context.Context, src, dst string) error {
-	ps := s.begin(ctx, OpCopy)
+	ps := s.begin(ctx, OpCopy, dst)
 	err := s.inner.Copy(ctx, src, dst)
 	s.done(ps, OpCopy, err)
 	return err

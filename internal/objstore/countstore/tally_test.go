@@ -3,6 +3,7 @@ package countstore_test
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,7 @@ func check(t *testing.T, what string, tl *countstore.Tally, sent, path int) {
 // once on the path; requests one after another each count.
 func TestPathConcurrentAndSequential(t *testing.T) {
 	g := newGate(t)
-	tl := countstore.NewTally()
+	tl := countstore.NewRecordingTally()
 	ctx := countstore.WithTally(context.Background(), tl)
 	// Four reads at once.
 	var dones []<-chan struct{}
@@ -127,6 +128,21 @@ func TestPathConcurrentAndSequential(t *testing.T) {
 	if ops := tl.Ops(); ops[countstore.OpGet] != 7 || len(ops) != 1 {
 		t.Errorf("ops %v, want 7 gets", ops)
 	}
+	if got := keys(tl.Requests()); len(got) != 7 || !slices.Equal(got[4:], []string{"s1", "s2", "s3"}) {
+		t.Errorf("requests %v, want the four concurrent ones, then s1, s2, s3", got)
+	}
+	if got := keys(tl.CriticalPath()); len(got) != 4 || !slices.Equal(got[1:], []string{"s1", "s2", "s3"}) {
+		t.Errorf("critical path %v, want one of the concurrent reads, then s1, s2, s3", got)
+	}
+}
+
+// keys are the keys of rs.
+func keys(rs []countstore.Request) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Key)
+	}
+	return out
 }
 
 // TestPathTwoChains: two chains of two requests that run side by side,
@@ -135,7 +151,7 @@ func TestPathConcurrentAndSequential(t *testing.T) {
 // waited for its first answer before sending its second.
 func TestPathTwoChains(t *testing.T) {
 	g := newGate(t)
-	tl := countstore.NewTally()
+	tl := countstore.NewRecordingTally()
 	ctx := countstore.WithTally(context.Background(), tl)
 	a1, b1 := g.get(t, ctx, "a1"), g.get(t, ctx, "b1")
 	g.wait(t, "a1", "b1")
@@ -152,6 +168,11 @@ func TestPathTwoChains(t *testing.T) {
 	<-a2
 	<-b2
 	check(t, "two chains side by side", tl, 4, 2)
+	// a2 is the first request of depth 2, and only a1 had returned when
+	// it was sent.
+	if got := keys(tl.CriticalPath()); !slices.Equal(got, []string{"a1", "a2"}) {
+		t.Errorf("critical path %v, want a1, a2", got)
+	}
 }
 
 // TestAttribution: a tally counts the requests of its context and of
@@ -187,6 +208,9 @@ func TestAttribution(t *testing.T) {
 	put(bg, "t3")
 	check(t, "tracked", tr, 2, 2)
 	check(t, "operation, after", op, 3, 3)
+	if rs := op.Requests(); len(rs) != 0 {
+		t.Errorf("a tally that does not record kept %d requests", len(rs))
+	}
 }
 
 // TestBusy: Busy adds up the time requests were in flight, once for
