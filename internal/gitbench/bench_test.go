@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,14 +39,22 @@ func envInt(name string, def int) int {
 
 // serve runs h on a loopback listener until the benchmark ends.
 func serve(b *testing.B, h http.Handler) string {
+	url, _ := serveStop(b, h)
+	return url
+}
+
+// serveStop runs h on a loopback listener until stop is called or the
+// benchmark ends.
+func serveStop(b *testing.B, h http.Handler) (url string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	stop = sync.OnceFunc(func() { srv.Close() })
+	b.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
 
 // target is one server under test.
@@ -86,17 +95,7 @@ func ghost(b *testing.B, root string) target {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { srv.Close() })
-	m := srv.Meta()
-	if _, err := m.CreateTenant(ctx, "bench", meta.KindUser); err != nil {
-		b.Fatal(err)
-	}
-	tok, _, err := m.CreateToken(ctx, "bench", meta.ScopeWrite, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := m.CreateRepo(ctx, "bench", "repo", true); err != nil {
-		b.Fatal(err)
-	}
+	tok := benchTenant(b, srv.Meta(), "repo")
 	base := serve(b, srv.Handler())
 	host := strings.TrimPrefix(base, "http://")
 	return target{
@@ -110,6 +109,25 @@ func ghost(b *testing.B, root string) target {
 			}
 		},
 	}
+}
+
+// benchTenant creates the user bench, a write token of it and its public
+// repositories repos, and returns the token.
+func benchTenant(b *testing.B, m *meta.Store, repos ...string) string {
+	ctx := context.Background()
+	if _, err := m.CreateTenant(ctx, "bench", meta.KindUser); err != nil {
+		b.Fatal(err)
+	}
+	tok, _, err := m.CreateToken(ctx, "bench", meta.ScopeWrite, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range repos {
+		if _, err := m.CreateRepo(ctx, "bench", r, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return tok
 }
 
 func timed(f func()) time.Duration {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/ghost-scm/ghost/internal/gittest"
 	"github.com/ghost-scm/ghost/internal/meta"
+	"github.com/ghost-scm/ghost/internal/objstore"
 	"github.com/ghost-scm/ghost/internal/objstore/fsstore"
 	"github.com/ghost-scm/ghost/internal/server"
 	"github.com/ghost-scm/ghost/internal/sshd"
@@ -63,50 +65,8 @@ func BenchmarkSSHVsHTTP(b *testing.B) {
 	httpBase := serve(b, srv.Handler())
 	httpHost := strings.TrimPrefix(httpBase, "http://")
 
-	// The client's key, registered to bench, and a known_hosts file with
-	// the installation's host key.
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	keyFile := filepath.Join(work, "id_ed25519")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := m.AddSSHKey(ctx, "bench", "bench", ssh.MarshalAuthorizedKey(signer.PublicKey())); err != nil {
-		b.Fatal(err)
-	}
-	sshSrv, err := srv.SSHServer(ctx, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sshSrv.Serve(sctx, ln); close(done) }()
-	b.Cleanup(func() { stop(); <-done })
-	hk, err := sshd.HostKey(ctx, store)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	knownHosts := filepath.Join(work, "known_hosts")
-	line := "[127.0.0.1]:" + port + " " + string(ssh.MarshalAuthorizedKey(hk.PublicKey()))
-	if err := os.WriteFile(knownHosts, []byte(line), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	env = append(env, "GIT_SSH_COMMAND=ssh -F /dev/null -i "+keyFile+" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="+knownHosts)
+	port, _ := serveSSH(b, srv)
+	env = append(env, sshClient(b, m, store, work))
 	sshURL := func(repo string) string { return "ssh://git@127.0.0.1:" + port + "/bench/" + repo + ".git" }
 	httpURL := func(repo string) string { return "http://bench:" + tok + "@" + httpHost + "/bench/" + repo + ".git" }
 
@@ -152,4 +112,61 @@ func middle(ds []time.Duration) time.Duration {
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
 	return ds[len(ds)/2]
+}
+
+// serveSSH serves srv's git over SSH on a loopback listener until stop
+// is called or the benchmark ends, and returns its port.
+func serveSSH(b *testing.B, srv *server.Server) (port string, stop func()) {
+	ctx := context.Background()
+	sshSrv, err := srv.SSHServer(ctx, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { sshSrv.Serve(sctx, ln); close(done) }()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	b.Cleanup(stop)
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port, stop
+}
+
+// sshClient registers a new key to the tenant bench and returns the
+// GIT_SSH_COMMAND setting of a stock OpenSSH client that signs in with
+// it and trusts the installation's host key (read from store) on every
+// port, so that it reaches each node of the installation.
+func sshClient(b *testing.B, m *meta.Store, store objstore.Store, work string) string {
+	ctx := context.Background()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyFile := filepath.Join(work, "id_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.AddSSHKey(ctx, "bench", "bench", ssh.MarshalAuthorizedKey(signer.PublicKey())); err != nil {
+		b.Fatal(err)
+	}
+	hk, err := sshd.HostKey(ctx, store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	knownHosts := filepath.Join(work, "known_hosts")
+	if err := os.WriteFile(knownHosts, []byte("ghost-bench "+string(ssh.MarshalAuthorizedKey(hk.PublicKey()))), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return "GIT_SSH_COMMAND=ssh -F /dev/null -i " + keyFile + " -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes -o HostKeyAlias=ghost-bench -o UserKnownHostsFile=" + knownHosts
 }
