@@ -33,7 +33,7 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	// ghost pr, and the merge settings of ghost repo set
 	"head", "base", "body", "body-file", "method", "sha", "message", "delete-branch", "commits", "files",
 	"approve", "request-changes", "comments",
-	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge", "allow-missing-lfs",
+	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge", "allow-missing-lfs", "lfs-scan-after-push",
 	// ghost repo protect
 	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove", "required-approvals", "dismiss-stale-approvals"}
 
