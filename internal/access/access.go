@@ -150,6 +150,20 @@ type BranchRule struct {
 	// requests) given on the head being merged: a push to the head
 	// dismisses the earlier ones.
 	DismissStaleApprovals bool `json:"dismiss_stale_approvals,omitempty"`
+	// RequireLastPushApproval, when approvals are required, counts no
+	// approval by the person who pushed the head's last commit, so that a
+	// writer cannot push to someone else's pull request, approve and
+	// merge (GitHub's "require approval of the most recent reviewable
+	// push"). Unset means on: rules stored before it existed get it
+	// (docs/adr/0134-last-push-approval.md). LastPushApproval reads it.
+	RequireLastPushApproval *bool `json:"require_last_push_approval,omitempty"`
+}
+
+// LastPushApproval reports whether r holds a merge until someone other
+// than the head's last pusher approves: on by default wherever r requires
+// approvals.
+func (r BranchRule) LastPushApproval() bool {
+	return r.RequiredApprovals > 0 && (r.RequireLastPushApproval == nil || *r.RequireLastPushApproval)
 }
 
 // Matches reports whether branch (without refs/heads/) is one r
@@ -163,7 +177,8 @@ func (r BranchRule) Matches(branch string) bool {
 func (r BranchRule) Equal(o BranchRule) bool {
 	return r.Pattern == o.Pattern && r.RequirePullRequest == o.RequirePullRequest && r.AllowForcePushes == o.AllowForcePushes &&
 		r.AllowDeletions == o.AllowDeletions && slices.Equal(r.Pushers, o.Pushers) &&
-		r.RequiredApprovals == o.RequiredApprovals && r.DismissStaleApprovals == o.DismissStaleApprovals
+		r.RequiredApprovals == o.RequiredApprovals && r.DismissStaleApprovals == o.DismissStaleApprovals &&
+		r.LastPushApproval() == o.LastPushApproval()
 }
 
 // RuleFor returns the rule of rules that protects branch (without

@@ -26,11 +26,7 @@ func (h *handler) getBranchRules(w http.ResponseWriter, r *http.Request, p *meta
 	if err != nil {
 		return 0, nil, err
 	}
-	rules := repo.BranchRules
-	if rules == nil {
-		rules = []meta.BranchRule{}
-	}
-	return http.StatusOK, branchRulesJSON{rules}, nil
+	return http.StatusOK, rulesJSON(repo.BranchRules), nil
 }
 
 // putBranchRules replaces the rules with the body's ({"rules": []}
@@ -59,9 +55,20 @@ func (h *handler) putBranchRules(w http.ResponseWriter, r *http.Request, p *meta
 	if repo, err = h.store.Repo(r.Context(), repo.Owner, repo.Name); err != nil {
 		return 0, nil, err
 	}
-	rules := repo.BranchRules
-	if rules == nil {
-		rules = []meta.BranchRule{}
+	return http.StatusOK, rulesJSON(repo.BranchRules), nil
+}
+
+// rulesJSON is rules as the API shows them: [] for none, and each rule's
+// require_last_push_approval as it applies (on where approvals are
+// required and the rule does not say), not as stored.
+func rulesJSON(rules []meta.BranchRule) branchRulesJSON {
+	out := make([]meta.BranchRule, len(rules))
+	for i, r := range rules {
+		out[i] = r
+		if r.RequiredApprovals > 0 {
+			on := r.LastPushApproval()
+			out[i].RequireLastPushApproval = &on
+		}
 	}
-	return http.StatusOK, branchRulesJSON{rules}, nil
+	return branchRulesJSON{out}
 }

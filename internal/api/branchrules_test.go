@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -46,5 +47,28 @@ func TestBranchRulesAccess(t *testing.T) {
 	f.do("GET", "/api/repos/alice/app/branch-protections", f.aliceW, "").json(t, &got)
 	if len(got.Rules) != 0 {
 		t.Fatalf("after removing: %+v", got.Rules)
+	}
+}
+
+// The API shows require_last_push_approval as it applies: on where a
+// rule requires approvals and does not say, as set where it does, absent
+// where no approval is required (docs/adr/0134-last-push-approval.md).
+func TestBranchRulesLastPushApproval(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.s.CreateRepo(context.Background(), "alice", "app", false); err != nil {
+		t.Fatal(err)
+	}
+	f.run([]step{{"the owner sets", "PUT", "/api/repos/alice/app/branch-protections", f.aliceW,
+		`{"rules":[{"pattern":"main","required_approvals":1},{"pattern":"dev","required_approvals":2,"require_last_push_approval":false},{"pattern":"x"}]}`, 200}})
+	var got branchRulesJSON
+	f.do("GET", "/api/repos/alice/app/branch-protections", f.aliceW, "").json(t, &got)
+	shown := func(i int) string {
+		if p := got.Rules[i].RequireLastPushApproval; p != nil {
+			return fmt.Sprint(*p)
+		}
+		return "absent"
+	}
+	if len(got.Rules) != 3 || shown(0) != "true" || shown(1) != "false" || shown(2) != "absent" {
+		t.Fatalf("rules %+v: shown %s, %s, %s", got.Rules, shown(0), shown(1), shown(2))
 	}
 }

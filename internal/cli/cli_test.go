@@ -35,7 +35,7 @@ var options = []string{"help", "org", "force", "public", "scope", "description",
 	"approve", "request-changes", "comments",
 	"allow-merge-commit", "allow-squash-merge", "allow-rebase-merge", "allow-missing-lfs", "lfs-scan-after-push",
 	// ghost repo protect
-	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove", "required-approvals", "dismiss-stale-approvals"}
+	"require-pull-request", "allow-force-push", "allow-deletion", "pushers", "remove", "required-approvals", "dismiss-stale-approvals", "require-last-push-approval"}
 
 // TestEveryFlagHasItsVariable walks the command tree: every setting has a
 // GHOST_* variable its help names, and each command has only the flags it

@@ -28,7 +28,10 @@ a pull request change it; --pushers names the only tenants whose pushes
 may; --required-approvals N holds a pull request's merge until N
 writers other than its author approve it (a change requested by a writer
 holds it too), and --dismiss-stale-approvals counts only reviews of the
-head being merged. Every transport enforces the rules. Without <pattern>, list the
+head being merged. With approvals required, the approval of whoever
+pushed the head's last commit does not count (GitHub's "approval of the
+most recent reviewable push");
+--require-last-push-approval=false lets it count. Every transport enforces the rules. Without <pattern>, list the
 rules. Giving a pattern that has a rule replaces it; --remove drops it.
 Changing rules needs the repository's owner (a user) or an admin token.`,
 		Args: usageArgs(cobra.RangeArgs(1, 2)),
@@ -40,6 +43,7 @@ Changing rules needs the repository's owner (a user) or an admin token.`,
 	f.BoolVar(&rule.AllowDeletions, "allow-deletion", false, "let pushes delete the branch")
 	f.IntVar(&rule.RequiredApprovals, "required-approvals", 0, "approving reviews by writers a pull request into the branch needs before it merges")
 	f.BoolVar(&rule.DismissStaleApprovals, "dismiss-stale-approvals", false, "count only reviews given on the head being merged")
+	lastPush := f.Bool("require-last-push-approval", true, "with approvals required, count no approval by the head's last pusher")
 	f.StringVar(&pushers, "pushers", "", "comma-separated tenants who alone may push to the branch")
 	f.BoolVar(&remove, "remove", false, "remove the rule of <pattern>")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -56,6 +60,9 @@ Changing rules needs the repository's owner (a user) or an admin token.`,
 				rule.Pattern = args[1]
 				if pushers != "" {
 					rule.Pushers = strings.Split(pushers, ",")
+				}
+				if f.Changed("require-last-push-approval") {
+					rule.RequireLastPushApproval = lastPush
 				}
 				i := slices.IndexFunc(rules, func(r client.BranchRule) bool { return r.Pattern == rule.Pattern })
 				switch {
@@ -97,6 +104,9 @@ func describeRule(r client.BranchRule) string {
 		}
 		if r.DismissStaleApprovals {
 			s += " of the head"
+		}
+		if r.RequireLastPushApproval == nil || *r.RequireLastPushApproval {
+			s += ", not by its last pusher"
 		}
 		parts = append(parts, s)
 	}

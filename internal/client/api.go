@@ -523,6 +523,9 @@ type BranchRule struct {
 	// docs/adr/0127-pull-request-reviews.md.
 	RequiredApprovals     int  `json:"required_approvals,omitempty"`
 	DismissStaleApprovals bool `json:"dismiss_stale_approvals,omitempty"`
+	// RequireLastPushApproval: nil is on where approvals are required
+	// (docs/adr/0134-last-push-approval.md).
+	RequireLastPushApproval *bool `json:"require_last_push_approval,omitempty"`
 }
 
 // BranchRules returns owner/name's branch rules.

@@ -73,6 +73,10 @@ func cloneRules(rules []BranchRule) []BranchRule {
 	for i, r := range rules {
 		out[i] = r
 		out[i].Pushers = slices.Clone(r.Pushers)
+		if v := r.RequireLastPushApproval; v != nil {
+			out[i].RequireLastPushApproval = new(bool)
+			*out[i].RequireLastPushApproval = *v
+		}
 	}
 	return out
 }

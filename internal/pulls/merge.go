@@ -102,7 +102,13 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 	// Checked here before any work, and again below on the record the
 	// merge is recorded in flight on, so that a dismissal or a change
 	// request that races the merge is honoured.
-	if d := Decide(pr, base.BranchRules, head); !d.Satisfied() {
+	// Who pushed head is read once: the merge merges head, whatever
+	// is pushed to the branch after (docs/adr/0134-last-push-approval.md).
+	pusher, err := s.lastPusher(ctx, base, pr, head, true)
+	if err != nil {
+		return PullRequest{}, err
+	}
+	if d := Decide(pr, base.BranchRules, head, pusher); !d.Satisfied() {
 		return PullRequest{}, &MergeError{Err: ErrReviewRequired, Message: []string{d.Reason()}}
 	}
 	bc, err := s.opts.Copies.Materialize(ctx, base.ID)
@@ -155,7 +161,7 @@ func (s *Service) Merge(ctx context.Context, base meta.Repo, n uint64, o MergeOp
 		case cur.Base != pr.Base:
 			return false, fmt.Errorf("%w: its base was changed to %q", ErrBaseChanged, cur.Base)
 		}
-		if d := Decide(*cur, base.BranchRules, head); !d.Satisfied() {
+		if d := Decide(*cur, base.BranchRules, head, pusher); !d.Satisfied() {
 			return false, &MergeError{Err: ErrReviewRequired, Message: []string{d.Reason()}}
 		}
 		cur.Merging = inFlight
@@ -367,7 +373,11 @@ func (s *Service) Status(ctx context.Context, base meta.Repo, pr PullRequest) (S
 		return Status{}, err
 	}
 	st := Status{HeadSHA: bc.Refs[PullRef(pr.Number)], BaseSHA: bc.Refs[branchRef(pr.Base)], MergeableState: "unknown"}
-	st.Reviews = Decide(pr, base.BranchRules, st.HeadSHA)
+	pusher, err := s.lastPusher(ctx, base, pr, st.HeadSHA, false)
+	if err != nil {
+		return Status{}, err
+	}
+	st.Reviews = Decide(pr, base.BranchRules, st.HeadSHA, pusher)
 	if st.HeadSHA == "" || st.BaseSHA == "" || pr.Merging != nil {
 		return st, nil
 	}

@@ -134,6 +134,11 @@ type PullRequest struct {
 	// Verdicts are each reviewer's latest approval or change request
 	// (docs/adr/0127-pull-request-reviews.md).
 	Verdicts []Verdict
+	// HeadPush is who pushed the head's last commit, as the push hook
+	// last found it in the head's log (nil: not yet known), kept so that
+	// it outlives the log entry's compaction
+	// (docs/adr/0134-last-push-approval.md).
+	HeadPush *HeadPush
 	// Gen counts the record's writes.
 	Gen uint64
 }
@@ -147,6 +152,21 @@ type Branch struct {
 	Repo string
 	// Ref is the branch name, without refs/heads/.
 	Ref string
+}
+
+// HeadPush is the push that set a pull request's head branch to Commit.
+type HeadPush struct {
+	Commit string `json:"commit"`
+	// By is the pusher: a tenant name.
+	By string `json:"by"`
+}
+
+func (h *HeadPush) clone() *HeadPush {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	return &c
 }
 
 // Merging is a merge that may be committing.

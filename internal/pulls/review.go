@@ -554,19 +554,28 @@ func markOutdatedIn(gctx context.Context, w *work, b, h string, notes []Note) er
 type Decision struct {
 	// Required is the rule's required approvals (0: none).
 	Required int
-	// Approvers are the writers, other than the author, whose verdict
-	// approves (the head being merged, if stale ones are dismissed).
+	// Approvers are the writers, other than the author (and the head's
+	// last pusher, where the rule asks), whose verdict approves (the head
+	// being merged, if stale ones are dismissed).
 	Approvers []string
 	// ChangesRequestedBy are the writers whose verdict requests changes.
 	ChangesRequestedBy []string
 	// Stale are the verdicts given on an earlier head, dismissed by the
 	// rule.
 	Stale []string
+	// LastPusher is who pushed the head's last commit, where the rule
+	// requires approval of the most recent push; LastPusherApproved says
+	// their own approval was set aside. PusherUnknown says ghost could not
+	// tell who pushed it, and holds the merge: an approval cannot be shown
+	// to come from someone else (docs/adr/0134-last-push-approval.md).
+	LastPusher         string
+	LastPusherApproved bool
+	PusherUnknown      bool
 }
 
 // Satisfied reports whether the reviews let the merge go ahead.
 func (d Decision) Satisfied() bool {
-	return d.Required == 0 || len(d.Approvers) >= d.Required && len(d.ChangesRequestedBy) == 0
+	return d.Required == 0 || !d.PusherUnknown && len(d.Approvers) >= d.Required && len(d.ChangesRequestedBy) == 0
 }
 
 // Reason says why a merge is held, in GitHub's words where it has them.
@@ -574,8 +583,16 @@ func (d Decision) Reason() string {
 	switch {
 	case d.Satisfied():
 		return ""
+	case d.PusherUnknown:
+		return "The most recent push must be approved by someone other than its pusher, and ghost cannot tell who pushed the head's last commit (it is older than the log's recent entries): push the head again."
 	case len(d.ChangesRequestedBy) > 0:
 		return "Changes were requested by " + strings.Join(d.ChangesRequestedBy, ", ") + "; their approval is needed."
+	case d.LastPusherApproved:
+		reviews := "reviews"
+		if len(d.Approvers) == 1 {
+			reviews = "review"
+		}
+		return fmt.Sprintf("The most recent push, by %s, must be approved by someone other than %s (%d other approving %s given, %d required).", d.LastPusher, d.LastPusher, len(d.Approvers), reviews, d.Required)
 	case d.Required == 1:
 		return fmt.Sprintf("At least 1 approving review is required by reviewers with write access (%d given).", len(d.Approvers))
 	}
@@ -583,18 +600,24 @@ func (d Decision) Reason() string {
 }
 
 // Decide reads pr's verdicts under the rule of its base branch in rules,
-// for a merge of head.
-func Decide(pr PullRequest, rules []access.BranchRule, head string) Decision {
+// for a merge of head whose last commit pusher pushed ("" when unknown;
+// read only where the rule requires approval of the most recent push).
+func Decide(pr PullRequest, rules []access.BranchRule, head, pusher string) Decision {
 	rule, ok := access.RuleFor(rules, pr.Base)
 	if !ok || rule.RequiredApprovals <= 0 {
 		return Decision{}
 	}
 	d := Decision{Required: rule.RequiredApprovals}
+	if rule.LastPushApproval() {
+		d.LastPusher, d.PusherUnknown = pusher, pusher == ""
+	}
 	for _, v := range pr.Verdicts {
 		switch {
 		case !v.Writer || strings.EqualFold(v.User, pr.Author):
 		case rule.DismissStaleApprovals && v.Commit != head:
 			d.Stale = append(d.Stale, v.User)
+		case v.State == Approved && d.LastPusher != "" && strings.EqualFold(v.User, d.LastPusher):
+			d.LastPusherApproved = true
 		case v.State == Approved:
 			d.Approvers = append(d.Approvers, v.User)
 		case v.State == ChangesRequested:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghost-scm/ghost/internal/access"
 	"github.com/ghost-scm/ghost/internal/gitexec"
 	"github.com/ghost-scm/ghost/internal/meta"
 )
@@ -71,6 +72,15 @@ type Pusher interface {
 	Push(ctx context.Context, p Push) (PushResult, error)
 }
 
+// PushLog tells who pushed a commit to a branch (wal.Log.PushedBy): the
+// pusher of a head's last commit, whose own approval does not count where
+// a rule requires approval of the most recent push.
+type PushLog interface {
+	// PushedBy returns the pushed-by field of the newest of repoID's
+	// recent pushes that set ref to commit, "" when none of them did.
+	PushedBy(ctx context.Context, repoID, ref, commit string) (string, error)
+}
+
 // RepoLookup resolves repository names (meta.Store).
 type RepoLookup interface {
 	Repo(ctx context.Context, owner, name string) (meta.Repo, error)
@@ -89,6 +99,10 @@ type Options struct {
 	// index, wal.Log.Head), for the tips a list shows; nil leaves them
 	// out of lists.
 	Refs func(ctx context.Context, repoID string) (map[string]string, error)
+	// Pushes tells who pushed a head's commits. Nil: nobody can be told,
+	// so a rule that requires approval of the most recent push holds
+	// every merge it governs (fail closed).
+	Pushes PushLog
 	// Events receives pull-request events (nil: none).
 	Events Events
 	Logger *slog.Logger
@@ -517,9 +531,73 @@ func (s *Service) HeadPushed(ctx context.Context, repoID string, refs []string) 
 				s.log.Warn("pull request of a pushed branch: base repository not found", "repo", pr.RepoID, "number", pr.Number, "err", err)
 				continue
 			}
-			if _, err := s.sync(ctx, base, pr, true); err != nil {
+			tip, err := s.sync(ctx, base, pr, true)
+			if err != nil {
 				s.log.Warn("pull request: moving its head ref failed", "repo", base.FullName(), "number", pr.Number, "err", err)
+				continue
 			}
+			s.notePusher(ctx, base, pr, tip)
 		}
+	}
+}
+
+// lastPusher returns who pushed head, the tip of pr's head branch: the
+// record's HeadPush when it is of head, else the head repository's log
+// ("" when neither can tell). With fromLog (a merge) the log answers
+// first: the record may name an earlier push of the same commit. Only a rule that requires approval of the
+// most recent push asks (docs/adr/0134-last-push-approval.md).
+func (s *Service) lastPusher(ctx context.Context, base meta.Repo, pr PullRequest, head string, fromLog bool) (string, error) {
+	rule, ok := access.RuleFor(base.BranchRules, pr.Base)
+	if !ok || !rule.LastPushApproval() || head == "" {
+		return "", nil
+	}
+	recorded := ""
+	if pr.HeadPush != nil && pr.HeadPush.Commit == head {
+		recorded = pr.HeadPush.By
+	}
+	if recorded != "" && !fromLog || s.opts.Pushes == nil {
+		return recorded, nil
+	}
+	by, err := s.opts.Pushes.PushedBy(ctx, pr.Head.RepoID, branchRef(pr.Head.Ref), head)
+	if err != nil {
+		return "", err
+	}
+	if by == "" {
+		return recorded, nil
+	}
+	return pusherTenant(by), nil
+}
+
+// pusherTenant is the tenant of a log entry's pushed-by field: a merge
+// pushes as "<tenant> (merge of pull request #<n>)".
+func pusherTenant(by string) string {
+	t, _, _ := strings.Cut(by, " (")
+	return strings.TrimSpace(t)
+}
+
+// notePusher records on pr who pushed tip, its head's new commit, while
+// the log still lists the push: a later merge or page then reads it from
+// the record, even after compaction has folded the entry. Failures are
+// logged; the merge looks in the log again.
+func (s *Service) notePusher(ctx context.Context, base meta.Repo, pr PullRequest, tip string) {
+	if tip == "" || pr.HeadPush != nil && pr.HeadPush.Commit == tip || s.opts.Pushes == nil {
+		return
+	}
+	by, err := s.opts.Pushes.PushedBy(ctx, pr.Head.RepoID, branchRef(pr.Head.Ref), tip)
+	if err != nil || by == "" {
+		if err != nil {
+			s.log.Warn("pull request: reading who pushed its head failed", "repo", base.FullName(), "number", pr.Number, "err", err)
+		}
+		return
+	}
+	hp := &HeadPush{Commit: tip, By: pusherTenant(by)}
+	if _, err := s.opts.Store.Update(ctx, base.ID, pr.Number, func(cur *PullRequest) (bool, error) {
+		if cur.State != Open || cur.HeadPush != nil && *cur.HeadPush == *hp {
+			return false, nil
+		}
+		cur.HeadPush = hp
+		return true, nil
+	}); err != nil {
+		s.log.Warn("pull request: recording who pushed its head failed", "repo", base.FullName(), "number", pr.Number, "err", err)
 	}
 }

@@ -44,6 +44,10 @@ type env struct {
 	repo   meta.Repo
 	git    []string // the client's git environment
 	work   string   // the client's repository
+	// as is the pusher of e.push ("" : alice); noHook leaves pushes
+	// without the push hook, as if its background run had not yet come.
+	as     string
+	noHook bool
 }
 
 // hookPusher runs a hook before each push (a racing push), and can
@@ -70,7 +74,7 @@ func (h *hookPusher) Push(ctx context.Context, p pulls.Push) (pulls.PushResult, 
 	return res, err
 }
 
-func newEnv(t testing.TB, protect bool) *env {
+func newEnv(t testing.TB, protect bool, configure ...func(*pulls.Options)) *env {
 	t.Helper()
 	ctx := context.Background()
 	store := faultstore.New(memstore.New())
@@ -93,6 +97,9 @@ func newEnv(t testing.TB, protect bool) *env {
 	}
 	var ps *pulls.Service
 	opts.OnCommit = func(req gitsvc.Request, res wal.Result) {
+		if e.noHook {
+			return
+		}
 		h, err := e.log.ReadEntryHeader(context.Background(), req.Repo, res.ULID)
 		if err != nil {
 			t.Error(err)
@@ -110,10 +117,14 @@ func newEnv(t testing.TB, protect bool) *env {
 	e.copies = cacheadapter.PullCopies{Repos: cacheadapter.Repos{Cache: cache, Log: e.log}}
 	e.pusher = &hookPusher{inner: cacheadapter.PullPusher{Service: e.svc}}
 	e.events = &recorder{}
-	ps, err = pulls.New(pulls.Options{
+	po := pulls.Options{
 		Store: pulls.NewStore(store), Repos: e.meta, Copies: e.copies, Pusher: e.pusher,
-		Git: &gitexec.Runner{}, TempDir: cache.TempDir, Events: e.events,
-	})
+		Git: &gitexec.Runner{}, TempDir: cache.TempDir, Events: e.events, Pushes: e.log,
+	}
+	for _, c := range configure {
+		c(&po)
+	}
+	ps, err = pulls.New(po)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +206,12 @@ func (e *env) tryPush(repo meta.Repo, branch string) error {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	by := e.as
+	if by == "" {
+		by = "alice"
+	}
 	res, err := e.svc.Push(context.Background(), gitsvc.ServerPush{
-		Request: gitsvc.Request{Repo: repo.ID, Principal: "alice", Tenant: repo.Owner, PushProtection: repo.PushProtection},
+		Request: gitsvc.Request{Repo: repo.ID, Principal: by, Tenant: repo.Owner, PushProtection: repo.PushProtection},
 		Updates: []gitsvc.RefUpdate{{Ref: "refs/heads/" + branch, Old: old, New: tip}},
 		Pack:    pack + "-" + strings.TrimSpace(out) + ".pack",
 	})

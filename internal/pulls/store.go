@@ -68,6 +68,7 @@ type prRecord struct {
 	HeadSHA     string    `json:"head_sha,omitempty"`
 	Merging     *Merging  `json:"merging,omitempty"`
 	Verdicts    []Verdict `json:"verdicts,omitempty"`
+	HeadPush    *HeadPush `json:"head_push,omitempty"`
 }
 
 func (r *prRecord) pull() PullRequest {
@@ -77,6 +78,7 @@ func (r *prRecord) pull() PullRequest {
 		State: r.State, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ClosedAt: r.ClosedAt,
 		MergedAt: r.MergedAt, MergedBy: r.MergedBy, MergeCommit: r.MergeCommit, MergeMethod: r.MergeMethod,
 		BaseSHA: r.BaseSHA, HeadSHA: r.HeadSHA, Merging: r.Merging, Verdicts: slices.Clone(r.Verdicts), Gen: r.Gen,
+		HeadPush: r.HeadPush.clone(),
 	}
 }
 
@@ -87,6 +89,7 @@ func (r *prRecord) setPull(pr PullRequest) {
 	r.MergeCommit, r.MergeMethod, r.BaseSHA, r.HeadSHA = pr.MergeCommit, pr.MergeMethod, pr.BaseSHA, pr.HeadSHA
 	r.Merging = pr.Merging
 	r.Verdicts = slices.Clone(pr.Verdicts)
+	r.HeadPush = pr.HeadPush.clone()
 }
 
 // liveKey is the state key of the write that put r into its list.

@@ -35,6 +35,7 @@ func (s *Server) newPulls(git *gitsvc.Service, cache *repocache.Cache) (*pulls.S
 		Git:     cache.Git(),
 		TempDir: cache.TempDir,
 		Refs:    logRefs(s.log),
+		Pushes:  s.log,
 		Events:  pullEvents{s},
 		Logger:  s.logger,
 	})
@@ -149,6 +150,7 @@ func OpenPulls(store objstore.Store, cacheDir, git string, logger *slog.Logger) 
 		Git:     cache.Git(),
 		TempDir: cache.TempDir,
 		Refs:    logRefs(log),
+		Pushes:  log,
 		Logger:  logger,
 	})
 	if err != nil {
