@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,7 +106,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		}
 		// Bound first, so that what payloads link to is the address
 		// actually served (--listen 127.0.0.1:0 names no port).
-		ln, err := net.Listen("tcp", listen)
+		ln, err := listenOn(listen, "--listen", "GHOST_LISTEN", "")
 		if err != nil {
 			return err
 		}
@@ -210,8 +213,8 @@ func newServeCmd(env *Env) *cobra.Command {
 			}
 			// A busy port is an error, not a silent node without SSH:
 			// the operator asked for SSH (it is on by default).
-			if sshLn, err = net.Listen("tcp", sshListen); err != nil {
-				return fmt.Errorf("ssh: %w (choose another --ssh-listen address, or --ssh-listen \"\" to turn SSH off)", err)
+			if sshLn, err = listenOn(sshListen, "--ssh-listen", "GHOST_SSH_LISTEN", `, or --ssh-listen "" to turn SSH off`); err != nil {
+				return fmt.Errorf("ssh: %w", err)
 			}
 			defer sshLn.Close()
 			// The fingerprint lets users check the key that ssh shows
@@ -231,6 +234,32 @@ func newServeCmd(env *Env) *cobra.Command {
 		return srv.Run(ctx, server.Listeners{HTTP: ln, SSH: sshLn, SSHServer: sshSrv})
 	}
 	return cmd
+}
+
+// listenOn listens on addr, which the flag (or its environment variable
+// env) chose. Its error says which address failed and how to choose
+// another, and, for a busy port, that another server holds it: the
+// net package's "listen tcp ...: bind: address already in use" names
+// neither. more ends the hint (", or ... to turn it off").
+func listenOn(addr, flag, env, more string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	why := err
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		why = op.Err
+		var sys *os.SyscallError
+		if errors.As(why, &sys) {
+			why = sys.Err
+		}
+	}
+	hint := fmt.Sprintf("choose another address with %s or %s%s", flag, env, more)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		hint = "another server holds it; " + hint
+	}
+	return nil, fmt.Errorf("listen on %s: %w (%s)", addr, why, hint)
 }
 
 // defaultSSHListen is where "ghost serve" listens for git over SSH.

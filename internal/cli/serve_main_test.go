@@ -303,7 +303,26 @@ func TestServeSSHPortInUse(t *testing.T) {
 	var errb strings.Builder
 	code := Main(context.Background(), []string{"serve", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--listen", "127.0.0.1:0", "--ssh-listen", busy.Addr().String(), "--log-level", "error"}, io.Discard, &errb)
-	if code != 1 || !strings.Contains(errb.String(), "ssh: listen tcp "+busy.Addr().String()) || !strings.Contains(errb.String(), `--ssh-listen ""`) {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	want := "ssh: listen on " + busy.Addr().String() + ": address already in use (another server holds it; choose another address with --ssh-listen or GHOST_SSH_LISTEN, or --ssh-listen \"\" to turn SSH off)"
+	if code != 1 || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr %q, want %q", code, errb.String(), want)
+	}
+}
+
+// TestServePortInUse: a busy HTTP port makes serve fail with an error
+// that says another server holds it and names --listen and GHOST_LISTEN,
+// not the bare "bind: address already in use" (issue 42).
+func TestServePortInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var errb strings.Builder
+	code := Main(context.Background(), []string{"serve", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--listen", busy.Addr().String(), "--ssh-listen", "127.0.0.1:0", "--log-level", "error"}, io.Discard, &errb)
+	want := "listen on " + busy.Addr().String() + ": address already in use (another server holds it; choose another address with --listen or GHOST_LISTEN)"
+	if code != 1 || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr %q, want %q", code, errb.String(), want)
 	}
 }
