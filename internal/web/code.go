@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"path"
@@ -10,7 +11,7 @@ import (
 )
 
 // The code pages of a repository: directories, files, raw downloads,
-// history and single commits, each at a ref or commit.
+// history, single commits and comparisons, each at a ref or commit.
 
 // crumb is one step of a path.
 type crumb struct{ Name, Path string }
@@ -379,5 +380,90 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request, v *visitor) err
 		Truncated bool
 		Limit     int64
 	}{d.Commit, parents, d.Stat, diffLines(d.Patch), d.Truncated, h.opts.MaxDiffBytes}})
+	return nil
+}
+
+// compareSide is one side of a compare page's "base...head": a branch, a
+// tag or a commit id, and the commit it names. An all-zero id (the
+// "before" of a push that created the branch, the "after" of one that
+// deleted it) is no commit: id is "". A commit id must be reachable from
+// a ref (docs/adr/0091-reachable-objects.md), except a base's: the
+// "before" of a force push is what the push left behind, and a base only
+// keeps its commits off the list, which shows what the head reaches.
+type compareSide struct {
+	Name, ID string
+}
+
+// compareSideOf resolves s, one side of a compare spec.
+func (g gitRepo) compareSideOf(ctx context.Context, s string, base bool) (compareSide, error) {
+	if len(s) >= 40 && isHex(s) && strings.Trim(s, "0") == "" {
+		return compareSide{Name: s}, nil
+	}
+	name, id, p, err := g.locate(ctx, s)
+	if err == nil && p != "" {
+		err = errNoObject
+	}
+	if errors.Is(err, errNoObject) && base && isHex(s) {
+		var ids []string
+		if ids, err = g.batchCheck(ctx, []string{s + "^{commit}"}); err == nil && ids[0] == "" {
+			err = errNoObject
+		} else if err == nil {
+			name, id = s, ids[0]
+		}
+	}
+	if err != nil {
+		return compareSide{}, err
+	}
+	return compareSide{Name: name, ID: id}, nil
+}
+
+// compare is the page of "/-/compare/base...head", the link of a push
+// webhook payload (GitHub's): the commits the head reaches and the base
+// does not, newest first, a page at a time like the log. A created
+// branch's (no base) lists the head's history; a deleted one's (no head)
+// none.
+func (h *Handler) compare(w http.ResponseWriter, r *http.Request, v *visitor) error {
+	rv, g, err := h.openReadable(r, v)
+	if err != nil {
+		return err
+	}
+	bs, hs, ok := strings.Cut(strings.Trim(r.PathValue("rest"), "/"), "...")
+	if !ok || bs == "" || hs == "" {
+		return errNotFound
+	}
+	ctx := r.Context()
+	base, err := g.compareSideOf(ctx, bs, true)
+	if err != nil {
+		return err
+	}
+	head, err := g.compareSideOf(ctx, hs, false)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if err != nil || n < 1 {
+		n = 1
+	}
+	var cs []commit
+	if head.ID != "" {
+		rev := head.ID
+		if base.ID != "" {
+			rev = base.ID + ".." + head.ID
+		}
+		if cs, err = g.log(ctx, rev, "", (n-1)*logPage, logPage+1); err != nil {
+			return err
+		}
+		rv.Ref = head.Name
+	}
+	more := len(cs) > logPage
+	if more {
+		cs = cs[:logPage]
+	}
+	h.show(w, r, v, http.StatusOK, "compare", page{Title: "Comparing " + bs + "..." + hs + " · " + rv.FullName(), Repo: rv, Tab: "commits", Data: struct {
+		Base, Head compareSide
+		Commits    []commit
+		Page       int
+		More       bool
+	}{base, head, cs, n, more}})
 	return nil
 }

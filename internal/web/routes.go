@@ -48,6 +48,7 @@ func (h *Handler) routeTable() []route {
 		{pattern: "GET /{owner}/{repo}/-/raw/{rest...}", page: h.raw},
 		{pattern: "GET /{owner}/{repo}/-/commits/{rest...}", page: h.commits},
 		{pattern: "GET /{owner}/{repo}/-/commit/{id}", page: h.commit},
+		{pattern: "GET /{owner}/{repo}/-/compare/{rest...}", page: h.compare},
 		{pattern: "GET /{owner}/{repo}/-/branches", page: h.branches},
 		{pattern: "GET /{owner}/{repo}/-/tags", page: h.tags},
 		{pattern: "GET /{owner}/{repo}/-/pulls", page: h.pullList},

@@ -58,6 +58,7 @@ func routeCases(f *fixture) map[string]routeCase {
 		"GET /{owner}/{repo}/-/raw/{rest...}":                               {path: priv + "/-/raw/main/README.md", anon: 404},
 		"GET /{owner}/{repo}/-/commits/{rest...}":                           {path: priv + "/-/commits/main", anon: 404},
 		"GET /{owner}/{repo}/-/commit/{id}":                                 {path: priv + "/-/commit/" + f.head, anon: 404},
+		"GET /{owner}/{repo}/-/compare/{rest...}":                           {path: priv + "/-/compare/" + f.head + "..." + f.head, anon: 404},
 		"GET /{owner}/{repo}/-/branches":                                    {path: priv + "/-/branches", anon: 404},
 		"GET /{owner}/{repo}/-/tags":                                        {path: priv + "/-/tags", anon: 404},
 		"GET /{owner}/{repo}/-/pulls":                                       {path: priv + "/-/pulls", anon: 404},
