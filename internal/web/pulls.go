@@ -304,6 +304,10 @@ type pullPage struct {
 	CommentAt string
 	// CommentError is why a comment or review was refused.
 	CommentError string
+	// MergedCommits is how many commits a merged pull request brought,
+	// in words ("2 commits"), for the header; "" when not merged or its
+	// commits are gone.
+	MergedCommits string
 
 	// The conversation tab.
 	Body         any // the description, rendered (template.HTML) or plain (string)
@@ -391,6 +395,9 @@ func (h *Handler) showPull(w http.ResponseWriter, r *http.Request, v *visitor, s
 	}
 	ctx := r.Context()
 	d.Tab, d.PR = "conversation", toRow(rv.Repo, pr)
+	if d.MergedCommits, err = h.mergedCommits(ctx, rv, pr); err != nil {
+		return pullPageError("pull request commits", err)
+	}
 	d.CanChange, d.CanMerge, d.CanComment = rv.CanWrite, rv.CanWrite && pr.State == pulls.Open, v.p != nil
 	if pr.Body != "" {
 		sum := sha256.Sum256([]byte(pr.Body))
@@ -457,6 +464,9 @@ func (h *Handler) showFiles(w http.ResponseWriter, r *http.Request, v *visitor, 
 	}
 	d := pullPage{Tab: "files", PR: toRow(rv.Repo, pr), CanChange: rv.CanWrite, CanComment: v.p != nil, FilePage: pageOf(r), Limit: h.opts.MaxDiffBytes,
 		CommentAt: r.URL.Query().Get("comment"), CommentError: comErr}
+	if d.MergedCommits, err = h.mergedCommits(r.Context(), rv, pr); err != nil {
+		return pullPageError("pull request commits", err)
+	}
 	byLine, err := h.lineComments(r.Context(), rv, pr)
 	if err != nil {
 		return pullPageError("pull request line comments", err)
@@ -509,6 +519,30 @@ func (h *Handler) lineComments(ctx context.Context, rv *repoView, pr pulls.PullR
 		out[n.Path][at] = append(out[n.Path][at], h.noteItem(ctx, rv, pr.Base, n))
 	}
 	return out, nil
+}
+
+// mergedCommits says how many commits merged pull request pr brought
+// into its base, as the header shows it ("1 commit", "3 commits", "250+
+// commits" past what a pull request lists); "" for one not merged, or
+// whose commits are gone.
+func (h *Handler) mergedCommits(ctx context.Context, rv *repoView, pr pulls.PullRequest) (string, error) {
+	if pr.State != pulls.Merged {
+		return "", nil
+	}
+	ids, err := h.opts.Pulls.CommitIDs(ctx, rv.Repo, pr)
+	switch {
+	case errors.Is(err, pulls.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case len(ids) == 0:
+		return "", nil
+	case len(ids) == 1:
+		return "1 commit", nil
+	case len(ids) >= pulls.MaxCommits:
+		return strconv.Itoa(len(ids)) + "+ commits", nil
+	}
+	return strconv.Itoa(len(ids)) + " commits", nil
 }
 
 // pullAlerts are the secret-scanning alerts with a location in pr's

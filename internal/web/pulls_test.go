@@ -407,3 +407,68 @@ func (c *client) postPage(path string, form url.Values) (*http.Response, string)
 	b, _ := io.ReadAll(res.Body)
 	return res, string(b)
 }
+
+// TestPullHeaderSaysWhoMerged: the header of a merged pull request says,
+// as GitHub's does, who merged how many commits into the base from the
+// head, on both tabs, and no longer that its author "wants to merge";
+// a closed one says its author wanted to, and when it was closed (issue
+// 42).
+func TestPullHeaderSaysWhoMerged(t *testing.T) {
+	f := newPullFixture(t)
+	f.git("checkout", "-q", "topic")
+	f.write("c.txt", "more of the topic\n")
+	f.git("add", "-A")
+	f.git("commit", "-q", "-m", "add c.txt")
+	f.git("checkout", "-q", "-b", "other", "main")
+	f.write("d.txt", "another change\n")
+	f.git("add", "-A")
+	f.git("commit", "-q", "-m", "add d.txt")
+	f.git("checkout", "-q", "main")
+	f.push("topic", "other")
+	base := "/alice/pub"
+	alice := f.signedIn(f.alice)
+	open := func(c *client, head string) string {
+		t.Helper()
+		res := c.post(base+"/-/pulls", url.Values{"csrf": {c.csrfFor(base + "/-/pulls")}, "head": {head}, "base": {"main"}, "title": {"Take " + head}})
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("open %s: %d", head, res.StatusCode)
+		}
+		return strings.TrimSuffix(res.Header.Get("Location"), "?done=opened")
+	}
+	p1, p2 := open(alice, "topic"), open(alice, "other")
+	header := func(path string) string {
+		t.Helper()
+		res, body := alice.get(path)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, res.StatusCode)
+		}
+		start, end := strings.Index(body, `id="pull-head"`), strings.Index(body, `<nav class="tabs subtabs">`)
+		if start < 0 || end < start {
+			t.Fatalf("GET %s: no header\n%s", path, body)
+		}
+		return strings.Join(strings.Fields(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(body[start:end], " ")), " ")
+	}
+	if h := header(p1); !strings.Contains(h, "alice wants to merge topic into main · opened") {
+		t.Errorf("header of the open #1: %q", h)
+	}
+	csrf := alice.csrfFor(p1)
+	_, body := alice.get(p1)
+	sha := shaRE.FindStringSubmatch(body)
+	if sha == nil {
+		t.Fatalf("no merge box on #1:\n%s", body)
+	}
+	if res := alice.post(p1+"/merge", url.Values{"csrf": {csrf}, "method": {"merge"}, "sha": {sha[1]}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("merge: %d", res.StatusCode)
+	}
+	for _, p := range []string{p1, p1 + "/files"} {
+		if h := header(p); !strings.Contains(h, "merged alice merged 2 commits into main from topic ·") || strings.Contains(h, "wants to merge") {
+			t.Errorf("header of the merged #1 on %s: %q", p, h)
+		}
+	}
+	if res := alice.post(p2+"/state", url.Values{"csrf": {csrf}, "state": {"closed"}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("close: %d", res.StatusCode)
+	}
+	if h := header(p2); !strings.Contains(h, "closed alice wanted to merge other into main · closed") || strings.Contains(h, "merged") {
+		t.Errorf("header of the closed #2: %q", h)
+	}
+}
