@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/ghost-scm/ghost/internal/config"
 	"github.com/ghost-scm/ghost/internal/lfs"
@@ -17,52 +16,30 @@ import (
 
 // The store commands (repo compact, repo reindex, gc) are server
 // operations with no API: they work on the object store directly, like
-// serve, through admin.runE. Each names the store it used (on stderr with
-// -v; gc on stdout, before it starts), and none creates a store
-// (config.Config.OpenStore): one run in the wrong place fails naming the
-// store it looked for.
+// serve, through admin.runE. Each names the store it used (on stderr; gc
+// on stdout, before it starts), so that one run in the wrong place does
+// not go unnoticed, and none creates a store (config.Config.OpenStore).
 
 // admin is the shared part of a store command: the object store's flags.
 type admin struct {
-	env     *Env
-	cfg     config.Config
-	verbose bool
+	env *Env
+	cfg config.Config
 }
 
-// newAdmin registers the store flags and -v on cmd.
+// newAdmin registers the store flags on cmd.
 func newAdmin(env *Env, cmd *cobra.Command) *admin {
 	a := &admin{env: env}
 	a.cfg.RegisterStore(cmd.Flags())
-	registerVerbose(cmd, &a.verbose)
 	return a
 }
 
-// registerVerbose registers -v, --verbose (GHOST_VERBOSE): say on stderr
-// which server or store the command used. Off by default, so that
-// everyday use prints only what was asked for (issue 42); a command on a
-// store that does not exist fails naming the store whatever the flag
-// (config.ErrNoStore), so a run in the wrong place still shows.
-func registerVerbose(cmd *cobra.Command, p *bool) {
-	// Bound to its variable in a set of its own, then added with its
-	// shorthand (config's helpers register long names only).
-	fs := pflag.NewFlagSet("verbose", pflag.ContinueOnError)
-	config.BoolVar(fs, p, "verbose", "GHOST_VERBOSE", false, `say on stderr which server or store the command read from or wrote to`)
-	f := fs.Lookup("verbose")
-	f.Shorthand = "v"
-	cmd.Flags().AddFlag(f)
-}
-
-// wrote tells the operator, with -v, which store a command changed, on
-// stderr: stdout stays for what scripts capture.
-func (a *admin) wrote() {
-	if a.verbose {
-		fmt.Fprintf(a.env.Stderr, "wrote to %s\n", a.cfg.Location())
-	}
-}
+// wrote tells the operator which store a command changed, on stderr:
+// stdout stays for what scripts capture.
+func (a *admin) wrote() { fmt.Fprintf(a.env.Stderr, "wrote to %s\n", a.cfg.Location()) }
 
 // runE makes a store command's RunE from fn: it opens the stores, runs fn
-// on them and, when fn succeeds and writes is set, says on stderr (with
-// -v) which store the command wrote to.
+// on them and, when fn succeeds and writes is set, says on stderr which
+// store the command wrote to.
 func (a *admin) runE(writes bool, fn func(ctx context.Context, s stores, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		s, err := openStores(cmd.Context(), &a.cfg)

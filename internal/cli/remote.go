@@ -43,11 +43,10 @@ import (
 
 // target is where a command sends its calls: the settings of both modes.
 type target struct {
-	env     *Env
-	cfg     config.Config
-	server  string
-	cmd     *cobra.Command
-	verbose bool
+	env    *Env
+	cfg    config.Config
+	server string
+	cmd    *cobra.Command
 }
 
 // newTarget registers the flags of both modes on cmd.
@@ -56,7 +55,6 @@ func newTarget(env *Env, cmd *cobra.Command) *target {
 	f := cmd.Flags()
 	t.cfg.RegisterStore(f)
 	config.StringVar(f, &t.server, "server", "GHOST_SERVER", "", "URL of a ghost server to work through its API (token: GHOST_TOKEN or ghost login); without it, and without a saved login, the command works on the store")
-	registerVerbose(cmd, &t.verbose)
 	return t
 }
 
@@ -213,7 +211,7 @@ func operatorName() string {
 }
 
 // runAPI makes a command's RunE that opens the target, runs fn and says
-// on stderr (with -v) where it wrote (writes) or read from.
+// on stderr where it wrote (writes) or read from.
 func (t *target) runAPI(writes bool, so storeOptions, fn func(ctx context.Context, c *conn, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		c, err := t.open(cmd.Context(), so)
@@ -229,14 +227,12 @@ func (t *target) runAPI(writes bool, so storeOptions, fn func(ctx context.Contex
 	}
 }
 
-// note says on stderr, with -v, which server or store a command changed
-// or read: stdout stays for what scripts capture.
+// note says on stderr which server or store a command changed or read:
+// stdout stays for what scripts capture.
 func (t *target) note(c *conn, writes bool) {
-	switch {
-	case !t.verbose:
-	case writes:
+	if writes {
 		fmt.Fprintf(t.env.Stderr, "wrote to %s\n", c.where)
-	default:
+	} else {
 		fmt.Fprintf(t.env.Stderr, "read from %s\n", c.where)
 	}
 }
